@@ -1,0 +1,291 @@
+//! Certificate facts: DER in, [`CertInfo`] out, plus the small pure judgments
+//! built on them (hostname coverage, earliest expiry, staging issuers).
+//!
+//! Nothing here verifies signatures or builds paths: that is WebPKI's job in
+//! `probe/tls.rs`. These functions read what the server presented, so they
+//! work on chains that failed verification too.
+
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+use x509_parser::der_parser::oid::Oid;
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::{FromDer, X509Certificate};
+use x509_parser::public_key::PublicKey;
+
+use crate::outcome::CertInfo;
+
+/// A certificate as presented, with the raw names needed to reason about the
+/// chain (which issuer is missing, which certificate is self-signed).
+#[derive(Debug, Clone)]
+pub struct Presented {
+    pub info: CertInfo,
+    /// DER of the subject Name's contents (without the SEQUENCE header), the
+    /// form WebPKI keeps for trust anchors.
+    pub subject_der: Vec<u8>,
+    pub issuer_der: Vec<u8>,
+}
+
+impl Presented {
+    pub fn is_self_issued(&self) -> bool {
+        self.subject_der == self.issuer_der
+    }
+}
+
+/// Reads one certificate. A certificate x509-parser cannot read is still
+/// reported, by fingerprint, so the operator sees that *something* was sent.
+pub fn read(der: &[u8], now: OffsetDateTime) -> Presented {
+    let sha256 = hex(&Sha256::digest(der));
+    match X509Certificate::from_der(der) {
+        Ok((_, cert)) => Presented {
+            info: describe(&cert, sha256, now),
+            subject_der: name_contents(cert.subject().as_raw()).to_vec(),
+            issuer_der: name_contents(cert.issuer().as_raw()).to_vec(),
+        },
+        Err(err) => Presented {
+            info: CertInfo {
+                subject: format!("(unreadable certificate: {err})"),
+                issuer: String::new(),
+                not_before: OffsetDateTime::UNIX_EPOCH,
+                not_after: OffsetDateTime::UNIX_EPOCH,
+                days_left: 0,
+                sans: Vec::new(),
+                serial: String::new(),
+                sha256,
+                key: String::new(),
+                signature: String::new(),
+            },
+            subject_der: Vec::new(),
+            issuer_der: Vec::new(),
+        },
+    }
+}
+
+fn describe(cert: &X509Certificate<'_>, sha256: String, now: OffsetDateTime) -> CertInfo {
+    let not_before = cert.validity().not_before.to_datetime();
+    let not_after = cert.validity().not_after.to_datetime();
+    CertInfo {
+        subject: cert.subject().to_string(),
+        issuer: cert.issuer().to_string(),
+        not_before,
+        not_after,
+        days_left: (not_after - now).whole_days(),
+        sans: sans(cert),
+        serial: hex(cert.raw_serial()),
+        sha256,
+        key: key_description(cert),
+        signature: signature_name(cert),
+    }
+}
+
+fn sans(cert: &X509Certificate<'_>) -> Vec<String> {
+    let Ok(Some(ext)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    ext.value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::DNSName(dns) => Some(dns.to_string()),
+            GeneralName::IPAddress(bytes) => ip_from_bytes(bytes).map(|ip| ip.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ip_from_bytes(bytes: &[u8]) -> Option<std::net::IpAddr> {
+    match bytes.len() {
+        4 => <[u8; 4]>::try_from(bytes).ok().map(std::net::IpAddr::from),
+        16 => <[u8; 16]>::try_from(bytes).ok().map(std::net::IpAddr::from),
+        _ => None,
+    }
+}
+
+fn key_description(cert: &X509Certificate<'_>) -> String {
+    let spki = cert.public_key();
+    match spki.parsed() {
+        Ok(PublicKey::RSA(rsa)) => format!("RSA {}", rsa.key_size()),
+        Ok(PublicKey::EC(_)) => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.as_oid().ok())
+                .map(|oid| curve_name(&oid.to_id_string()))
+                .unwrap_or_else(|| "unknown curve".to_string());
+            format!("ECDSA {curve}")
+        }
+        Ok(PublicKey::DSA(_)) => "DSA".to_string(),
+        Ok(PublicKey::GostR3410(_)) | Ok(PublicKey::GostR3410_2012(_)) => "GOST".to_string(),
+        Ok(PublicKey::Unknown(_)) | Err(_) => oid_name(&spki.algorithm.algorithm),
+    }
+}
+
+fn curve_name(oid: &str) -> String {
+    match oid {
+        "1.2.840.10045.3.1.7" => "P-256".to_string(),
+        "1.3.132.0.34" => "P-384".to_string(),
+        "1.3.132.0.35" => "P-521".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn signature_name(cert: &X509Certificate<'_>) -> String {
+    oid_name(&cert.signature_algorithm.algorithm)
+}
+
+fn oid_name(oid: &Oid<'_>) -> String {
+    match oid.to_id_string().as_str() {
+        "1.3.101.112" => "ED25519".to_string(),
+        _ => x509_parser::objects::oid2sn(oid, x509_parser::objects::oid_registry())
+            .map(str::to_string)
+            .unwrap_or_else(|_| oid.to_id_string()),
+    }
+}
+
+/// Strips the outer SEQUENCE tag and length from a DER Name. WebPKI stores
+/// trust-anchor subjects this way, so comparing like with like needs it.
+pub fn name_contents(der: &[u8]) -> &[u8] {
+    let Some(&first_len) = der.get(1) else {
+        return der;
+    };
+    let header = if first_len < 0x80 {
+        2
+    } else {
+        2 + usize::from(first_len & 0x7f)
+    };
+    der.get(header..).unwrap_or(der)
+}
+
+/// Does a certificate with these SANs cover `host`? RFC 6125 rules as
+/// browsers apply them: case-insensitive, a wildcard only as the whole
+/// left-most label and matching exactly one label, no fallback to the CN.
+pub fn covers(sans: &[String], host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    sans.iter()
+        .any(|san| san_matches(&san.to_ascii_lowercase(), &host))
+}
+
+fn san_matches(san: &str, host: &str) -> bool {
+    if let Some(suffix) = san.strip_prefix("*.") {
+        return match host.split_once('.') {
+            Some((label, rest)) => !label.is_empty() && rest == suffix,
+            None => false,
+        };
+    }
+    san == host
+}
+
+/// The certificate that expires first among those served: the one that
+/// breaks the site first, whatever its position in the chain.
+pub fn earliest_expiry(chain: &[CertInfo]) -> Option<&CertInfo> {
+    chain.iter().min_by_key(|c| c.not_after)
+}
+
+/// True when less than a quarter of the certificate's lifetime remains.
+/// ACME clients renew once a third remains, so a quarter means renewal has
+/// been failing for a while, whatever the lifetime.
+pub fn renewal_overdue(cert: &CertInfo, now: OffsetDateTime) -> bool {
+    let lifetime = cert.not_after - cert.not_before;
+    let left = cert.not_after - now;
+    left < lifetime / 4
+}
+
+/// Let's Encrypt's staging hierarchy (and other ACME staging CAs) put
+/// "(STAGING)" in their names; browsers trust none of them.
+pub fn is_staging(dn: &str) -> bool {
+    dn.to_ascii_uppercase().contains("(STAGING)")
+}
+
+/// The CN of a DN string as x509-parser prints it ("C=US, O=X, CN=R11"), or
+/// the whole DN when it has none.
+pub fn common_name(dn: &str) -> &str {
+    dn.split(", ")
+        .find_map(|part| part.strip_prefix("CN="))
+        .unwrap_or(dn)
+}
+
+/// A date the way operators read it in mail and terminals.
+pub fn format_date(t: OffsetDateTime) -> String {
+    let t = t.to_offset(::time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute()
+    )
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sans(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn wildcard_covers_one_label_only() {
+        let w = sans(&["*.example.test"]);
+        assert!(covers(&w, "www.example.test"));
+        assert!(covers(&w, "WWW.Example.Test."));
+        assert!(!covers(&w, "a.b.example.test"));
+        assert!(!covers(&w, "example.test"));
+    }
+
+    #[test]
+    fn exact_names_and_ips() {
+        let s = sans(&["example.test", "127.0.0.1"]);
+        assert!(covers(&s, "example.test"));
+        assert!(covers(&s, "127.0.0.1"));
+        assert!(!covers(&s, "www.example.test"));
+    }
+
+    #[test]
+    fn name_contents_strips_short_and_long_headers() {
+        assert_eq!(name_contents(&[0x30, 0x02, 0xaa, 0xbb]), &[0xaa, 0xbb]);
+        let mut long = vec![0x30, 0x81, 0x80];
+        long.extend(std::iter::repeat_n(7, 0x80));
+        assert_eq!(name_contents(&long).len(), 0x80);
+    }
+
+    #[test]
+    fn quarter_of_lifetime_rule() {
+        let now = OffsetDateTime::now_utc();
+        let cert = |left_days: i64| CertInfo {
+            subject: String::new(),
+            issuer: String::new(),
+            not_before: now - time::Duration::days(90 - left_days),
+            not_after: now + time::Duration::days(left_days),
+            days_left: left_days,
+            sans: vec![],
+            serial: String::new(),
+            sha256: String::new(),
+            key: String::new(),
+            signature: String::new(),
+        };
+        assert!(renewal_overdue(&cert(20), now));
+        assert!(!renewal_overdue(&cert(23), now));
+        assert!(!renewal_overdue(&cert(60), now));
+    }
+
+    #[test]
+    fn staging_and_common_name() {
+        let dn = "C=US, O=(STAGING) Let's Encrypt, CN=(STAGING) Artificial Apricot R3";
+        assert!(is_staging(dn));
+        assert!(!is_staging("C=US, O=Let's Encrypt, CN=R11"));
+        assert_eq!(common_name(dn), "(STAGING) Artificial Apricot R3");
+        assert_eq!(common_name("O=Only Org"), "O=Only Org");
+    }
+}

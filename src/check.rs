@@ -1,0 +1,104 @@
+//! A check as the rest of the program sees it: typed, validated, ready to run.
+//!
+//! `config::resolve` is the only producer; nothing after it can hold an
+//! invalid URL, regex or duration. Adding a probe kind means a new
+//! [`CheckKind`] variant, and the compiler then points at every `match` that
+//! must learn about it.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::HeaderName;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+/// One thing to probe.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: String,
+    pub url: Url,
+    /// Connect to this address instead of resolving the URL's host; SNI,
+    /// `Host` and certificate verification still use the URL's host.
+    pub resolve: Option<IpAddr>,
+    pub every: Cadence,
+    pub timeout: Duration,
+    pub labels: BTreeMap<String, String>,
+    pub tls: TlsExpect,
+    pub kind: CheckKind,
+}
+
+impl Check {
+    pub fn kind_name(&self) -> KindName {
+        match self.kind {
+            CheckKind::Http(_) => KindName::Http,
+        }
+    }
+}
+
+/// How often a check runs.
+#[derive(Debug, Clone)]
+pub enum Cadence {
+    Every(Duration),
+    Cron(Box<cron::Schedule>),
+}
+
+/// The kind-specific part of a check.
+#[derive(Debug, Clone)]
+pub enum CheckKind {
+    Http(HttpCheck),
+}
+
+/// The kind's name, as written in `kind = "..."` and in JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KindName {
+    Http,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpCheck {
+    pub follow_redirects: bool,
+    pub expect: HttpExpect,
+}
+
+/// What an `http` check expects of the response.
+#[derive(Debug, Clone, Default)]
+pub struct HttpExpect {
+    /// Accepted status codes; empty means any 2xx.
+    pub status: Vec<u16>,
+    pub body_contains: Option<String>,
+    pub body_regex: Option<Regex>,
+    pub max_response_time: Option<Duration>,
+    /// Header name -> regex its value must match.
+    pub headers: Vec<(HeaderName, Regex)>,
+}
+
+/// What every check with an https URL expects of the certificate chain.
+#[derive(Debug, Clone)]
+pub struct TlsExpect {
+    /// Warn below this many days left; `None` means "when less than a
+    /// quarter of the lifetime remains".
+    pub warn_days: Option<u32>,
+    pub critical_days: u32,
+    /// Regex on the leaf's issuer DN.
+    pub issuer: Option<Regex>,
+    /// Extra trust for this check, on top of the Mozilla roots and the
+    /// global `extra_ca_file`.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for TlsExpect {
+    fn default() -> Self {
+        Self {
+            warn_days: None,
+            critical_days: DEFAULT_CRITICAL_DAYS,
+            issuer: None,
+            ca_file: None,
+        }
+    }
+}
+
+pub const DEFAULT_CRITICAL_DAYS: u32 = 7;

@@ -1,0 +1,562 @@
+//! The daemon's configuration: `config.toml` plus every `checks/*.toml`,
+//! loaded into typed values once; after [`load`] nothing can hold an invalid
+//! URL, regex, cron expression, duration or mailbox.
+//!
+//! Loading has two stages (ripgrep's raw-then-validated shape), and reports
+//! every problem of every file at once as `FILE:LINE:COL: message`, the
+//! message naming the key (`vigie validate` prints them as they are):
+//!
+//! - `source.rs`: a file held in memory; byte offset -> line and column.
+//! - `error.rs`: [`ConfigError`], [`ConfigErrors`], and the collector every
+//!   stage reports into instead of returning at the first problem.
+//! - `raw.rs`: the serde mirror of the files, unknown keys rejected, values
+//!   as written with their spans.
+//! - `decode.rs`: text -> raw structs, one section or entry at a time, so
+//!   serde stopping at its first error costs at most one key.
+//! - `resolve.rs`: raw -> typed, with the semantic rules (schemes, ranges,
+//!   files that must exist, duplicate names, defaults): `config.toml` there,
+//!   `[[check]]` entries in `resolve/check.rs`, the shared string -> value
+//!   conversions and their messages in `resolve/cx.rs`.
+//! - this file: the typed configuration, which files are read in which
+//!   order, and small queries on the result ([`Config::select`],
+//!   [`MaintenanceWindow::covers`]).
+//!
+//! Relative paths are resolved against the directory of the file they are
+//! written in: `config.toml`'s for its keys, a checks file's for
+//! `tls.ca_file`. Paths are joined, not canonicalized, so messages show
+//! them as the user would find them.
+
+mod decode;
+mod error;
+mod raw;
+mod resolve;
+mod source;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lettre::message::Mailbox;
+use url::Url;
+
+use crate::check::Check;
+
+pub use error::{ConfigError, ConfigErrors};
+
+use error::Diagnostics;
+use source::Source;
+
+/// Everything the daemon and the CLI need, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The config file itself.
+    pub path: PathBuf,
+    /// sled database, maildir, etc. Not required to exist: the daemon
+    /// creates it.
+    pub state_dir: PathBuf,
+    /// Where the checks files were read from; exists.
+    pub checks_dir: PathBuf,
+    /// Probes in flight at most; at least 1.
+    pub concurrency: usize,
+    /// Timeout of a check that sets none; more than zero.
+    pub default_timeout: Duration,
+    /// Added to the Mozilla roots for every check; exists.
+    pub extra_ca_file: Option<PathBuf>,
+    pub api: ApiConfig,
+    pub connectivity: ConnectivityConfig,
+    pub alerting: AlertingConfig,
+    /// `None`: messages go to `<state_dir>/maildir`.
+    pub smtp: Option<SmtpConfig>,
+    pub report: ReportConfig,
+    pub history: HistoryConfig,
+    /// `None`: history is kept locally only.
+    pub replication: Option<ReplicationConfig>,
+    pub heartbeat: Option<HeartbeatConfig>,
+    pub maintenance: Vec<MaintenanceWindow>,
+    /// From every `checks_dir/*.toml`, files in name order, checks in file
+    /// order; names are unique.
+    pub checks: Vec<Check>,
+}
+
+/// `[api]`: the local HTTP API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiConfig {
+    pub listen: SocketAddr,
+    /// Required by mutating endpoints, and by every endpoint but /healthz
+    /// when `listen` is not loopback (enforced by the API, not here).
+    pub token_file: Option<PathBuf>,
+}
+
+/// `[connectivity]`: the blind-monitor gate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectivityConfig {
+    /// http(s) URLs outside the watched platform; none means no gate.
+    pub canaries: Vec<Url>,
+}
+
+/// `[alerting]`.
+#[derive(Debug, Clone)]
+pub struct AlertingConfig {
+    pub to: Vec<Mailbox>,
+    pub from: Option<Mailbox>,
+    /// Consecutive failed probes before DOWN; at least 1.
+    pub failure_threshold: u32,
+    /// Consecutive good probes before UP again; at least 1.
+    pub recovery_threshold: u32,
+    /// Reminder interval while still down.
+    pub repeat: Duration,
+    /// Alerts firing within this window share one email.
+    pub group_window: Duration,
+}
+
+/// `[smtp]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpConfig {
+    pub host: String,
+    /// Defaults by `tls`: 587 starttls, 465 tls, 25 none.
+    pub port: u16,
+    pub tls: SmtpTls,
+    /// Set together with `password_file`, or neither is.
+    pub username: Option<String>,
+    pub password_file: Option<PathBuf>,
+    /// Extra trust for a private relay.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// How the SMTP connection is protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpTls {
+    /// Plain connection upgraded with STARTTLS (required, not opportunistic).
+    Starttls,
+    /// TLS from the first byte (SMTPS).
+    Tls,
+    /// Clear text; only ever to a loopback host.
+    None,
+}
+
+impl SmtpTls {
+    /// The port this mode is conventionally served on.
+    pub fn default_port(self) -> u16 {
+        match self {
+            SmtpTls::Starttls => 587,
+            SmtpTls::Tls => 465,
+            SmtpTls::None => 25,
+        }
+    }
+}
+
+/// `[report]`: the daily certificate report.
+#[derive(Debug, Clone)]
+pub struct ReportConfig {
+    pub schedule: cron::Schedule,
+    /// Defaults to `alerting.to`.
+    pub to: Vec<Mailbox>,
+}
+
+/// `[history]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryConfig {
+    pub retention: Duration,
+}
+
+/// `[replication]`: off-region copy of the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationConfig {
+    /// `s3://bucket/prefix`; see [`Self::bucket`] and [`Self::prefix`].
+    pub url: Url,
+    /// S3-compatible endpoint; plain http only to a loopback host.
+    pub endpoint: Option<Url>,
+    pub region: Option<String>,
+    /// Set together with `secret_access_key_file`, or neither is.
+    pub access_key_id_file: Option<PathBuf>,
+    pub secret_access_key_file: Option<PathBuf>,
+    pub interval: Duration,
+}
+
+impl ReplicationConfig {
+    /// The bucket: the URL's host (never empty after `load`).
+    pub fn bucket(&self) -> &str {
+        self.url.host_str().unwrap_or_default()
+    }
+
+    /// The key prefix inside the bucket, without leading or trailing `/`;
+    /// may be empty.
+    pub fn prefix(&self) -> &str {
+        self.url.path().trim_matches('/')
+    }
+}
+
+/// `[heartbeat]`: dead-man's switch at a third party.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    pub url: Url,
+    pub interval: Duration,
+}
+
+/// One `[[maintenance]]` entry: a recurring quiet window.
+#[derive(Debug, Clone)]
+pub struct MaintenanceWindow {
+    /// Check-name globs (`*` any run, `?` one character); at least one.
+    pub checks: Vec<String>,
+    /// When the window opens.
+    pub schedule: cron::Schedule,
+    /// How long it stays open.
+    pub duration: Duration,
+}
+
+impl MaintenanceWindow {
+    /// Whether the window applies to the check called `name`.
+    pub fn covers(&self, name: &str) -> bool {
+        self.checks.iter().any(|pattern| glob_match(pattern, name))
+    }
+}
+
+impl Config {
+    /// The checks named on a command line, in config order; all of them
+    /// when `names` is empty. Unknown names are an error listing the known
+    /// ones.
+    pub fn select(&self, names: &[String]) -> Result<Vec<&Check>, String> {
+        if names.is_empty() {
+            return Ok(self.checks.iter().collect());
+        }
+        let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        let known: BTreeSet<&str> = self.checks.iter().map(|c| c.name.as_str()).collect();
+        let unknown: Vec<String> = wanted
+            .difference(&known)
+            .map(|n| format!("{n:?}"))
+            .collect();
+        if !unknown.is_empty() {
+            let plural = if unknown.len() == 1 { "" } else { "s" };
+            let known = match known.is_empty() {
+                true => "no checks are defined".to_owned(),
+                false => format!(
+                    "known: {}",
+                    known.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            };
+            return Err(format!(
+                "unknown check{plural} {} ({known})",
+                unknown.join(", ")
+            ));
+        }
+        Ok(self
+            .checks
+            .iter()
+            .filter(|c| wanted.contains(c.name.as_str()))
+            .collect())
+    }
+}
+
+/// Loads `path` and the checks files of its `checks_dir`.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    match fs::read_to_string(path) {
+        Ok(text) => load_str(path, &text),
+        Err(e) => {
+            let mut diag = Diagnostics::default();
+            diag.file(0, path, format!("cannot read config file: {e}"));
+            Err(diag.into_errors())
+        }
+    }
+}
+
+/// Like [`load`] with the config text given; `path` still names the file
+/// in messages and anchors relative paths, and the checks files are read
+/// from disk.
+pub fn load_str(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    let mut diag = Diagnostics::default();
+    let src = Source::new(path, text.to_owned(), 0);
+    let Some(raw) = decode::config(&src, &mut diag) else {
+        // Not TOML at all: where the checks are and their default timeout
+        // are unknown, so the checks are not read.
+        return Err(diag.into_errors());
+    };
+    let mut config = resolve::config(&src, &raw, &mut diag);
+    // A missing checks_dir was reported by `resolve`.
+    if config.checks_dir.is_dir() {
+        let defaults = resolve::CheckDefaults {
+            timeout: config.default_timeout,
+        };
+        config.checks = load_checks(path, &config.checks_dir, &defaults, &mut diag);
+    }
+    diag.finish(config)
+}
+
+/// Parses one checks file's text, as if it were the only one; for tests and
+/// tools that need a [`Check`] without a config. `path` names the file in
+/// messages and anchors `tls.ca_file`.
+pub fn checks_from_str(
+    path: &Path,
+    text: &str,
+    default_timeout: Duration,
+) -> Result<Vec<Check>, ConfigErrors> {
+    let mut diag = Diagnostics::default();
+    let src = Source::new(path, text.to_owned(), 0);
+    let defaults = resolve::CheckDefaults {
+        timeout: default_timeout,
+    };
+    let checks = match decode::checks(&src, &mut diag) {
+        Some(raw) => resolve::checks(
+            &src,
+            &raw,
+            &defaults,
+            &mut resolve::Names::default(),
+            &mut diag,
+        ),
+        None => Vec::new(),
+    };
+    diag.finish(checks)
+}
+
+/// Reads every checks file in `dir`, reporting problems of all of them.
+fn load_checks(
+    config_path: &Path,
+    dir: &Path,
+    defaults: &resolve::CheckDefaults,
+    diag: &mut Diagnostics,
+) -> Vec<Check> {
+    let files = match checks_files(dir) {
+        Ok(files) => files,
+        Err(e) => {
+            diag.file(
+                0,
+                config_path,
+                format!("cannot list checks_dir {}: {e}", dir.display()),
+            );
+            return Vec::new();
+        }
+    };
+    let mut names = resolve::Names::default();
+    let mut checks = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        // Rank 0 is the config file.
+        let rank = i + 1;
+        let text = match fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(e) => {
+                diag.file(rank, file, format!("cannot read checks file: {e}"));
+                continue;
+            }
+        };
+        let src = Source::new(file, text, rank);
+        if let Some(raw) = decode::checks(&src, diag) {
+            checks.extend(resolve::checks(&src, &raw, defaults, &mut names, diag));
+        }
+    }
+    checks
+}
+
+/// The `*.toml` files of `dir`, by name. Dotfiles are skipped: editors
+/// leave `.#site.toml` lock files and `.site.toml.swp`-style siblings next
+/// to the file being edited. Other files (`README.md`) are documentation.
+fn checks_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name.starts_with('.') || !name.ends_with(".toml") || !path.is_file() {
+            continue;
+        }
+        files.push(path);
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// `*` matches any run of characters (including none), `?` exactly one;
+/// everything else matches itself.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    // Where the last `*` was and what it had matched up to: on a mismatch
+    // that star swallows one more character and matching resumes. Linear
+    // backtracking suffices because a later star can absorb anything an
+    // earlier one would have.
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    star = Some((sp, sn + 1));
+                    pi = sp + 1;
+                    ni = sn + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{Cadence, CheckKind, DEFAULT_CRITICAL_DAYS};
+
+    fn dir_with_checks(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("checks")).unwrap();
+        for (name, text) in files {
+            fs::write(dir.path().join("checks").join(name), text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn an_empty_config_gets_every_default() {
+        let dir = dir_with_checks(&[]);
+        let path = dir.path().join("config.toml");
+        let config = load_str(&path, "").unwrap();
+        assert_eq!(config.path, path);
+        assert_eq!(config.state_dir, dir.path().join("state"));
+        assert_eq!(config.checks_dir, dir.path().join("checks"));
+        assert_eq!(config.concurrency, 64);
+        assert_eq!(config.default_timeout, Duration::from_secs(10));
+        assert_eq!(config.extra_ca_file, None);
+        assert_eq!(config.api.listen, "127.0.0.1:9464".parse().unwrap());
+        assert_eq!(config.api.token_file, None);
+        assert!(config.connectivity.canaries.is_empty());
+        assert!(config.alerting.to.is_empty());
+        assert!(config.alerting.from.is_none());
+        assert_eq!(config.alerting.failure_threshold, 2);
+        assert_eq!(config.alerting.recovery_threshold, 2);
+        assert_eq!(config.alerting.repeat, Duration::from_secs(4 * 3600));
+        assert_eq!(config.alerting.group_window, Duration::from_secs(30));
+        assert!(config.smtp.is_none());
+        assert_eq!(config.report.schedule.to_string(), "0 0 7 * * *");
+        assert!(config.report.to.is_empty());
+        assert_eq!(config.history.retention, Duration::from_secs(400 * 86400));
+        assert!(config.replication.is_none());
+        assert!(config.heartbeat.is_none());
+        assert!(config.maintenance.is_empty());
+        assert!(config.checks.is_empty());
+    }
+
+    #[test]
+    fn section_defaults() {
+        let dir = dir_with_checks(&[]);
+        let text = r#"
+            [alerting]
+            to = ["oncall@example.com"]
+            [smtp]
+            host = "localhost"
+            tls = "none"
+            [replication]
+            url = "s3://bucket/some/prefix/"
+            [heartbeat]
+            url = "https://hc-ping.example/uuid"
+        "#;
+        let config = load_str(&dir.path().join("config.toml"), text).unwrap();
+        assert_eq!(
+            config.report.to, config.alerting.to,
+            "report.to defaults to alerting.to"
+        );
+        let smtp = config.smtp.unwrap();
+        assert_eq!((smtp.tls, smtp.port), (SmtpTls::None, 25));
+        let replication = config.replication.unwrap();
+        assert_eq!(replication.bucket(), "bucket");
+        assert_eq!(replication.prefix(), "some/prefix");
+        assert_eq!(replication.interval, Duration::from_secs(300));
+        assert_eq!(config.heartbeat.unwrap().interval, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn smtp_port_follows_tls_mode() {
+        assert_eq!(SmtpTls::Starttls.default_port(), 587);
+        assert_eq!(SmtpTls::Tls.default_port(), 465);
+        assert_eq!(SmtpTls::None.default_port(), 25);
+    }
+
+    #[test]
+    fn check_defaults() {
+        let text = "[[check]]\nname = \"site\"\nkind = \"http\"\nurl = \"https://example.com/\"\n";
+        let checks = checks_from_str(Path::new("site.toml"), text, Duration::from_secs(3)).unwrap();
+        let check = &checks[0];
+        assert!(matches!(check.every, Cadence::Every(d) if d == Duration::from_secs(60)));
+        assert_eq!(
+            check.timeout,
+            Duration::from_secs(3),
+            "the config's default_timeout"
+        );
+        assert_eq!(check.resolve, None);
+        assert!(check.labels.is_empty());
+        assert_eq!(check.tls.warn_days, None);
+        assert_eq!(check.tls.critical_days, DEFAULT_CRITICAL_DAYS);
+        let CheckKind::Http(http) = &check.kind;
+        assert!(http.follow_redirects);
+        assert!(http.expect.status.is_empty(), "empty = any 2xx");
+    }
+
+    #[test]
+    fn checks_are_read_in_file_name_order_skipping_other_files() {
+        let check = |name: &str| {
+            format!("[[check]]\nname = \"{name}\"\nkind = \"http\"\nurl = \"https://{name}.example/\"\n")
+        };
+        let dir = dir_with_checks(&[
+            ("b.toml", &check("b")),
+            ("a.toml", &format!("{}{}", check("a2"), check("a1"))),
+            ("README.md", "not toml"),
+            (".#a.toml", "not toml either"),
+        ]);
+        let config = load_str(&dir.path().join("config.toml"), "").unwrap();
+        let names: Vec<_> = config.checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a2", "a1", "b"]);
+    }
+
+    #[test]
+    fn select_keeps_config_order_and_names_unknown_checks() {
+        let dir = dir_with_checks(&[(
+            "c.toml",
+            "[[check]]\nname = \"one\"\nkind = \"http\"\nurl = \"https://a.example/\"\n\
+             [[check]]\nname = \"two\"\nkind = \"http\"\nurl = \"https://b.example/\"\n",
+        )]);
+        let config = load_str(&dir.path().join("config.toml"), "").unwrap();
+        let all: Vec<_> = config
+            .select(&[])
+            .unwrap()
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        assert_eq!(all, ["one", "two"]);
+        let picked = config.select(&["two".into(), "one".into()]).unwrap();
+        assert_eq!(picked.len(), 2);
+        assert_eq!(picked[0].name, "one");
+        let err = config.select(&["three".into(), "one".into()]).unwrap_err();
+        assert_eq!(err, "unknown check \"three\" (known: one, two)");
+    }
+
+    #[test]
+    fn missing_config_file() {
+        let err = load(Path::new("/nonexistent/vigie/config.toml")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/nonexistent/vigie/config.toml:1:1: cannot read config file: No such file or directory (os error 2)"
+        );
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("staging-*", "staging-api"));
+        assert!(glob_match("staging-*", "staging-"));
+        assert!(!glob_match("staging-*", "prod-api"));
+        assert!(glob_match("*-api", "staging-api"));
+        assert!(glob_match("s?te", "site"));
+        assert!(!glob_match("s?te", "ste"));
+        assert!(glob_match("*a*b*", "xxaxxbxx"));
+        assert!(!glob_match("*a*b", "xxaxxbxx"));
+        assert!(glob_match("site", "site"));
+        assert!(!glob_match("site", "sites"));
+        assert!(glob_match("*", ""));
+    }
+}

@@ -1,0 +1,222 @@
+//! Stage one: a serde mirror of `config.toml` and `checks/*.toml`.
+//!
+//! Every struct denies unknown fields, so a misspelt key is an error rather
+//! than a silently ignored setting. Values stay as written (strings for
+//! durations, URLs, regexes, cron expressions, mailboxes) and are wrapped in
+//! [`Spanned`] so `resolve` can point at them; turning them into typed
+//! values is `resolve`'s job, not this file's.
+//!
+//! Every key is optional here, including required ones: serde would stop at
+//! the first missing field, while `resolve` can report each missing key next
+//! to the other problems of the same table.
+//!
+//! These structs are never deserialized from a whole file in one go (see
+//! `decode.rs`): each section, `[[maintenance]]` entry and `[[check]]` entry
+//! is decoded on its own, so one bad entry does not hide the others.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The keys of `config.toml` that are not sections.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTop {
+    pub state_dir: Option<Spanned<String>>,
+    pub checks_dir: Option<Spanned<String>>,
+    pub concurrency: Option<Spanned<u64>>,
+    pub default_timeout: Option<Spanned<DurationText>>,
+    pub extra_ca_file: Option<Spanned<String>>,
+    // The sections are decoded one by one, elsewhere. Naming them here makes
+    // them known keys (and lists them in the "known keys" of an error), so
+    // a misspelt section is reported like any unknown key.
+    #[serde(rename = "api")]
+    _api: Option<IgnoredAny>,
+    #[serde(rename = "connectivity")]
+    _connectivity: Option<IgnoredAny>,
+    #[serde(rename = "alerting")]
+    _alerting: Option<IgnoredAny>,
+    #[serde(rename = "smtp")]
+    _smtp: Option<IgnoredAny>,
+    #[serde(rename = "report")]
+    _report: Option<IgnoredAny>,
+    #[serde(rename = "history")]
+    _history: Option<IgnoredAny>,
+    #[serde(rename = "replication")]
+    _replication: Option<IgnoredAny>,
+    #[serde(rename = "heartbeat")]
+    _heartbeat: Option<IgnoredAny>,
+    #[serde(rename = "maintenance")]
+    _maintenance: Option<IgnoredAny>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawApi {
+    pub listen: Option<Spanned<String>>,
+    pub token_file: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConnectivity {
+    pub canaries: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAlerting {
+    pub to: Option<Vec<Spanned<String>>>,
+    pub from: Option<Spanned<String>>,
+    pub failure_threshold: Option<Spanned<u32>>,
+    pub recovery_threshold: Option<Spanned<u32>>,
+    pub repeat: Option<Spanned<DurationText>>,
+    pub group_window: Option<Spanned<DurationText>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSmtp {
+    pub host: Option<Spanned<String>>,
+    pub port: Option<Spanned<u16>>,
+    pub tls: Option<Spanned<String>>,
+    pub username: Option<Spanned<String>>,
+    pub password_file: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReport {
+    pub schedule: Option<Spanned<CronText>>,
+    pub to: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHistory {
+    pub retention: Option<Spanned<DurationText>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReplication {
+    pub url: Option<Spanned<String>>,
+    pub endpoint: Option<Spanned<String>>,
+    pub region: Option<Spanned<String>>,
+    pub access_key_id_file: Option<Spanned<String>>,
+    pub secret_access_key_file: Option<Spanned<String>>,
+    pub interval: Option<Spanned<DurationText>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHeartbeat {
+    pub url: Option<Spanned<String>>,
+    pub interval: Option<Spanned<DurationText>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMaintenance {
+    pub checks: Option<Spanned<Vec<Spanned<String>>>>,
+    pub schedule: Option<Spanned<CronText>>,
+    pub duration: Option<Spanned<DurationText>>,
+}
+
+/// The top level of a checks file: only `[[check]]` entries.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawChecksFile {
+    // Decoded entry by entry elsewhere; named here to be the one known key.
+    #[serde(rename = "check")]
+    _check: Option<IgnoredAny>,
+}
+
+/// One `[[check]]` entry.
+///
+/// The keys of every kind live in this one struct: serde cannot combine
+/// `deny_unknown_fields` with a kind-tagged enum or `flatten`, and spans do
+/// not survive serde's buffering of tagged enums. When a second kind
+/// arrives, `resolve` rejects the keys that do not belong to the check's
+/// kind (e.g. `expect` on a cors check).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCheck {
+    pub name: Option<Spanned<String>>,
+    pub kind: Option<Spanned<String>>,
+    pub url: Option<Spanned<String>>,
+    pub every: Option<Spanned<DurationText>>,
+    pub schedule: Option<Spanned<CronText>>,
+    pub timeout: Option<Spanned<DurationText>>,
+    pub resolve: Option<Spanned<String>>,
+    pub labels: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+    pub tls: Option<RawTls>,
+    // kind = "http"
+    pub follow_redirects: Option<Spanned<bool>>,
+    pub expect: Option<RawExpect>,
+}
+
+/// `[check.expect]` of an http check.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExpect {
+    pub status: Option<Vec<Spanned<u16>>>,
+    pub body_contains: Option<Spanned<String>>,
+    pub body_regex: Option<Spanned<String>>,
+    pub max_response_time: Option<Spanned<DurationText>>,
+    /// Header name -> regex on its value.
+    pub headers: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+}
+
+/// `[check.tls]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTls {
+    pub warn_days: Option<Spanned<u32>>,
+    pub critical_days: Option<Spanned<u32>>,
+    pub issuer: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<String>>,
+}
+
+/// Declares a string newtype whose only purpose is a better "expected ..."
+/// in type errors: `every = 30` then reads "expected a duration such as
+/// "30s", found an integer 30" instead of "expected a string".
+macro_rules! text_type {
+    ($(#[$doc:meta])* $name:ident, $expecting:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub(crate) struct $name(pub String);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Expecting;
+                impl Visitor<'_> for Expecting {
+                    type Value = String;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+                        Ok(v.to_owned())
+                    }
+                }
+                deserializer.deserialize_str(Expecting).map($name)
+            }
+        }
+    };
+}
+
+text_type!(
+    /// A humantime duration as written ("30s", "4h", "400d").
+    DurationText,
+    "a duration such as \"30s\""
+);
+
+text_type!(
+    /// A cron expression as written, cron crate syntax (with seconds).
+    CronText,
+    "a cron expression such as \"0 0 7 * * *\""
+);

@@ -1,0 +1,561 @@
+//! Stage two: raw values -> the typed [`Config`] and [`Check`]s.
+//!
+//! Owns the meaning of every key: defaults, ranges, URL schemes, files that
+//! must exist, the loopback-only rules, duplicate check names. Every
+//! problem is reported into the [`Diagnostics`] and resolution carries on
+//! with a fallback value, so one run shows them all; the partial result is
+//! thrown away by `load` when anything was reported.
+//!
+//! Structural problems (syntax, unknown keys, wrong types) were reported by
+//! `decode.rs`; a key dropped there is listed in [`Decoded::broken`] and is
+//! not reported again here as missing.
+//!
+//! This file resolves `config.toml`; `resolve/check.rs` the `[[check]]`
+//! entries; `resolve/cx.rs` the shared turning of one string into one typed
+//! value (duration, cron, URL, regex, mailbox, existing file) with its
+//! message.
+
+mod check;
+mod cx;
+
+use std::fs;
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use lettre::message::Mailbox;
+use toml::Spanned;
+use url::{Host, Url};
+
+use super::decode::{Decoded, RawConfig};
+use super::error::Diagnostics;
+use super::raw::{
+    RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance, RawReplication,
+    RawReport, RawSmtp,
+};
+use super::source::Source;
+use super::{
+    AlertingConfig, ApiConfig, Config, ConnectivityConfig, HeartbeatConfig, HistoryConfig,
+    MaintenanceWindow, ReplicationConfig, ReportConfig, SmtpConfig, SmtpTls,
+};
+#[cfg(doc)]
+use crate::check::Check;
+use check::is_name_char;
+use cx::Cx;
+
+pub(crate) use check::{checks, CheckDefaults, Names};
+
+const DEFAULT_STATE_DIR: &str = "state";
+const DEFAULT_CHECKS_DIR: &str = "checks";
+/// Probes in flight: each is one short TCP + TLS connection, so 64 is far
+/// below any file-descriptor limit and far above what a few dozen checks
+/// need.
+const DEFAULT_CONCURRENCY: usize = 64;
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Loopback only: the API must never be reachable from elsewhere unless the
+/// user writes so.
+const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9464);
+const DEFAULT_THRESHOLD: u32 = 2;
+/// Reminder while down: a few per working day, not a flood.
+const DEFAULT_REPEAT: Duration = Duration::from_secs(4 * 3600);
+const DEFAULT_GROUP_WINDOW: Duration = Duration::from_secs(30);
+const DEFAULT_REPORT_SCHEDULE: &str = "0 0 7 * * *";
+const DEFAULT_RETENTION: Duration = Duration::from_secs(400 * 86400);
+const DEFAULT_REPLICATION_INTERVAL: Duration = Duration::from_secs(5 * 60);
+const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Shortest `every` and interval: below a second a check is a load test.
+const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// Shortest timeout-like duration: it only rules out zero, which would fail
+/// every probe.
+const MIN_POSITIVE: Duration = Duration::from_millis(1);
+
+/// Resolves `config.toml`. Always returns a config (with defaults where a
+/// value was wrong) so the checks can still be validated; `checks` is left
+/// empty for the caller to fill.
+pub(crate) fn config(src: &Source, raw: &RawConfig, diag: &mut Diagnostics) -> Config {
+    let base = base_dir(&src.path);
+    let mut cx = Cx::new(src, diag, base);
+    let top = raw.top.as_ref().map(|d| &d.value);
+    let state_dir = match top.and_then(|t| t.state_dir.as_ref()) {
+        Some(dir) => cx.path(dir.get_ref()),
+        None => base.join(DEFAULT_STATE_DIR),
+    };
+    let checks_dir = checks_dir(&mut cx, top.and_then(|t| t.checks_dir.as_ref()));
+    let concurrency = top
+        .and_then(|t| t.concurrency.as_ref())
+        .map_or(DEFAULT_CONCURRENCY, |c| concurrency(&mut cx, c));
+    let default_timeout = cx.duration_or(
+        "default_timeout",
+        top.and_then(|t| t.default_timeout.as_ref()),
+        DEFAULT_TIMEOUT,
+        MIN_POSITIVE,
+    );
+    let extra_ca_file = top
+        .and_then(|t| t.extra_ca_file.as_ref())
+        .and_then(|f| cx.file("extra_ca_file", f));
+
+    let alerting = alerting(&mut cx.section("alerting"), raw.alerting.as_ref());
+    let report = report(&mut cx.section("report"), raw.report.as_ref(), &alerting.to);
+    Config {
+        path: src.path.clone(),
+        state_dir,
+        checks_dir,
+        concurrency,
+        default_timeout,
+        extra_ca_file,
+        api: api(&mut cx.section("api"), raw.api.as_ref()),
+        connectivity: connectivity(&mut cx.section("connectivity"), raw.connectivity.as_ref()),
+        alerting,
+        smtp: raw
+            .smtp
+            .as_ref()
+            .and_then(|d| smtp(&mut cx.section("smtp"), d)),
+        report,
+        history: history(&mut cx.section("history"), raw.history.as_ref()),
+        replication: raw
+            .replication
+            .as_ref()
+            .and_then(|d| replication(&mut cx.section("replication"), d)),
+        heartbeat: raw
+            .heartbeat
+            .as_ref()
+            .and_then(|d| heartbeat(&mut cx.section("heartbeat"), d)),
+        maintenance: raw
+            .maintenance
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| maintenance(&mut cx.section(&format!("maintenance[{i}]")), d))
+            .collect(),
+        checks: Vec::new(),
+    }
+}
+
+/// The directory relative paths in `file` are resolved against. A bare
+/// `config.toml` has the empty parent, which joins as the current
+/// directory.
+fn base_dir(file: &Path) -> &Path {
+    file.parent().unwrap_or(Path::new(""))
+}
+
+/// The checks directory must exist: an empty or mistyped path would
+/// otherwise mean a daemon that silently watches nothing.
+fn checks_dir(cx: &mut Cx<'_>, raw: Option<&Spanned<String>>) -> PathBuf {
+    let dir = cx.path(raw.map_or(DEFAULT_CHECKS_DIR, |d| d.get_ref()));
+    let problem = match fs::metadata(&dir) {
+        Ok(meta) if meta.is_dir() => return dir,
+        Ok(_) => format!("{} is not a directory", dir.display()),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            format!("directory {} does not exist", dir.display())
+        }
+        Err(e) => format!("cannot access directory {}: {e}", dir.display()),
+    };
+    match raw {
+        Some(raw) => cx.error(&raw.span(), "checks_dir", problem),
+        // Nothing in the file to point at: the start of the file, and the
+        // key named so the user knows what to add.
+        None => {
+            let message = format!("`checks_dir` (default \"{DEFAULT_CHECKS_DIR}\"): {problem}");
+            cx.report(&(0..0), message);
+        }
+    }
+    dir
+}
+
+/// `concurrency = 0` would never run a probe.
+fn concurrency(cx: &mut Cx<'_>, raw: &Spanned<u64>) -> usize {
+    match usize::try_from(*raw.get_ref()) {
+        Ok(n) if n >= 1 => n,
+        _ => {
+            cx.error(&raw.span(), "concurrency", "must be at least 1");
+            DEFAULT_CONCURRENCY
+        }
+    }
+}
+
+/// `[api]`: loopback by default; the token file must exist.
+fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
+    let raw = raw.map(|d| &d.value);
+    let listen = match raw.and_then(|r| r.listen.as_ref()) {
+        None => DEFAULT_LISTEN,
+        Some(listen) => listen.get_ref().parse().unwrap_or_else(|_| {
+            let message = format!(
+                "{:?} is not an address and port, e.g. \"127.0.0.1:9464\"",
+                listen.get_ref()
+            );
+            cx.error(&listen.span(), "listen", message);
+            DEFAULT_LISTEN
+        }),
+    };
+    ApiConfig {
+        listen,
+        token_file: raw
+            .and_then(|r| r.token_file.as_ref())
+            .and_then(|f| cx.file("token_file", f)),
+    }
+}
+
+/// `[connectivity]`: canaries are http(s) URLs.
+fn connectivity(cx: &mut Cx<'_>, raw: Option<&Decoded<RawConnectivity>>) -> ConnectivityConfig {
+    let canaries = raw
+        .and_then(|d| d.value.canaries.as_deref())
+        .unwrap_or_default();
+    ConnectivityConfig {
+        canaries: canaries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, url)| cx.web_url(&format!("canaries[{i}]"), url))
+            .collect(),
+    }
+}
+
+/// `[alerting]`: recipients, thresholds and timings.
+fn alerting(cx: &mut Cx<'_>, raw: Option<&Decoded<RawAlerting>>) -> AlertingConfig {
+    let raw = raw.map(|d| &d.value);
+    AlertingConfig {
+        to: cx.mailboxes("to", raw.and_then(|r| r.to.as_deref())),
+        from: raw
+            .and_then(|r| r.from.as_ref())
+            .and_then(|from| cx.mailbox("from", from)),
+        failure_threshold: threshold(
+            cx,
+            "failure_threshold",
+            raw.and_then(|r| r.failure_threshold.as_ref()),
+        ),
+        recovery_threshold: threshold(
+            cx,
+            "recovery_threshold",
+            raw.and_then(|r| r.recovery_threshold.as_ref()),
+        ),
+        repeat: cx.duration_or(
+            "repeat",
+            raw.and_then(|r| r.repeat.as_ref()),
+            DEFAULT_REPEAT,
+            MIN_INTERVAL,
+        ),
+        // Zero is fine: no grouping, one email per alert.
+        group_window: cx.duration_or(
+            "group_window",
+            raw.and_then(|r| r.group_window.as_ref()),
+            DEFAULT_GROUP_WINDOW,
+            Duration::ZERO,
+        ),
+    }
+}
+
+/// A count of consecutive probes: zero would flip state without any probe.
+fn threshold(cx: &mut Cx<'_>, key: &str, value: Option<&Spanned<u32>>) -> u32 {
+    match value {
+        None => DEFAULT_THRESHOLD,
+        Some(v) if *v.get_ref() >= 1 => *v.get_ref(),
+        Some(v) => {
+            cx.error(&v.span(), key, "must be at least 1");
+            DEFAULT_THRESHOLD
+        }
+    }
+}
+
+/// `[smtp]`: `host` is required; the port follows the TLS mode unless set;
+/// credentials come as a pair, the password from a file.
+fn smtp(cx: &mut Cx<'_>, d: &Decoded<RawSmtp>) -> Option<SmtpConfig> {
+    let raw = &d.value;
+    let host = cx
+        .required(d, "host", raw.host.as_ref(), "")
+        .and_then(|host| {
+            if host.get_ref().trim().is_empty() {
+                cx.error(&host.span(), "host", "must not be empty");
+                return None;
+            }
+            Some(host)
+        });
+    let tls = match raw.tls.as_ref() {
+        None => SmtpTls::Starttls,
+        Some(tls) => smtp_tls(cx, tls, host),
+    };
+    let port = match raw.port.as_ref() {
+        None => tls.default_port(),
+        Some(port) if *port.get_ref() == 0 => {
+            cx.error(&port.span(), "port", "must be from 1 to 65535");
+            tls.default_port()
+        }
+        Some(port) => *port.get_ref(),
+    };
+    cx.both_or_neither(
+        ("username", raw.username.as_ref()),
+        ("password_file", raw.password_file.as_ref()),
+    );
+    Some(SmtpConfig {
+        host: host?.get_ref().clone(),
+        port,
+        tls,
+        username: raw.username.as_ref().map(|u| u.get_ref().clone()),
+        password_file: raw
+            .password_file
+            .as_ref()
+            .and_then(|f| cx.file("password_file", f)),
+        ca_file: raw.ca_file.as_ref().and_then(|f| cx.file("ca_file", f)),
+    })
+}
+
+/// `tls = "none"` sends the password and every alert in clear text, so it
+/// is only accepted to a relay on the same machine.
+fn smtp_tls(cx: &mut Cx<'_>, tls: &Spanned<String>, host: Option<&Spanned<String>>) -> SmtpTls {
+    let mode = match tls.get_ref().as_str() {
+        "starttls" => SmtpTls::Starttls,
+        "tls" => SmtpTls::Tls,
+        "none" => SmtpTls::None,
+        other => {
+            let message =
+                format!("unknown mode {other:?} (expected \"starttls\", \"tls\" or \"none\")");
+            cx.error(&tls.span(), "tls", message);
+            return SmtpTls::Starttls;
+        }
+    };
+    if let (SmtpTls::None, Some(host)) = (mode, host) {
+        if !is_loopback_name(host.get_ref()) {
+            let message = format!(
+                "\"none\" (clear text) is only allowed to a loopback host, not {:?}; use \"starttls\" or \"tls\"",
+                host.get_ref()
+            );
+            cx.error(&tls.span(), "tls", message);
+        }
+    }
+    mode
+}
+
+/// `[report]`: its recipients default to the alert recipients.
+fn report(
+    cx: &mut Cx<'_>,
+    raw: Option<&Decoded<RawReport>>,
+    alerting_to: &[Mailbox],
+) -> ReportConfig {
+    let raw = raw.map(|d| &d.value);
+    let schedule = raw
+        .and_then(|r| r.schedule.as_ref())
+        .and_then(|s| cx.cron("schedule", s))
+        .unwrap_or_else(default_report_schedule);
+    let to = match raw.and_then(|r| r.to.as_deref()) {
+        Some(to) => cx.mailboxes("to", Some(to)),
+        None => alerting_to.to_vec(),
+    };
+    ReportConfig { schedule, to }
+}
+
+fn default_report_schedule() -> cron::Schedule {
+    // Invariant: a literal this file owns, parsed by a unit test below.
+    cron::Schedule::from_str(DEFAULT_REPORT_SCHEDULE)
+        .expect("DEFAULT_REPORT_SCHEDULE is valid cron")
+}
+
+fn history(cx: &mut Cx<'_>, raw: Option<&Decoded<RawHistory>>) -> HistoryConfig {
+    let retention = raw.and_then(|d| d.value.retention.as_ref());
+    HistoryConfig {
+        retention: cx.duration_or("retention", retention, DEFAULT_RETENTION, MIN_INTERVAL),
+    }
+}
+
+/// `[replication]`: an `s3://bucket/prefix` URL, an optional endpoint, and
+/// the key pair as files, both or neither.
+fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<ReplicationConfig> {
+    let raw = &d.value;
+    let url = cx
+        .required(d, "url", raw.url.as_ref(), "")
+        .and_then(|url| bucket_url(cx, url));
+    // No endpoint means AWS S3 itself, found from the bucket and region.
+    let endpoint = raw.endpoint.as_ref().and_then(|e| {
+        let url = cx.web_url("endpoint", e)?;
+        // Credentials and history travel in clear over plain http; fine for
+        // a test server on this machine, not across a network.
+        if url.scheme() == "http" && !url.host().is_some_and(|h| is_loopback_host(&h)) {
+            cx.error(
+                &e.span(),
+                "endpoint",
+                "plain http is only allowed to a loopback host; use https",
+            );
+            return None;
+        }
+        Some(url)
+    });
+    let region = raw.region.as_ref().and_then(|r| {
+        if r.get_ref().trim().is_empty() {
+            cx.error(
+                &r.span(),
+                "region",
+                "must not be empty (leave it out for the default)",
+            );
+            return None;
+        }
+        Some(r.get_ref().clone())
+    });
+    cx.both_or_neither(
+        ("access_key_id_file", raw.access_key_id_file.as_ref()),
+        (
+            "secret_access_key_file",
+            raw.secret_access_key_file.as_ref(),
+        ),
+    );
+    let access_key_id_file = raw
+        .access_key_id_file
+        .as_ref()
+        .and_then(|f| cx.file("access_key_id_file", f));
+    let secret_access_key_file = raw
+        .secret_access_key_file
+        .as_ref()
+        .and_then(|f| cx.file("secret_access_key_file", f));
+    let interval = cx.duration_or(
+        "interval",
+        raw.interval.as_ref(),
+        DEFAULT_REPLICATION_INTERVAL,
+        MIN_INTERVAL,
+    );
+    Some(ReplicationConfig {
+        url: url?,
+        endpoint,
+        region,
+        access_key_id_file,
+        secret_access_key_file,
+        interval,
+    })
+}
+
+/// `s3://bucket/prefix`.
+/// The bucket is the host and the prefix the path, which the `url` crate
+/// parses like any URL; only the scheme and a non-empty bucket need saying.
+fn bucket_url(cx: &mut Cx<'_>, raw: &Spanned<String>) -> Option<Url> {
+    let url = cx.url("url", raw)?;
+    if url.scheme() != "s3" {
+        let message = format!(
+            "must be an s3:// URL (s3://bucket/prefix), not {:?}",
+            url.scheme()
+        );
+        cx.error(&raw.span(), "url", message);
+        return None;
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        cx.error(&raw.span(), "url", "has no bucket (s3://bucket/prefix)");
+        return None;
+    }
+    Some(url)
+}
+
+/// `[heartbeat]`: the URL to ping, and how often.
+fn heartbeat(cx: &mut Cx<'_>, d: &Decoded<RawHeartbeat>) -> Option<HeartbeatConfig> {
+    let raw = &d.value;
+    let url = cx
+        .required(d, "url", raw.url.as_ref(), "")
+        .and_then(|url| cx.web_url("url", url));
+    let interval = cx.duration_or(
+        "interval",
+        raw.interval.as_ref(),
+        DEFAULT_HEARTBEAT_INTERVAL,
+        MIN_INTERVAL,
+    );
+    Some(HeartbeatConfig {
+        url: url?,
+        interval,
+    })
+}
+
+/// One `[[maintenance]]`: every key is required.
+fn maintenance(cx: &mut Cx<'_>, d: &Decoded<RawMaintenance>) -> Option<MaintenanceWindow> {
+    let raw = &d.value;
+    let checks = cx
+        .required(d, "checks", raw.checks.as_ref(), "")
+        .and_then(|patterns| {
+            if patterns.get_ref().is_empty() {
+                let message = "must name at least one check (globs such as \"staging-*\")";
+                cx.error(&patterns.span(), "checks", message);
+                return None;
+            }
+            let patterns = patterns.get_ref();
+            let valid = patterns
+                .iter()
+                .enumerate()
+                .all(|(i, p)| check_pattern(cx, i, p));
+            valid.then(|| patterns.iter().map(|p| p.get_ref().clone()).collect())
+        });
+    let schedule = cx
+        .required(d, "schedule", raw.schedule.as_ref(), "")
+        .and_then(|s| cx.cron("schedule", s));
+    let duration = cx
+        .required(d, "duration", raw.duration.as_ref(), "")
+        .and_then(|dur| cx.duration_at_least("duration", dur, MIN_INTERVAL));
+    Some(MaintenanceWindow {
+        checks: checks?,
+        schedule: schedule?,
+        duration: duration?,
+    })
+}
+
+/// A pattern that can match no valid check name is a typo.
+fn check_pattern(cx: &mut Cx<'_>, index: usize, pattern: &Spanned<String>) -> bool {
+    let ok = !pattern.get_ref().is_empty()
+        && pattern
+            .get_ref()
+            .chars()
+            .all(|c| is_name_char(c) || c == '*' || c == '?');
+    if !ok {
+        let message = format!(
+            "{:?} can match no check name (names use a-z, 0-9, '.', '_', '-'; globs add '*' and '?')",
+            pattern.get_ref()
+        );
+        cx.error(&pattern.span(), &format!("checks[{index}]"), message);
+    }
+    ok
+}
+
+/// `localhost`, or an IP literal that is loopback (`127.0.0.0/8`, `::1`).
+fn is_loopback_name(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || literal.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// [`is_loopback_name`] for an already-parsed URL host.
+fn is_loopback_host(host: &Host<&str>) -> bool {
+    match host {
+        Host::Domain(name) => is_loopback_name(name),
+        Host::Ipv4(ip) => ip.is_loopback(),
+        Host::Ipv6(ip) => ip.is_loopback(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_report_schedule_parses() {
+        assert_eq!(
+            default_report_schedule().to_string(),
+            DEFAULT_REPORT_SCHEDULE
+        );
+    }
+
+    #[test]
+    fn loopback_names() {
+        for host in [
+            "localhost",
+            "LOCALHOST",
+            "localhost.",
+            "127.0.0.1",
+            "127.1.2.3",
+            "::1",
+            "[::1]",
+        ] {
+            assert!(is_loopback_name(host), "{host}");
+        }
+        for host in [
+            "smtp.example.com",
+            "10.0.0.1",
+            "localhost.example.com",
+            "::2",
+            "",
+        ] {
+            assert!(!is_loopback_name(host), "{host}");
+        }
+    }
+}

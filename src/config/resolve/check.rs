@@ -1,0 +1,306 @@
+//! `[[check]]` entries -> [`Check`]s: names (unique across files),
+//! kind, cadence, timeout, labels, TLS and kind-specific expectations.
+//!
+//! The kind is dispatched in exactly one `match` ([`check`]); the kind
+//! names themselves come from [`KindName`]'s serde names in `check.rs`, so
+//! they are never listed here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use http::HeaderName;
+use serde::de::value::{Error as ValueError, StrDeserializer};
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::cx::Cx;
+use super::{base_dir, MIN_INTERVAL, MIN_POSITIVE};
+use crate::check::{
+    Cadence, Check, CheckKind, HttpCheck, HttpExpect, KindName, TlsExpect, DEFAULT_CRITICAL_DAYS,
+};
+use crate::config::decode::{backticked, key_as_written, Decoded};
+use crate::config::error::Diagnostics;
+use crate::config::raw::{RawCheck, RawExpect, RawTls};
+use crate::config::source::Source;
+
+/// Cadence of a check that sets neither `every` nor `schedule`: often
+/// enough that two failed probes (the default failure threshold) page
+/// within a few minutes, rare enough to be invisible in the target's logs.
+const DEFAULT_EVERY: Duration = Duration::from_secs(60);
+
+/// What a check takes from the config when it does not say.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckDefaults {
+    pub timeout: Duration,
+}
+
+/// Check names seen so far and where, to report duplicates across files.
+/// The name is the key of the stored history and of alert state, so two
+/// checks sharing one would silently mix their results.
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    first: HashMap<String, String>,
+}
+
+/// Resolves the `[[check]]` entries of one checks file, in order.
+pub(crate) fn checks(
+    src: &Source,
+    raw: &[Decoded<RawCheck>],
+    defaults: &CheckDefaults,
+    names: &mut Names,
+    diag: &mut Diagnostics,
+) -> Vec<Check> {
+    let mut cx = Cx::new(src, diag, base_dir(&src.path));
+    raw.iter()
+        .enumerate()
+        .filter_map(|(i, d)| check(&mut cx, d, i, defaults, names))
+        .collect()
+}
+
+/// One `[[check]]`. Every key is looked at even when an earlier one is
+/// wrong, so all of a check's problems are reported together.
+fn check(
+    cx: &mut Cx<'_>,
+    d: &Decoded<RawCheck>,
+    index: usize,
+    defaults: &CheckDefaults,
+    names: &mut Names,
+) -> Option<Check> {
+    let raw = &d.value;
+    let context = match &raw.name {
+        Some(name) => format!(" in check {:?}", name.get_ref()),
+        None => format!(" in check #{}", index + 1),
+    };
+    let name = cx
+        .required(d, "name", raw.name.as_ref(), &context)
+        .and_then(|n| check_name(cx, n, names));
+    let url = cx
+        .required(d, "url", raw.url.as_ref(), &context)
+        .and_then(|u| cx.web_url("url", u));
+    let kind_name = cx
+        .required(d, "kind", raw.kind.as_ref(), &context)
+        .and_then(|k| kind_name(cx, k));
+    let every = cadence(cx, raw);
+    let timeout = cx.duration_or(
+        "timeout",
+        raw.timeout.as_ref(),
+        defaults.timeout,
+        MIN_POSITIVE,
+    );
+    let resolve = raw.resolve.as_ref().and_then(|r| {
+        let ip = r.get_ref().parse::<IpAddr>().ok();
+        if ip.is_none() {
+            let message = format!("{:?} is not an IP address", r.get_ref());
+            cx.error(&r.span(), "resolve", message);
+        }
+        ip
+    });
+    let labels = labels(cx, raw.labels.as_ref());
+    // TLS expectations are resolved whatever the URL's scheme: a `[check.tls]`
+    // on an http:// check is inert, not wrong, and may precede a move to https.
+    let tls = tls(cx, raw.tls.as_ref());
+    // The one place a kind's own keys are read: adding a kind is one arm.
+    // Without a known kind its own keys cannot be judged; the common keys
+    // above have been, so their problems are already reported.
+    let kind = match kind_name? {
+        KindName::Http => CheckKind::Http(http(cx, raw)),
+    };
+    Some(Check {
+        name: name?,
+        url: url?,
+        resolve,
+        every,
+        timeout,
+        labels,
+        tls,
+        kind,
+    })
+}
+
+/// A valid, unique name. The second definition is the one reported, with
+/// the position of the first, since files are read in name order and the
+/// first one is usually the established check.
+fn check_name(cx: &mut Cx<'_>, name: &Spanned<String>, names: &mut Names) -> Option<String> {
+    let value = name.get_ref();
+    if value.is_empty() || !value.chars().all(is_name_char) {
+        let message =
+            format!("{value:?} is not a valid check name (use only a-z, 0-9, '.', '_' and '-')");
+        cx.error(&name.span(), "name", message);
+        return None;
+    }
+    let here = cx.location(&name.span());
+    if let Some(first) = names.first.get(value) {
+        let message = format!("duplicate check name {value:?} (first defined at {first})");
+        cx.report(&name.span(), message);
+        return None;
+    }
+    names.first.insert(value.clone(), here);
+    Some(value.clone())
+}
+
+pub(super) fn is_name_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+}
+
+/// The kind's name is parsed by [`KindName`]'s own serde names, so the list
+/// of kinds lives in one place (`check.rs`) and the error lists it.
+fn kind_name(cx: &mut Cx<'_>, kind: &Spanned<String>) -> Option<KindName> {
+    let parsed = KindName::deserialize(StrDeserializer::<ValueError>::new(kind.get_ref()));
+    parsed
+        .map_err(|e| {
+            // "unknown variant `htp`, expected `http`": the first quoted word
+            // is what was written, the others are the kinds.
+            let known: Vec<String> = backticked(&e.to_string()).into_iter().skip(1).collect();
+            let message = format!(
+                "unknown kind {:?} (known kinds: {})",
+                kind.get_ref(),
+                known.join(", ")
+            );
+            cx.error(&kind.span(), "kind", message);
+        })
+        .ok()
+}
+
+/// `every` or `schedule`, at most one of them; every minute by default.
+fn cadence(cx: &mut Cx<'_>, raw: &RawCheck) -> Cadence {
+    let fallback = Cadence::Every(DEFAULT_EVERY);
+    match (&raw.every, &raw.schedule) {
+        (Some(every), Some(schedule)) => {
+            // Point at whichever comes second in the file.
+            let (key, span) = match every.span().start > schedule.span().start {
+                true => ("every", every.span()),
+                false => ("schedule", schedule.span()),
+            };
+            cx.error(
+                &span,
+                key,
+                "`every` and `schedule` are both set; a check has one or the other",
+            );
+            fallback
+        }
+        (Some(every), None) => cx
+            .duration_at_least("every", every, MIN_INTERVAL)
+            .map_or(fallback, Cadence::Every),
+        (None, Some(schedule)) => cx
+            .cron("schedule", schedule)
+            .map_or(fallback, |s| Cadence::Cron(Box::new(s))),
+        (None, None) => fallback,
+    }
+}
+
+/// Label names follow the Prometheus rules so they can be exported as
+/// metric labels without mangling.
+fn labels(
+    cx: &mut Cx<'_>,
+    raw: Option<&BTreeMap<Spanned<String>, Spanned<String>>>,
+) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    for (key, value) in raw.into_iter().flatten() {
+        let name = key.get_ref();
+        let mut chars = name.chars();
+        let valid = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            let message = "label names must match [a-zA-Z_][a-zA-Z0-9_]* (Prometheus label rules)";
+            cx.error(
+                &key.span(),
+                &format!("labels.{}", key_as_written(name)),
+                message,
+            );
+            continue;
+        }
+        labels.insert(name.clone(), value.get_ref().clone());
+    }
+    labels
+}
+
+/// `[check.tls]`. `warn_days` at or below `critical_days` is rejected
+/// rather than ignored: the certificate would go straight from up to down,
+/// skipping the early warning the user asked for.
+fn tls(cx: &mut Cx<'_>, raw: Option<&RawTls>) -> TlsExpect {
+    let Some(raw) = raw else {
+        return TlsExpect::default();
+    };
+    let critical_days = raw
+        .critical_days
+        .as_ref()
+        .map_or(DEFAULT_CRITICAL_DAYS, |c| *c.get_ref());
+    let warn_days = raw.warn_days.as_ref().and_then(|warn| {
+        if *warn.get_ref() > critical_days {
+            return Some(*warn.get_ref());
+        }
+        let whose = match raw.critical_days {
+            Some(_) => "",
+            None => ", the default",
+        };
+        let message = format!(
+            "{} is not more than `tls.critical_days` ({critical_days}{whose}), so the warning would never fire",
+            warn.get_ref()
+        );
+        cx.error(&warn.span(), "tls.warn_days", message);
+        None
+    });
+    TlsExpect {
+        warn_days,
+        critical_days,
+        issuer: raw.issuer.as_ref().and_then(|i| cx.regex("tls.issuer", i)),
+        ca_file: raw.ca_file.as_ref().and_then(|f| cx.file("tls.ca_file", f)),
+    }
+}
+
+/// The keys of an http check. Redirects are followed by default, as a
+/// browser would; `follow_redirects = false` checks the redirect itself.
+fn http(cx: &mut Cx<'_>, raw: &RawCheck) -> HttpCheck {
+    HttpCheck {
+        follow_redirects: raw.follow_redirects.as_ref().is_none_or(|f| *f.get_ref()),
+        expect: raw
+            .expect
+            .as_ref()
+            .map(|e| expect(cx, e))
+            .unwrap_or_default(),
+    }
+}
+
+/// `[check.expect]`. Status codes outside 100..=599 cannot be returned by
+/// a server, so expecting one is a typo; header names are validated here
+/// because an invalid name could never match a response header.
+fn expect(cx: &mut Cx<'_>, raw: &RawExpect) -> HttpExpect {
+    let mut status = Vec::new();
+    for (i, code) in raw.status.iter().flatten().enumerate() {
+        if (100..=599).contains(code.get_ref()) {
+            status.push(*code.get_ref());
+        } else {
+            let message = format!("{} is not an HTTP status code (100 to 599)", code.get_ref());
+            cx.error(&code.span(), &format!("expect.status[{i}]"), message);
+        }
+    }
+    let mut headers = Vec::new();
+    for (name, pattern) in raw.headers.iter().flatten() {
+        let key = format!("expect.headers.{}", key_as_written(name.get_ref()));
+        let header = HeaderName::from_str(name.get_ref()).ok();
+        if header.is_none() {
+            let message = format!("{:?} is not a valid HTTP header name", name.get_ref());
+            cx.error(&name.span(), &key, message);
+        }
+        if let (Some(header), Some(regex)) = (header, cx.regex(&key, pattern)) {
+            headers.push((header, regex));
+        }
+    }
+    HttpExpect {
+        status,
+        body_contains: raw.body_contains.as_ref().map(|b| b.get_ref().clone()),
+        body_regex: raw
+            .body_regex
+            .as_ref()
+            .and_then(|r| cx.regex("expect.body_regex", r)),
+        max_response_time: raw
+            .max_response_time
+            .as_ref()
+            .and_then(|t| cx.duration_at_least("expect.max_response_time", t, MIN_POSITIVE)),
+        headers,
+    }
+}

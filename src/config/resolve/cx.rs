@@ -1,0 +1,322 @@
+//! The resolution context ([`Cx`]) and the conversions every section
+//! shares: one written string -> one typed value, or one message naming the
+//! key, at the value's position.
+
+use std::fmt::Display;
+use std::fs;
+use std::io::ErrorKind;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use lettre::message::Mailbox;
+use regex::Regex;
+use toml::Spanned;
+use url::Url;
+
+use crate::config::decode::Decoded;
+use crate::config::error::Diagnostics;
+use crate::config::raw::{CronText, DurationText};
+use crate::config::source::Source;
+
+// Appended to the messages of values people often get wrong: the reason
+// from the parsing crate alone rarely says what *would* be accepted.
+const CRON_HELP: &str =
+    "cron crate syntax with seconds: sec min hour day-of-month month day-of-week [year], \
+     e.g. \"0 0 7 * * *\" for 07:00 every day";
+const DURATION_HELP: &str = "humantime syntax, e.g. \"30s\", \"5m\", \"4h\", \"400d\"";
+const MAILBOX_HELP: &str = "expected \"name@example.com\" or \"Name <name@example.com>\"";
+
+/// Resolution context for one section or file: where problems go, how
+/// keys are named in messages, where relative paths start.
+pub(super) struct Cx<'a> {
+    src: &'a Source,
+    diag: &'a mut Diagnostics,
+    base: &'a Path,
+    /// "smtp." while resolving `[smtp]`, "" at the top level and in checks
+    /// (whose keys are named without `check[3].`).
+    prefix: String,
+}
+
+impl<'a> Cx<'a> {
+    /// Top-level keys of `src`; relative paths against `base`.
+    pub(super) fn new(src: &'a Source, diag: &'a mut Diagnostics, base: &'a Path) -> Self {
+        Self {
+            src,
+            diag,
+            base,
+            prefix: String::new(),
+        }
+    }
+
+    /// The same file, keys prefixed with `name.`. Borrows `self` mutably,
+    /// so sections are resolved one after another, each reporting into the
+    /// same collector.
+    pub(super) fn section(&mut self, name: &str) -> Cx<'_> {
+        Cx {
+            src: self.src,
+            diag: self.diag,
+            base: self.base,
+            prefix: format!("{name}."),
+        }
+    }
+
+    /// Reports "`key`: message" at `span`.
+    pub(super) fn error(&mut self, span: &Range<usize>, key: &str, message: impl Display) {
+        let message = format!("`{}{key}`: {message}", self.prefix);
+        self.diag.at(self.src, span, message);
+    }
+
+    /// Reports `message` as it is, for messages that name their keys
+    /// themselves.
+    pub(super) fn report(&mut self, span: &Range<usize>, message: String) {
+        self.diag.at(self.src, span, message);
+    }
+
+    /// "FILE:LINE:COL" of a span, to refer to it from another message.
+    pub(super) fn location(&self, span: &Range<usize>) -> String {
+        let (line, col) = self.src.span_position(span);
+        format!("{}:{line}:{col}", self.src.path.display())
+    }
+
+    /// The value of a required key, or a report at the table's header. A
+    /// key that was present but malformed was reported by `decode` and is
+    /// not called missing.
+    pub(super) fn required<'v, T, P>(
+        &mut self,
+        piece: &Decoded<P>,
+        key: &str,
+        value: Option<&'v T>,
+        context: &str,
+    ) -> Option<&'v T> {
+        if value.is_none() && !piece.broken.contains(key) {
+            let message = format!("missing key `{}{key}`{context}", self.prefix);
+            self.diag.at(self.src, &piece.span, message);
+        }
+        value
+    }
+
+    /// Two keys that only make sense together.
+    pub(super) fn both_or_neither<A, B>(
+        &mut self,
+        a: (&str, Option<&Spanned<A>>),
+        b: (&str, Option<&Spanned<B>>),
+    ) {
+        let (alone, other, span) = match (a.1, b.1) {
+            (Some(x), None) => (a.0, b.0, x.span()),
+            (None, Some(y)) => (b.0, a.0, y.span()),
+            _ => return,
+        };
+        let message = format!("set without `{}{other}`; give both or neither", self.prefix);
+        self.error(&span, alone, message);
+    }
+
+    /// A path as written, made relative to the file it is written in.
+    pub(super) fn path(&self, value: &str) -> PathBuf {
+        self.base.join(value)
+    }
+
+    /// A file that must exist now (CA bundles, `*_file` secrets): better a
+    /// validation error than a daemon that starts and fails its first
+    /// handshake or delivery.
+    pub(super) fn file(&mut self, key: &str, value: &Spanned<String>) -> Option<PathBuf> {
+        let path = self.path(value.get_ref());
+        let problem = match fs::metadata(&path) {
+            Ok(meta) if !meta.is_dir() => return Some(path),
+            Ok(_) => format!("{} is a directory, not a file", path.display()),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                format!("file {} does not exist", path.display())
+            }
+            Err(e) => format!("cannot access file {}: {e}", path.display()),
+        };
+        self.error(&value.span(), key, problem);
+        None
+    }
+
+    /// A humantime duration. Its error is kept verbatim: humantime names the
+    /// unit it did not understand and the ones it would.
+    pub(super) fn duration(
+        &mut self,
+        key: &str,
+        value: &Spanned<DurationText>,
+    ) -> Option<Duration> {
+        let text = &value.get_ref().0;
+        humantime::parse_duration(text)
+            .map_err(|e| {
+                let message = format!("invalid duration {text:?}: {e} ({DURATION_HELP})");
+                self.error(&value.span(), key, message);
+            })
+            .ok()
+    }
+
+    /// A duration no shorter than `min`.
+    pub(super) fn duration_at_least(
+        &mut self,
+        key: &str,
+        value: &Spanned<DurationText>,
+        min: Duration,
+    ) -> Option<Duration> {
+        let duration = self.duration(key, value)?;
+        if duration < min {
+            let message = format!(
+                "{:?} is shorter than the minimum of {}",
+                value.get_ref().0,
+                humantime::format_duration(min)
+            );
+            self.error(&value.span(), key, message);
+            return None;
+        }
+        Some(duration)
+    }
+
+    /// An optional duration with its default; a wrong value is reported
+    /// and replaced by the default so resolution can go on.
+    pub(super) fn duration_or(
+        &mut self,
+        key: &str,
+        value: Option<&Spanned<DurationText>>,
+        default: Duration,
+        min: Duration,
+    ) -> Duration {
+        value
+            .and_then(|v| self.duration_at_least(key, v, min))
+            .unwrap_or(default)
+    }
+
+    /// A cron expression, cron crate syntax (six or seven fields, seconds
+    /// first), which differs from crontab's five fields: the commonest
+    /// mistake, so the message always shows the expected form.
+    pub(super) fn cron(&mut self, key: &str, value: &Spanned<CronText>) -> Option<cron::Schedule> {
+        let text = &value.get_ref().0;
+        cron::Schedule::from_str(text)
+            .map_err(|e| {
+                let message = format!(
+                    "invalid cron expression {text:?}{} ({CRON_HELP})",
+                    cron_reason(text, &e)
+                );
+                self.error(&value.span(), key, message);
+            })
+            .ok()
+    }
+
+    /// A regex, compiled once here so no probe can meet an invalid one.
+    pub(super) fn regex(&mut self, key: &str, value: &Spanned<String>) -> Option<Regex> {
+        Regex::new(value.get_ref())
+            .map_err(|e| {
+                let message = format!("invalid regex: {}", regex_reason(&e));
+                self.error(&value.span(), key, message);
+            })
+            .ok()
+    }
+
+    /// Any URL with a host. The URL itself is not repeated in messages: it
+    /// may carry a secret (a heartbeat UUID, a presigned query).
+    pub(super) fn url(&mut self, key: &str, value: &Spanned<String>) -> Option<Url> {
+        let url = Url::parse(value.get_ref())
+            .map_err(|e| self.error(&value.span(), key, format!("invalid URL: {e}")))
+            .ok()?;
+        if url.host_str().is_none_or(str::is_empty) {
+            self.error(&value.span(), key, "URL has no host");
+            return None;
+        }
+        Some(url)
+    }
+
+    /// An http or https URL with a host.
+    pub(super) fn web_url(&mut self, key: &str, value: &Spanned<String>) -> Option<Url> {
+        let url = self.url(key, value)?;
+        if !matches!(url.scheme(), "http" | "https") {
+            let message = format!("must be an http or https URL, not {:?}", url.scheme());
+            self.error(&value.span(), key, message);
+            return None;
+        }
+        Some(url)
+    }
+
+    /// `name@example.com` or `Name <name@example.com>`.
+    pub(super) fn mailbox(&mut self, key: &str, value: &Spanned<String>) -> Option<Mailbox> {
+        Mailbox::from_str(value.get_ref())
+            .map_err(|_| {
+                // lettre's error says only "Invalid input".
+                let message = format!("invalid mailbox {:?}: {MAILBOX_HELP}", value.get_ref());
+                self.error(&value.span(), key, message);
+            })
+            .ok()
+    }
+
+    /// A list of mailboxes, each named by its index in messages.
+    pub(super) fn mailboxes(
+        &mut self,
+        key: &str,
+        values: Option<&[Spanned<String>]>,
+    ) -> Vec<Mailbox> {
+        values
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| self.mailbox(&format!("{key}[{i}]"), v))
+            .collect()
+    }
+}
+
+/// The cron crate's errors are its input, a caret line, then the reason
+/// (sometimes none); keep the reason, and explain the most common mistake,
+/// a five-field Unix crontab line, outright.
+fn cron_reason(text: &str, error: &cron::error::Error) -> String {
+    let fields = text.split_whitespace().count();
+    if !(6..=7).contains(&fields) {
+        return format!(": it has {fields} fields, this syntax has 6 or 7");
+    }
+    let message = error.to_string();
+    let reason = message
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && *l != text.trim() && !l.chars().all(|c| c == '^'));
+    match reason {
+        Some(reason) => format!(": {reason}"),
+        None => String::new(),
+    }
+}
+
+/// regex's errors repeat the pattern with a caret; the last line,
+/// `error: ...`, is the reason.
+fn regex_reason(error: &regex::Error) -> String {
+    let message = error.to_string();
+    let reason = message
+        .lines()
+        .find_map(|l| l.strip_prefix("error: "))
+        .or_else(|| message.lines().next());
+    reason.unwrap_or("not understood").to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cron_reasons() {
+        let reason = |text: &str| match cron::Schedule::from_str(text) {
+            Ok(_) => None,
+            Err(e) => Some(cron_reason(text, &e)),
+        };
+        assert_eq!(
+            reason("0 7 * * *").as_deref(),
+            Some(": it has 5 fields, this syntax has 6 or 7")
+        );
+        let hours = reason("0 0 25 * * *").unwrap_or_default();
+        assert!(hours.contains("25"), "{hours}");
+        assert_eq!(reason("0 0 7 * * *"), None);
+    }
+
+    #[test]
+    fn regex_reason_is_the_error_line() {
+        // Built at run time: clippy rejects invalid regex literals.
+        let pattern = String::from("(abc");
+        let e = Regex::new(&pattern).err();
+        assert_eq!(
+            e.map(|e| regex_reason(&e)).as_deref(),
+            Some("unclosed group")
+        );
+    }
+}

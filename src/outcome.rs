@@ -1,0 +1,383 @@
+//! The result of one probe: the data that flows everywhere else.
+//!
+//! A probe fills in what it observed (HTTP facts, the chain as served, a
+//! transport error if any); [`crate::evaluate`] then judges it and sets
+//! `status` and `failures`. The JSON shape is a public contract (DESIGN.md):
+//! `vigie check --json`, stored history and the API all use it, so fields are
+//! only ever added, never renamed.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::check::KindName;
+
+/// One probe's facts and verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub name: String,
+    pub kind: KindName,
+    /// The probed URL with userinfo and query redacted.
+    pub target: String,
+    pub status: Status,
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    pub duration_ms: f64,
+    pub failures: Vec<Failure>,
+    /// Why the probe could not complete (DNS, connect, TLS handshake,
+    /// timeout, protocol); `None` when it got an HTTP response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_error: Option<ProbeError>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<CorsReport>,
+}
+
+impl Outcome {
+    /// The failure an operator should read first: the most severe, in
+    /// evaluation order.
+    pub fn first_failure(&self) -> Option<&Failure> {
+        self.failures
+            .iter()
+            .find(|f| f.assertion.severity() == Status::Down)
+            .or_else(|| self.failures.first())
+    }
+
+    /// The leaf certificate as served, if the probe saw one.
+    pub fn leaf(&self) -> Option<&CertInfo> {
+        self.tls.as_ref().and_then(|tls| tls.chain.first())
+    }
+}
+
+/// The verdict, worst last so that `max()` picks the worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Up,
+    Warn,
+    Down,
+}
+
+impl Status {
+    /// Exit code in the monitoring-plugins convention.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Status::Up => 0,
+            Status::Warn => 1,
+            Status::Down => 2,
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Up => "up",
+            Status::Warn => "warn",
+            Status::Down => "down",
+        })
+    }
+}
+
+/// One assertion that did not hold, with what was expected and seen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub assertion: Assertion,
+    pub expected: String,
+    pub observed: String,
+    /// The operator's sentence: what broke, in words.
+    pub message: String,
+}
+
+/// The closed set of things vigie asserts. The dotted names are the public
+/// contract (DESIGN.md); `tls.handshake`, `http.protocol` and
+/// `http.redirect` extend it for failures that have no certificate or status
+/// to blame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Assertion {
+    #[serde(rename = "dns")]
+    Dns,
+    #[serde(rename = "connect")]
+    Connect,
+    #[serde(rename = "timeout")]
+    Timeout,
+    #[serde(rename = "tls.handshake")]
+    TlsHandshake,
+    #[serde(rename = "http.protocol")]
+    HttpProtocol,
+    #[serde(rename = "http.redirect")]
+    HttpRedirect,
+    #[serde(rename = "http.status")]
+    HttpStatus,
+    #[serde(rename = "http.body")]
+    HttpBody,
+    #[serde(rename = "http.header")]
+    HttpHeader,
+    #[serde(rename = "http.response_time")]
+    HttpResponseTime,
+    #[serde(rename = "tls.trusted")]
+    TlsTrusted,
+    #[serde(rename = "tls.hostname")]
+    TlsHostname,
+    #[serde(rename = "tls.expiry")]
+    TlsExpiry,
+    #[serde(rename = "tls.renewal_overdue")]
+    TlsRenewalOverdue,
+    #[serde(rename = "tls.not_yet_valid")]
+    TlsNotYetValid,
+    #[serde(rename = "tls.issuer")]
+    TlsIssuer,
+    #[serde(rename = "tls.chain_incomplete")]
+    TlsChainIncomplete,
+    #[serde(rename = "cors.preflight")]
+    CorsPreflight,
+    #[serde(rename = "cors.origin")]
+    CorsOrigin,
+    #[serde(rename = "cors.methods")]
+    CorsMethods,
+    #[serde(rename = "cors.headers")]
+    CorsHeaders,
+    #[serde(rename = "cors.denied_origin")]
+    CorsDeniedOrigin,
+}
+
+impl Assertion {
+    /// What a failure of this assertion does to the check's status. Only a
+    /// renewal that looks stuck is a warning: the certificate still works,
+    /// someone should look today, nobody should be woken up.
+    pub fn severity(self) -> Status {
+        match self {
+            Assertion::TlsRenewalOverdue => Status::Warn,
+            _ => Status::Down,
+        }
+    }
+
+    /// The dotted name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Assertion::Dns => "dns",
+            Assertion::Connect => "connect",
+            Assertion::Timeout => "timeout",
+            Assertion::TlsHandshake => "tls.handshake",
+            Assertion::HttpProtocol => "http.protocol",
+            Assertion::HttpRedirect => "http.redirect",
+            Assertion::HttpStatus => "http.status",
+            Assertion::HttpBody => "http.body",
+            Assertion::HttpHeader => "http.header",
+            Assertion::HttpResponseTime => "http.response_time",
+            Assertion::TlsTrusted => "tls.trusted",
+            Assertion::TlsHostname => "tls.hostname",
+            Assertion::TlsExpiry => "tls.expiry",
+            Assertion::TlsRenewalOverdue => "tls.renewal_overdue",
+            Assertion::TlsNotYetValid => "tls.not_yet_valid",
+            Assertion::TlsIssuer => "tls.issuer",
+            Assertion::TlsChainIncomplete => "tls.chain_incomplete",
+            Assertion::CorsPreflight => "cors.preflight",
+            Assertion::CorsOrigin => "cors.origin",
+            Assertion::CorsMethods => "cors.methods",
+            Assertion::CorsHeaders => "cors.headers",
+            Assertion::CorsDeniedOrigin => "cors.denied_origin",
+        }
+    }
+}
+
+impl fmt::Display for Assertion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a probe could not get an answer, classified once where it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeError {
+    /// One of `dns`, `connect`, `timeout`, `tls.handshake`, `http.protocol`,
+    /// `http.redirect`, or a `tls.*` assertion when certificate
+    /// verification refused the handshake.
+    pub kind: Assertion,
+    pub message: String,
+}
+
+/// What the HTTP exchange looked like (of the last hop when redirected).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpReport {
+    pub status: u16,
+    pub version: String,
+    pub redirects: u32,
+    /// The URL that answered last (redacted), when redirects were followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_url: Option<String>,
+    /// Time for the whole exchange: every hop, headers and body read.
+    pub response_ms: f64,
+    /// Bytes of body read (at most the cap).
+    pub body_bytes: u64,
+    /// True when the body was longer than the cap and reading stopped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub body_truncated: bool,
+    /// The response headers, lower-cased names, repeated headers joined by
+    /// ", "; kept in memory for evaluation only (history stays small).
+    #[serde(skip)]
+    pub headers: Vec<(String, String)>,
+    /// The body as read (up to the cap), kept only in memory for evaluation.
+    #[serde(skip)]
+    pub body: Vec<u8>,
+}
+
+/// The TLS session and the chain as the server presented it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TlsReport {
+    /// The host name sent as SNI and verified against.
+    pub server_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher_suite: Option<String>,
+    pub trusted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_error: Option<VerifyError>,
+    pub hostname_matches: bool,
+    /// Leaf first, then the intermediates in the order served.
+    pub chain: Vec<CertInfo>,
+}
+
+/// Why the chain was not trusted, in the operator's terms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum VerifyError {
+    Expired {
+        #[serde(with = "time::serde::rfc3339")]
+        not_after: OffsetDateTime,
+    },
+    NotYetValid {
+        #[serde(with = "time::serde::rfc3339")]
+        not_before: OffsetDateTime,
+    },
+    HostnameMismatch {
+        expected: String,
+        covered: Vec<String>,
+    },
+    SelfSigned {
+        subject: String,
+    },
+    /// The issuer is Let's Encrypt's staging CA (or another "(STAGING)" CA).
+    StagingIssuer {
+        issuer: String,
+    },
+    /// The leaf's issuer is neither served nor a trusted root.
+    ChainIncomplete {
+        missing_issuer: String,
+    },
+    UnknownIssuer {
+        issuer: String,
+    },
+    Other {
+        detail: String,
+    },
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerifyError::Expired { not_after } => {
+                write!(f, "certificate expired on {}", crate::cert::format_date(*not_after))
+            }
+            VerifyError::NotYetValid { not_before } => write!(
+                f,
+                "certificate is not valid before {}",
+                crate::cert::format_date(*not_before)
+            ),
+            VerifyError::HostnameMismatch { expected, covered } => write!(
+                f,
+                "certificate does not cover {expected} (it covers {})",
+                covered.join(", ")
+            ),
+            VerifyError::SelfSigned { subject } => {
+                write!(f, "self-signed certificate ({subject}) is not trusted")
+            }
+            VerifyError::StagingIssuer { issuer } => write!(
+                f,
+                "certificate comes from a staging CA that browsers do not trust (issuer {issuer})"
+            ),
+            VerifyError::ChainIncomplete { missing_issuer } => write!(
+                f,
+                "chain incomplete: the server did not send the certificate of its issuer ({missing_issuer}), which is not a trusted root either"
+            ),
+            VerifyError::UnknownIssuer { issuer } => {
+                write!(f, "certificate issued by an unknown CA ({issuer})")
+            }
+            VerifyError::Other { detail } => f.write_str(detail),
+        }
+    }
+}
+
+/// The facts of one certificate, as `cert.rs` reads them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertInfo {
+    pub subject: String,
+    pub issuer: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_before: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+    /// Whole days until `not_after`, negative once expired.
+    pub days_left: i64,
+    pub sans: Vec<String>,
+    pub serial: String,
+    pub sha256: String,
+    pub key: String,
+    pub signature: String,
+}
+
+/// What a CORS preflight answered (filled by the cors probe).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CorsReport {
+    pub preflight_status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_origin: Option<String>,
+    #[serde(default)]
+    pub allow_methods: Vec<String>,
+    #[serde(default)]
+    pub allow_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_credentials: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vary: Option<String>,
+    /// The start of the body when the preflight was refused (S3 explains
+    /// itself in an XML `CORSResponse`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    #[serde(default)]
+    pub denied: Vec<DeniedOrigin>,
+}
+
+/// One `deny_origins` preflight and whether the bucket admitted it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeniedOrigin {
+    pub origin: String,
+    pub admitted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_origin: Option<String>,
+}
+
+impl VerifyError {
+    /// The assertion a refused chain fails.
+    pub fn assertion(&self) -> Assertion {
+        match self {
+            VerifyError::Expired { .. } => Assertion::TlsExpiry,
+            VerifyError::NotYetValid { .. } => Assertion::TlsNotYetValid,
+            VerifyError::HostnameMismatch { .. } => Assertion::TlsHostname,
+            VerifyError::ChainIncomplete { .. } => Assertion::TlsChainIncomplete,
+            VerifyError::SelfSigned { .. }
+            | VerifyError::StagingIssuer { .. }
+            | VerifyError::UnknownIssuer { .. }
+            | VerifyError::Other { .. } => Assertion::TlsTrusted,
+        }
+    }
+}

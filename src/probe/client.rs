@@ -1,0 +1,493 @@
+//! The one place TLS and HTTP connections for probes are made.
+//!
+//! Every request gets its own TCP connection and its own TLS handshake: a
+//! pooled or resumed connection would show an old handshake and hide the
+//! chain the server serves *now*. Trust (root stores, WebPKI verifiers) is
+//! built once per distinct CA set and shared; per probe we only allocate a
+//! small `ClientConfig` whose verifier records what it is shown.
+//!
+//! This module reports *what happened* (a response, or a classified
+//! [`ProbeError`]) and records progress in a [`Trace`] so that a timeout can
+//! say how far the probe got. It judges nothing.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use http::{HeaderMap, Request, StatusCode, Version};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use url::Url;
+
+use super::tls::{self, SeenChain, Trust};
+use crate::cert;
+use crate::check::Check;
+use crate::clock::Clock;
+use crate::outcome::{Assertion, ProbeError, TlsReport};
+use crate::redact::redact;
+
+/// Most of a body vigie reads; the rest is left unread and the body is
+/// reported as truncated. Enough for any health page, small enough that a
+/// target serving gigabytes costs nothing.
+pub const BODY_CAP: usize = 1024 * 1024;
+
+const USER_AGENT: &str = concat!("vigie/", env!("CARGO_PKG_VERSION"));
+
+/// Problems building the client: unreadable CA files, named.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot read CA file {path}: {source}")]
+    CaFile {
+        path: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("CA file {path} holds no certificate")]
+    CaFileEmpty { path: PathBuf },
+    #[error("CA file {path}: {source}")]
+    CaRejected {
+        path: PathBuf,
+        source: rustls::Error,
+    },
+}
+
+/// Connections for probes, with the trust each check needs.
+pub struct Client {
+    global: Arc<Trust>,
+    per_ca_file: HashMap<PathBuf, Arc<Trust>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("per_ca_file", &self.per_ca_file.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// vigie's crypto: aws-lc-rs, the provider reqwest and lettre use too, so the
+/// whole dependency tree carries one. Passed explicitly everywhere because
+/// with more than one provider compiled in, rustls has no implicit default.
+pub fn crypto_provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+impl Client {
+    /// Reads the global `extra_ca_file` and every check's `ca_file` once.
+    pub fn new(
+        extra_ca_file: Option<&Path>,
+        checks: &[Check],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ClientError> {
+        let provider = crypto_provider();
+        let global_extra = match extra_ca_file {
+            Some(path) => read_ca_file(path)?,
+            None => Vec::new(),
+        };
+        let global = Arc::new(trust(&provider, &global_extra, extra_ca_file)?);
+        let mut per_ca_file = HashMap::new();
+        for path in checks.iter().filter_map(|c| c.tls.ca_file.as_ref()) {
+            if per_ca_file.contains_key(path) {
+                continue;
+            }
+            let mut extra = global_extra.clone();
+            extra.extend(read_ca_file(path)?);
+            per_ca_file.insert(
+                path.clone(),
+                Arc::new(trust(&provider, &extra, Some(path))?),
+            );
+        }
+        Ok(Self {
+            global,
+            per_ca_file,
+            clock,
+        })
+    }
+
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    /// The trust a check uses: its own `ca_file` if it has one, else the
+    /// global one.
+    pub fn trust_for(&self, check: &Check) -> Arc<Trust> {
+        check
+            .tls
+            .ca_file
+            .as_ref()
+            .and_then(|path| self.per_ca_file.get(path))
+            .unwrap_or(&self.global)
+            .clone()
+    }
+
+    /// One request on a fresh connection. Records the TLS facts of the first
+    /// https hop into `trace.tls`.
+    pub async fn send(
+        &self,
+        hop: &Hop<'_>,
+        request: Request<Empty<Bytes>>,
+        trace: &mut Trace,
+    ) -> Result<Response, ProbeError> {
+        let host = hop.url.host_str().unwrap_or_default().to_string();
+        let port = hop.url.port_or_known_default().unwrap_or(443);
+        trace.hops.push(redact(hop.url));
+        let tcp = self.connect(&host, port, hop.connect_to, trace).await?;
+        match hop.url.scheme() {
+            "https" => {
+                let tls = self.handshake(tcp, &host, hop.trust, trace).await?;
+                exchange(tls, request, trace).await
+            }
+            _ => exchange(tcp, request, trace).await,
+        }
+    }
+
+    async fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        connect_to: Option<IpAddr>,
+        trace: &mut Trace,
+    ) -> Result<TcpStream, ProbeError> {
+        let addrs: Vec<SocketAddr> = match connect_to.or_else(|| literal_ip(host)) {
+            Some(ip) => vec![SocketAddr::new(ip, port)],
+            None => {
+                trace.phase = Phase::Resolving(host.to_string());
+                resolve(host, port).await?
+            }
+        };
+        let mut last_error = None;
+        for addr in addrs {
+            trace.phase = Phase::Connecting(addr);
+            match TcpStream::connect(addr).await {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
+                Err(err) => last_error = Some((addr, err)),
+            }
+        }
+        let (addr, err) = last_error.ok_or_else(|| ProbeError {
+            kind: Assertion::Dns,
+            message: format!("{host} resolved to no address"),
+        })?;
+        Err(ProbeError {
+            kind: Assertion::Connect,
+            message: connect_message(addr, &err),
+        })
+    }
+
+    async fn handshake(
+        &self,
+        tcp: TcpStream,
+        host: &str,
+        trust: &Trust,
+        trace: &mut Trace,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ProbeError> {
+        let server_name = ServerName::try_from(host.to_string()).map_err(|_| ProbeError {
+            kind: Assertion::TlsHandshake,
+            message: format!("{host:?} is not a valid TLS server name"),
+        })?;
+        let peer = tcp.peer_addr().ok();
+        trace.phase = Phase::Handshaking(peer);
+        let seen = SeenChain::default();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(trust.client_config(&seen)));
+        let result = connector.connect(server_name, tcp).await;
+        let now = self.clock.now();
+        let report = seen.take().map(|seen| {
+            let presented: Vec<_> = seen.chain.iter().map(|der| cert::read(der, now)).collect();
+            let verify_error = seen
+                .verdict
+                .as_ref()
+                .err()
+                .map(|err| tls::explain(err, &presented, trust, host, now));
+            TlsReport {
+                server_name: host.to_string(),
+                version: None,
+                cipher_suite: None,
+                trusted: verify_error.is_none(),
+                hostname_matches: presented
+                    .first()
+                    .is_some_and(|leaf| cert::covers(&leaf.info.sans, host)),
+                verify_error,
+                chain: presented.into_iter().map(|p| p.info).collect(),
+            }
+        });
+        match result {
+            Ok(stream) => {
+                let (_, conn) = stream.get_ref();
+                if trace.tls.is_none() {
+                    trace.tls = report.map(|mut r| {
+                        r.version = conn.protocol_version().map(version_name);
+                        r.cipher_suite = conn
+                            .negotiated_cipher_suite()
+                            .map(|s| format!("{:?}", s.suite()));
+                        r
+                    });
+                }
+                Ok(stream)
+            }
+            Err(err) => {
+                let refused_chain = report.as_ref().and_then(|r| r.verify_error.clone());
+                if trace.tls.is_none() {
+                    trace.tls = report;
+                }
+                Err(match refused_chain {
+                    Some(verify_error) => ProbeError {
+                        kind: verify_error.assertion(),
+                        message: verify_error.to_string(),
+                    },
+                    None => handshake_error(&err),
+                })
+            }
+        }
+    }
+}
+
+/// Where one request goes: the URL, an address override for its host, and
+/// the trust to verify it with.
+pub struct Hop<'a> {
+    pub url: &'a Url,
+    pub connect_to: Option<IpAddr>,
+    pub trust: &'a Trust,
+}
+
+/// A response with its body read up to [`BODY_CAP`].
+#[derive(Debug)]
+pub struct Response {
+    pub status: StatusCode,
+    pub version: Version,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    pub truncated: bool,
+}
+
+/// How far a probe got; read after a timeout to say where it stuck.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub phase: Phase,
+    /// TLS facts of the first https hop.
+    pub tls: Option<TlsReport>,
+    /// Redacted URLs requested, in order.
+    pub hops: Vec<String>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub enum Phase {
+    #[default]
+    Starting,
+    Resolving(String),
+    Connecting(SocketAddr),
+    Handshaking(Option<SocketAddr>),
+    AwaitingHeaders,
+    ReadingBody(u64),
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::Starting => f.write_str("before connecting"),
+            Phase::Resolving(host) => write!(f, "while resolving {host}"),
+            Phase::Connecting(addr) => write!(f, "while connecting to {addr}"),
+            Phase::Handshaking(Some(addr)) => write!(f, "during the TLS handshake with {addr}"),
+            Phase::Handshaking(None) => f.write_str("during the TLS handshake"),
+            Phase::AwaitingHeaders => f.write_str("waiting for the response headers"),
+            Phase::ReadingBody(bytes) => write!(f, "reading the body ({bytes} bytes received)"),
+        }
+    }
+}
+
+/// Sends one request over an established connection and reads the answer.
+async fn exchange<IO>(
+    io: IO,
+    request: Request<Empty<Bytes>>,
+    trace: &mut Trace,
+) -> Result<Response, ProbeError>
+where
+    IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(protocol_error)?;
+    // The connection task dies with the probe: a timed-out probe must not
+    // leave a socket behind.
+    let _driver = AbortOnDrop(tokio::spawn(conn));
+    trace.phase = Phase::AwaitingHeaders;
+    let response = sender.send_request(request).await.map_err(protocol_error)?;
+    let (parts, mut body) = response.into_parts();
+    let mut bytes = Vec::new();
+    let mut truncated = false;
+    trace.phase = Phase::ReadingBody(0);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(protocol_error)?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let room = BODY_CAP - bytes.len();
+        if data.len() > room {
+            bytes.extend_from_slice(&data[..room]);
+            truncated = true;
+            break;
+        }
+        bytes.extend_from_slice(&data);
+        trace.phase = Phase::ReadingBody(bytes.len() as u64);
+    }
+    Ok(Response {
+        status: parts.status,
+        version: parts.version,
+        headers: parts.headers,
+        body: bytes,
+        truncated,
+    })
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Builds the request vigie sends: origin-form URI, explicit Host, and
+/// `Connection: close` because the connection is never reused.
+pub fn request(method: http::Method, url: &Url) -> http::request::Builder {
+    let mut target = url.path().to_string();
+    if let Some(query) = url.query() {
+        target.push('?');
+        target.push_str(query);
+    }
+    let host = match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_string(),
+        (None, _) => String::new(),
+    };
+    Request::builder()
+        .method(method)
+        .uri(target)
+        .header(http::header::HOST, host)
+        .header(http::header::USER_AGENT, USER_AGENT)
+        .header(http::header::ACCEPT, "*/*")
+        .header(http::header::CONNECTION, "close")
+}
+
+fn literal_ip(host: &str) -> Option<IpAddr> {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, ProbeError> {
+    match tokio::net::lookup_host((host, port)).await {
+        Ok(addrs) => Ok(addrs.collect()),
+        Err(err) => Err(ProbeError {
+            kind: Assertion::Dns,
+            message: format!("cannot resolve {host}: {err}"),
+        }),
+    }
+}
+
+fn connect_message(addr: SocketAddr, err: &io::Error) -> String {
+    match err.kind() {
+        io::ErrorKind::ConnectionRefused => format!("connection refused by {addr}"),
+        io::ErrorKind::TimedOut => format!("connection to {addr} timed out"),
+        io::ErrorKind::HostUnreachable => format!("host {addr} is unreachable"),
+        io::ErrorKind::NetworkUnreachable => format!("network unreachable for {addr}"),
+        _ => format!("cannot connect to {addr}: {err}"),
+    }
+}
+
+/// A handshake that failed for a reason other than the certificate: the
+/// peer is not speaking TLS, hung up, or shares no protocol with us.
+fn handshake_error(err: &io::Error) -> ProbeError {
+    let message = match err
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::InvalidMessage(detail)) => {
+            format!("the server did not answer with TLS (invalid message: {detail:?})")
+        }
+        Some(rustls::Error::AlertReceived(alert)) => {
+            format!("the server aborted the TLS handshake (alert {alert:?})")
+        }
+        Some(rustls::Error::PeerIncompatible(detail)) => {
+            format!("no TLS version or cipher suite in common with the server ({detail:?})")
+        }
+        Some(other) => format!("TLS handshake failed: {other}"),
+        None => match err.kind() {
+            io::ErrorKind::UnexpectedEof => {
+                "the server closed the connection during the TLS handshake".to_string()
+            }
+            io::ErrorKind::ConnectionReset => {
+                "the server reset the connection during the TLS handshake".to_string()
+            }
+            _ => format!("TLS handshake failed: {err}"),
+        },
+    };
+    ProbeError {
+        kind: Assertion::TlsHandshake,
+        message,
+    }
+}
+
+/// hyper's errors say what went wrong with the HTTP conversation; the source
+/// chain says why (reset, EOF).
+fn protocol_error(err: hyper::Error) -> ProbeError {
+    let cause = std::error::Error::source(&err)
+        .map(|source| format!(": {source}"))
+        .unwrap_or_default();
+    let message = if err.is_incomplete_message() {
+        format!("the server closed the connection before a complete response{cause}")
+    } else if err.is_parse() {
+        format!("the server did not answer with valid HTTP ({err}{cause})")
+    } else {
+        format!("HTTP exchange failed: {err}{cause}")
+    };
+    ProbeError {
+        kind: Assertion::HttpProtocol,
+        message,
+    }
+}
+
+fn version_name(version: rustls::ProtocolVersion) -> String {
+    match version {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3".to_string(),
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2".to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn trust(
+    provider: &Arc<CryptoProvider>,
+    extra: &[CertificateDer<'static>],
+    path: Option<&Path>,
+) -> Result<Trust, ClientError> {
+    Trust::new(provider.clone(), extra).map_err(|source| ClientError::CaRejected {
+        path: path.map(Path::to_path_buf).unwrap_or_default(),
+        source,
+    })
+}
+
+fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| ClientError::CaFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(ClientError::CaFileEmpty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(certs)
+}

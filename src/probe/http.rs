@@ -1,0 +1,145 @@
+//! The `http` probe: GET the URL, follow redirects like a browser would,
+//! return what came back. Judging the answer is `evaluate`'s job.
+
+use http::header::LOCATION;
+use http_body_util::Empty;
+use url::Url;
+
+use super::client::{self, Client, Hop, Response, Trace};
+use super::tls::Trust;
+use crate::check::{Check, HttpCheck};
+use crate::outcome::{Assertion, HttpReport, ProbeError};
+use crate::redact::{redact, redact_str};
+
+/// Browsers give up after about 20; 10 is already more than a healthy site
+/// needs and keeps a hostile target from holding a probe for long.
+pub const MAX_REDIRECTS: u32 = 10;
+
+pub async fn probe(
+    client: &Client,
+    check: &Check,
+    http: &HttpCheck,
+    trust: &Trust,
+    trace: &mut Trace,
+) -> Result<HttpReport, ProbeError> {
+    let started = tokio::time::Instant::now();
+    let mut url = check.url.clone();
+    let mut visited = vec![url.clone()];
+    loop {
+        let response = get(client, check, &url, trust, trace).await?;
+        let next = match http.follow_redirects {
+            true => redirect_target(&url, &response)?,
+            false => None,
+        };
+        let Some(next) = next else {
+            let redirects = (visited.len() - 1) as u32;
+            return Ok(report(response, redirects, &url, started));
+        };
+        if visited.contains(&next) {
+            visited.push(next);
+            return Err(redirect_error(format!(
+                "redirect loop: {}",
+                visited.iter().map(redact).collect::<Vec<_>>().join(" -> ")
+            )));
+        }
+        if visited.len() as u32 > MAX_REDIRECTS {
+            return Err(redirect_error(format!(
+                "more than {MAX_REDIRECTS} redirects (last to {})",
+                redact(&next)
+            )));
+        }
+        visited.push(next.clone());
+        url = next;
+    }
+}
+
+async fn get(
+    client: &Client,
+    check: &Check,
+    url: &Url,
+    trust: &Trust,
+    trace: &mut Trace,
+) -> Result<Response, ProbeError> {
+    // `resolve` pins the check's host, like curl's --resolve: a redirect to
+    // another host is looked up normally.
+    let connect_to = match url.host_str() == check.url.host_str() {
+        true => check.resolve,
+        false => None,
+    };
+    let request = client::request(http::Method::GET, url)
+        .body(Empty::new())
+        .map_err(|err| ProbeError {
+            kind: Assertion::HttpProtocol,
+            message: format!("cannot build a request for {}: {err}", redact(url)),
+        })?;
+    let hop = Hop {
+        url,
+        connect_to,
+        trust,
+    };
+    client.send(&hop, request, trace).await
+}
+
+fn redirect_target(url: &Url, response: &Response) -> Result<Option<Url>, ProbeError> {
+    if !response.status.is_redirection() {
+        return Ok(None);
+    }
+    let Some(location) = response.headers.get(LOCATION) else {
+        return Ok(None);
+    };
+    let location = location
+        .to_str()
+        .map_err(|_| redirect_error("Location header is not valid text".to_string()))?;
+    let next = url.join(location).map_err(|err| {
+        redirect_error(format!(
+            "invalid Location header {:?}: {err}",
+            redact_str(location)
+        ))
+    })?;
+    match next.scheme() {
+        "http" | "https" => Ok(Some(next)),
+        other => Err(redirect_error(format!(
+            "redirect to unsupported scheme {other:?}"
+        ))),
+    }
+}
+
+fn redirect_error(message: String) -> ProbeError {
+    ProbeError {
+        kind: Assertion::HttpRedirect,
+        message,
+    }
+}
+
+fn report(
+    response: Response,
+    redirects: u32,
+    url: &Url,
+    started: tokio::time::Instant,
+) -> HttpReport {
+    HttpReport {
+        status: response.status.as_u16(),
+        version: format!("{:?}", response.version),
+        redirects,
+        final_url: (redirects > 0).then(|| redact(url)),
+        response_ms: started.elapsed().as_secs_f64() * 1000.0,
+        body_bytes: response.body.len() as u64,
+        body_truncated: response.truncated,
+        headers: headers(&response.headers),
+        body: response.body,
+    }
+}
+
+fn headers(map: &http::HeaderMap) -> Vec<(String, String)> {
+    map.keys()
+        .map(|name| {
+            let value = map
+                .get_all(name)
+                .iter()
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ");
+            (name.as_str().to_string(), value)
+        })
+        .collect()
+}

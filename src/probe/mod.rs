@@ -1,0 +1,80 @@
+//! Probes: I/O only. One module per check kind, dispatched by [`CheckKind`];
+//! each returns facts in an [`Outcome`] and judges nothing (see
+//! `evaluate`). The per-check `timeout` bounds everything a probe does, and
+//! when it fires the outcome says how far the probe had got.
+
+pub mod client;
+pub mod http;
+pub mod tls;
+
+use std::sync::Arc;
+
+use crate::check::{Check, CheckKind};
+use crate::outcome::{Assertion, HttpReport, Outcome, ProbeError, Status};
+use crate::redact::redact;
+use client::{Client, Trace};
+
+/// Runs probes; cheap to share between tasks.
+#[derive(Debug, Clone)]
+pub struct Prober {
+    client: Arc<Client>,
+}
+
+enum Facts {
+    Http(HttpReport),
+}
+
+impl Prober {
+    pub fn new(client: Client) -> Self {
+        Self {
+            client: Arc::new(client),
+        }
+    }
+
+    /// Probes once. Never fails: a target that cannot be reached is an
+    /// outcome with a `probe_error`, not an `Err`.
+    pub async fn probe(&self, check: &Check) -> Outcome {
+        let started_at = self.client.clock().now();
+        let started = tokio::time::Instant::now();
+        let mut trace = Trace::default();
+        let result = tokio::time::timeout(check.timeout, self.dispatch(check, &mut trace)).await;
+        let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let facts = match result {
+            Ok(facts) => facts,
+            Err(_elapsed) => Err(ProbeError {
+                kind: Assertion::Timeout,
+                message: format!(
+                    "no answer within {} ({})",
+                    humantime::format_duration(check.timeout),
+                    trace.phase
+                ),
+            }),
+        };
+        let (http, probe_error) = match facts {
+            Ok(Facts::Http(report)) => (Some(report), None),
+            Err(err) => (None, Some(err)),
+        };
+        Outcome {
+            name: check.name.clone(),
+            kind: check.kind_name(),
+            target: redact(&check.url),
+            status: Status::Up,
+            started_at,
+            duration_ms,
+            failures: Vec::new(),
+            probe_error,
+            http,
+            tls: trace.tls,
+            cors: None,
+        }
+    }
+
+    async fn dispatch(&self, check: &Check, trace: &mut Trace) -> Result<Facts, ProbeError> {
+        let trust = self.client.trust_for(check);
+        match &check.kind {
+            CheckKind::Http(http) => http::probe(&self.client, check, http, &trust, trace)
+                .await
+                .map(Facts::Http),
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Trust and the recording verifier: how vigie sees the chain a server
+//! presents even when it refuses to trust it.
+//!
+//! rustls hands the presented certificates to a `ServerCertVerifier` and, if
+//! that verifier says no, aborts the handshake: the caller never sees the
+//! chain. Browsers show the user an error page; an operator needs the
+//! certificate that caused it. So the verifier used for probes records what
+//! it was given, and its own verdict, then delegates every decision to the
+//! ordinary WebPKI verifier. It never accepts anything WebPKI rejects: this is
+//! the only use of rustls's `danger` API in vigie, and it changes what is
+//! *recorded*, not what is *trusted*.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use time::OffsetDateTime;
+
+use crate::cert::{self, Presented};
+use crate::outcome::VerifyError;
+
+/// One trust configuration (Mozilla roots plus any extra CAs), built once and
+/// shared by every probe that uses it.
+pub struct Trust {
+    provider: Arc<CryptoProvider>,
+    verifier: Arc<WebPkiServerVerifier>,
+    /// Subjects of the trust anchors, to tell "intermediate not served" from
+    /// "issued by a CA nobody trusts".
+    anchor_subjects: HashSet<Vec<u8>>,
+}
+
+impl fmt::Debug for Trust {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trust")
+            .field("anchors", &self.anchor_subjects.len())
+            .finish()
+    }
+}
+
+impl Trust {
+    /// Mozilla's roots (compiled in, no file read) plus `extra`.
+    pub fn new(
+        provider: Arc<CryptoProvider>,
+        extra: &[CertificateDer<'static>],
+    ) -> Result<Self, rustls::Error> {
+        let mut roots = RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        for der in extra {
+            roots.add(der.clone())?;
+        }
+        let anchor_subjects = roots
+            .roots
+            .iter()
+            .map(|anchor| anchor.subject.as_ref().to_vec())
+            .collect();
+        let verifier =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|err| rustls::Error::General(err.to_string()))?;
+        Ok(Self {
+            provider,
+            verifier,
+            anchor_subjects,
+        })
+    }
+
+    /// A client configuration for exactly one connection: its verifier
+    /// records into `seen`, and it has no session cache, so every probe does
+    /// a full handshake and sees the chain actually served.
+    pub fn client_config(&self, seen: &SeenChain) -> rustls::ClientConfig {
+        let verifier = RecordingVerifier {
+            inner: self.verifier.clone(),
+            seen: seen.clone(),
+        };
+        let mut config = rustls::ClientConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(rustls::ALL_VERSIONS)
+            .expect("the aws-lc-rs provider supports TLS 1.2 and 1.3")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.resumption = rustls::client::Resumption::disabled();
+        config
+    }
+
+    fn is_anchor(&self, subject_der: &[u8]) -> bool {
+        self.anchor_subjects.contains(subject_der)
+    }
+}
+
+/// What the verifier was shown, and what WebPKI said about it.
+#[derive(Clone, Default)]
+pub struct SeenChain(Arc<Mutex<Option<Seen>>>);
+
+#[derive(Clone)]
+pub struct Seen {
+    /// Leaf first, then intermediates in the order served.
+    pub chain: Vec<CertificateDer<'static>>,
+    pub verdict: Result<(), rustls::Error>,
+}
+
+impl SeenChain {
+    pub fn take(&self) -> Option<Seen> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn record(&self, seen: Seen) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(seen);
+    }
+}
+
+struct RecordingVerifier {
+    inner: Arc<WebPkiServerVerifier>,
+    seen: SeenChain,
+}
+
+impl fmt::Debug for RecordingVerifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RecordingVerifier")
+    }
+}
+
+impl ServerCertVerifier for RecordingVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let verdict = self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        );
+        let chain = std::iter::once(end_entity)
+            .chain(intermediates)
+            .map(|c| c.clone().into_owned())
+            .collect();
+        self.seen.record(Seen {
+            chain,
+            verdict: verdict.as_ref().map(|_| ()).map_err(Clone::clone),
+        });
+        verdict
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// Turns WebPKI's verdict into the operator's reason, using the chain as
+/// presented: an "unknown issuer" is really a missing intermediate, a
+/// self-signed certificate, or a staging CA, and each has its own fix.
+pub fn explain(
+    error: &rustls::Error,
+    presented: &[Presented],
+    trust: &Trust,
+    host: &str,
+    now: OffsetDateTime,
+) -> VerifyError {
+    let rustls::Error::InvalidCertificate(cert_error) = error else {
+        return VerifyError::Other {
+            detail: error.to_string(),
+        };
+    };
+    let leaf = presented.first();
+    match cert_error {
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            let expired = presented
+                .iter()
+                .filter(|p| p.info.not_after < now)
+                .min_by_key(|p| p.info.not_after);
+            match expired {
+                Some(p) => VerifyError::Expired {
+                    not_after: p.info.not_after,
+                },
+                None => VerifyError::Other {
+                    detail: error.to_string(),
+                },
+            }
+        }
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            let future = presented
+                .iter()
+                .filter(|p| p.info.not_before > now)
+                .max_by_key(|p| p.info.not_before);
+            match future {
+                Some(p) => VerifyError::NotYetValid {
+                    not_before: p.info.not_before,
+                },
+                None => VerifyError::Other {
+                    detail: error.to_string(),
+                },
+            }
+        }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            let expected = match cert_error {
+                CertificateError::NotValidForNameContext { expected, .. } => {
+                    server_name_string(expected)
+                }
+                _ => host.to_string(),
+            };
+            VerifyError::HostnameMismatch {
+                expected,
+                covered: leaf.map(|l| l.info.sans.clone()).unwrap_or_default(),
+            }
+        }
+        CertificateError::UnknownIssuer => match leaf {
+            Some(leaf) => unknown_issuer(leaf, presented, trust),
+            None => VerifyError::Other {
+                detail: error.to_string(),
+            },
+        },
+        _ => VerifyError::Other {
+            detail: error.to_string(),
+        },
+    }
+}
+
+fn unknown_issuer(leaf: &Presented, presented: &[Presented], trust: &Trust) -> VerifyError {
+    // The leaf's issuer is the name operators know ("R11"), so report the
+    // first staging issuer from the leaf up.
+    if let Some(staging) = presented.iter().find(|p| cert::is_staging(&p.info.issuer)) {
+        return VerifyError::StagingIssuer {
+            issuer: staging.info.issuer.clone(),
+        };
+    }
+    if leaf.is_self_issued() && presented.len() == 1 {
+        return VerifyError::SelfSigned {
+            subject: leaf.info.subject.clone(),
+        };
+    }
+    let issuer_served = presented[1..]
+        .iter()
+        .any(|p| p.subject_der == leaf.issuer_der);
+    if !issuer_served && !trust.is_anchor(&leaf.issuer_der) {
+        return VerifyError::ChainIncomplete {
+            missing_issuer: leaf.info.issuer.clone(),
+        };
+    }
+    let top = presented.last().unwrap_or(leaf);
+    VerifyError::UnknownIssuer {
+        issuer: top.info.issuer.clone(),
+    }
+}
+
+fn server_name_string(name: &ServerName<'_>) -> String {
+    match name {
+        ServerName::DnsName(dns) => dns.as_ref().to_string(),
+        ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+        _ => format!("{name:?}"),
+    }
+}

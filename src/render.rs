@@ -1,0 +1,68 @@
+//! What `vigie check` prints: a table for people, the DESIGN.md JSON for
+//! scripts. Pure functions from outcomes to text.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::cert;
+use crate::outcome::Outcome;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    checks: &'a [Outcome],
+}
+
+/// `{"checks": [...]}`, pretty-printed.
+pub fn json(outcomes: &[Outcome]) -> String {
+    serde_json::to_string_pretty(&Report { checks: outcomes })
+        .unwrap_or_else(|err| format!("{{\"error\": \"cannot encode outcomes: {err}\"}}"))
+}
+
+/// One line per check: name, status, time, leaf days left, leaf issuer,
+/// first failure in plain words.
+pub fn table(outcomes: &[Outcome]) -> String {
+    let rows: Vec<[String; 6]> = outcomes.iter().map(row).collect();
+    let header = ["NAME", "STATUS", "TIME", "DAYS", "ISSUER", "REASON"].map(String::from);
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            match i {
+                5 => line.push_str(cell),
+                _ => {
+                    let _ = write!(line, "{cell:<width$}  ");
+                }
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn row(outcome: &Outcome) -> [String; 6] {
+    let leaf = outcome.leaf();
+    [
+        outcome.name.clone(),
+        outcome.status.to_string().to_uppercase(),
+        format!("{:.0} ms", outcome.duration_ms),
+        leaf.map(|c| c.days_left.to_string())
+            .unwrap_or_else(|| "-".into()),
+        leaf.map(|c| cert::common_name(&c.issuer).to_string())
+            .unwrap_or_else(|| "-".into()),
+        outcome
+            .first_failure()
+            .map(|f| match outcome.failures.len() {
+                1 => f.message.clone(),
+                n => format!("{} (+{} more)", f.message, n - 1),
+            })
+            .unwrap_or_default(),
+    ]
+}

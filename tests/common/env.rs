@@ -1,0 +1,99 @@
+//! Running vigie itself against the harness servers: a temporary config
+//! directory that trusts the test root, checks written as TOML, and the real
+//! load -> probe -> evaluate path.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use vigie::clock::{Clock, SystemClock};
+use vigie::config::Config;
+use vigie::outcome::{Assertion, Outcome};
+
+use super::pki;
+
+/// A config directory: `config.toml` trusting the test root, `checks/`.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub root_pem: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env::with_config("")
+    }
+
+    /// `extra` is appended to config.toml (top-level keys first, so only
+    /// sections here).
+    pub fn with_config(extra: &str) -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root_pem = pki::write_root_pem(dir.path());
+        std::fs::create_dir_all(dir.path().join("checks")).expect("checks dir");
+        let config = format!(
+            "state_dir = \"state\"\nchecks_dir = \"checks\"\ndefault_timeout = \"5s\"\n\
+             extra_ca_file = {:?}\n{extra}",
+            root_pem.display().to_string()
+        );
+        std::fs::write(dir.path().join("config.toml"), config).expect("write config");
+        Env { dir, root_pem }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    pub fn write_checks(&self, file: &str, toml: &str) {
+        std::fs::write(self.dir.path().join("checks").join(file), toml).expect("write checks");
+    }
+
+    pub fn load(&self) -> Config {
+        match vigie::config::load(&self.config_path()) {
+            Ok(config) => config,
+            Err(errors) => panic!("test config does not load:\n{errors}"),
+        }
+    }
+
+    /// Loads the config and runs every check once, in order.
+    pub async fn run_all(&self) -> Vec<Outcome> {
+        let config = self.load();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let prober = vigie::app::prober(&config, clock.clone()).expect("prober");
+        let checks: Vec<_> = config.checks.iter().collect();
+        vigie::app::check_now(&prober, clock.as_ref(), &checks, config.concurrency).await
+    }
+}
+
+/// One `[[check]]` named `name` for `url`, connecting to 127.0.0.1 whatever
+/// the host, plus `extra` lines (keys or sub-tables).
+pub fn check_toml(name: &str, url: &str, extra: &str) -> String {
+    format!(
+        "[[check]]\nname = {name:?}\nkind = \"http\"\nurl = {url:?}\nresolve = \"127.0.0.1\"\n{extra}\n"
+    )
+}
+
+/// Runs one check against `url` and returns its outcome.
+pub async fn probe(url: &str, extra: &str) -> Outcome {
+    let env = Env::new();
+    env.write_checks("test.toml", &check_toml("t", url, extra));
+    env.run_all().await.remove(0)
+}
+
+/// The failure for `assertion`, or a panic showing the whole outcome.
+pub fn failure<'a>(outcome: &'a Outcome, assertion: &str) -> &'a vigie::outcome::Failure {
+    outcome
+        .failures
+        .iter()
+        .find(|f| f.assertion.as_str() == assertion)
+        .unwrap_or_else(|| panic!("no {assertion} failure in {}", pretty(outcome)))
+}
+
+pub fn assertions(outcome: &Outcome) -> Vec<Assertion> {
+    outcome.failures.iter().map(|f| f.assertion).collect()
+}
+
+pub fn pretty(outcome: &Outcome) -> String {
+    serde_json::to_string_pretty(outcome).unwrap_or_default()
+}

@@ -1,0 +1,39 @@
+//! Reusable integration-test harness: a test PKI ([`pki`]), loopback servers
+//! ([`servers`]) and a tiny rustls/hyper client ([`client`]) to check them.
+//!
+//! Use from a test file with `mod common;`. Not every test uses everything.
+#![allow(dead_code)]
+
+pub mod client;
+pub mod env;
+pub mod pki;
+pub mod servers;
+
+// Convenience re-exports; each test binary uses only some of them.
+#[allow(unused_imports)]
+pub use pki::{
+    days, days_left_leaf, ecdsa_leaf, expired_leaf, five_days_left_leaf, issue,
+    missing_intermediate_leaf, not_yet_valid_leaf, now, rsa_leaf, self_signed, self_signed_leaf,
+    staging_ca, staging_leaf, test_ca, twenty_days_left_leaf, valid_leaf, wildcard_leaf,
+    write_root_pem, write_staging_root_pem, wrong_host_leaf, Ca, CaCert, KeyAlg, Leaf, LeafSpec,
+    HOST, OTHER_HOST, WILDCARD,
+};
+#[allow(unused_imports)]
+pub use servers::{
+    refused_addr, Garbage, PlainHttpServer, RecordedRequest, Resetter, Tarpit, TlsOpts, TlsServer,
+};
+
+/// Poll `cond` every 10 ms until it is true (returns true) or `timeout` passes (returns false).
+/// Server counters are updated by server tasks, slightly after the client sees the effect.
+pub async fn eventually(timeout: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,666 @@
+//! Real servers on loopback (127.0.0.1:0 only), shut down when their handle is dropped.
+//!
+//! Constructors are synchronous but must be called from inside a Tokio runtime
+//! (e.g. in a `#[tokio::test(flavor = "multi_thread")]` body).
+//!
+//! HTTP routes served by both [`TlsServer`] and [`PlainHttpServer`]:
+//!
+//! | route | answer |
+//! | --- | --- |
+//! | `/` | 200, `text/html` body [`INDEX_BODY`], `strict-transport-security: max-age=31536000` |
+//! | `/status/{code}` | that status (e.g. `/status/503`), small text body |
+//! | `/slow/{ms}` | waits `ms` milliseconds, then 200 |
+//! | `/redirect/{n}` | 302 to `/redirect/{n-1}`; `/redirect/0` is 200 |
+//! | `/loop-a`, `/loop-b` | 302 to each other |
+//! | `/big` | 200, 50 MiB ([`BIG_LEN`]) of `x`, chunked transfer encoding, no content-length |
+//! | `/big-cl` | same with a `content-length` |
+//! | `/bytes/{n}` | 200, `n` bytes of `x` with a `content-length` |
+//! | `/headers` | 200 with `x-test: hello` |
+//! | anything else | 404 |
+//!
+//! [`PlainHttpServer`] adds `/to-https` (optionally `?port=P&host=H`): 301 to
+//! `https://{H or www.example.test}:{P or the constructor's port}/`.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderValue, CONTENT_TYPE, LOCATION};
+use hyper::service::service_fn;
+use hyper::{HeaderMap, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, NoServerSessionStorage, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::{ProtocolVersion, ServerConfig, SupportedProtocolVersion};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::pki::{Leaf, HOST};
+
+/// Body of `/`.
+pub const INDEX_BODY: &str = "<html><title>vigie test</title>ok</html>";
+/// Size of `/big` and `/big-cl`: 50 MiB.
+pub const BIG_LEN: u64 = 50 * 1024 * 1024;
+
+type RespBody = BoxBody<Bytes, Infallible>;
+
+/// Bind 127.0.0.1:0 and hand the listener to Tokio. Needs a runtime context.
+fn bind_loopback() -> TcpListener {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    std_listener.set_nonblocking(true).expect("set_nonblocking");
+    TcpListener::from_std(std_listener).expect("tokio listener (call from inside a Tokio runtime)")
+}
+
+/// Accept connections forever, handing each to `handle` in a task owned by the
+/// accept task (so aborting the accept task also aborts every connection).
+fn spawn_accept_loop<F, Fut>(
+    listener: TcpListener,
+    connections: Arc<AtomicUsize>,
+    handle: F,
+) -> JoinHandle<()>
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _peer)) => stream,
+                Err(_) => {
+                    // e.g. EMFILE: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            while conns.try_join_next().is_some() {}
+            connections.fetch_add(1, Ordering::SeqCst);
+            conns.spawn(handle(stream));
+        }
+    })
+}
+
+/// One HTTP request as the server saw it.
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    pub method: String,
+    /// Path and query, e.g. `/status/503`.
+    pub uri: String,
+    pub headers: HeaderMap,
+}
+
+impl RecordedRequest {
+    /// The `Host` header, if any.
+    pub fn host(&self) -> Option<&str> {
+        self.headers.get("host").and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Counters and records shared by a server's tasks.
+#[derive(Debug, Default)]
+struct State {
+    connections: Arc<AtomicUsize>,
+    requests: AtomicUsize,
+    handshakes: AtomicUsize,
+    handshake_failures: AtomicUsize,
+    sni: Mutex<Vec<Option<String>>>,
+    versions: Mutex<Vec<ProtocolVersion>>,
+    recorded: Mutex<Vec<RecordedRequest>>,
+    https_port: Option<u16>,
+}
+
+/// Methods common to the two HTTP servers.
+macro_rules! http_stats_methods {
+    () => {
+        /// HTTP requests answered so far.
+        pub fn requests(&self) -> usize {
+            self.state.requests.load(Ordering::SeqCst)
+        }
+        /// TCP connections accepted so far.
+        pub fn connections(&self) -> usize {
+            self.state.connections.load(Ordering::SeqCst)
+        }
+        /// Every request received so far, in order.
+        pub fn recorded_requests(&self) -> Vec<RecordedRequest> {
+            self.state.recorded.lock().unwrap().clone()
+        }
+    };
+}
+
+/// Methods common to every server handle.
+macro_rules! handle_methods {
+    () => {
+        /// The port the server listens on (on 127.0.0.1).
+        pub fn port(&self) -> u16 {
+            self.addr.port()
+        }
+    };
+}
+
+// ---------------------------------------------------------------- TLS server
+
+/// Options of a [`TlsServer`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TlsOpts {
+    /// Offer TLS 1.2 only.
+    pub tls12_only: bool,
+    /// Offer TLS 1.3 only (ignored if `tls12_only`).
+    pub tls13_only: bool,
+}
+
+/// Serves one chain whatever the SNI; records every SNI received.
+#[derive(Debug)]
+struct SingleCert {
+    key: Arc<CertifiedKey>,
+    state: Arc<State>,
+}
+
+impl ResolvesServerCert for SingleCert {
+    fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.state
+            .sni
+            .lock()
+            .unwrap()
+            .push(client_hello.server_name().map(str::to_owned));
+        Some(self.key.clone())
+    }
+}
+
+/// HTTPS (HTTP/1.1 over rustls) server on 127.0.0.1, see the module doc for routes.
+/// No session resumption (no tickets, no session cache). ALPN: `http/1.1`.
+#[derive(Debug)]
+pub struct TlsServer {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+    task: JoinHandle<()>,
+}
+
+impl TlsServer {
+    /// Start serving `chain` (leaf first) with `key`, whatever SNI the client sends.
+    pub fn start(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        opts: TlsOpts,
+    ) -> TlsServer {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let signing_key = provider
+            .key_provider
+            .load_private_key(key)
+            .expect("load private key");
+        let state = Arc::new(State::default());
+        let resolver = SingleCert {
+            key: Arc::new(CertifiedKey::new(chain, signing_key)),
+            state: state.clone(),
+        };
+        let versions: &[&'static SupportedProtocolVersion] = if opts.tls12_only {
+            &[&rustls::version::TLS12]
+        } else if opts.tls13_only {
+            &[&rustls::version::TLS13]
+        } else {
+            rustls::DEFAULT_VERSIONS
+        };
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(versions)
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(resolver));
+        config.session_storage = Arc::new(NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+
+        let listener = bind_loopback();
+        let addr = listener.local_addr().expect("local_addr");
+        let st = state.clone();
+        let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
+            let acceptor = acceptor.clone();
+            let state = st.clone();
+            async move {
+                match acceptor.accept(tcp).await {
+                    Ok(tls) => {
+                        state.handshakes.fetch_add(1, Ordering::SeqCst);
+                        if let Some(v) = tls.get_ref().1.protocol_version() {
+                            state.versions.lock().unwrap().push(v);
+                        }
+                        serve_http(TokioIo::new(tls), state).await;
+                    }
+                    Err(_) => {
+                        state.handshake_failures.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        });
+        TlsServer { addr, state, task }
+    }
+
+    /// Start serving `leaf.chain` with `leaf.key()`.
+    pub fn start_leaf(leaf: &Leaf, opts: TlsOpts) -> TlsServer {
+        TlsServer::start(leaf.chain.clone(), leaf.key(), opts)
+    }
+
+    handle_methods!();
+    http_stats_methods!();
+
+    /// `https://www.example.test:{port}{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://{HOST}:{}{path}", self.port())
+    }
+
+    /// TLS handshakes completed so far.
+    pub fn handshakes(&self) -> usize {
+        self.state.handshakes.load(Ordering::SeqCst)
+    }
+
+    /// TLS handshakes that failed (client alert, bad bytes, disconnect...).
+    pub fn handshake_failures(&self) -> usize {
+        self.state.handshake_failures.load(Ordering::SeqCst)
+    }
+
+    /// SNI of every ClientHello that reached certificate selection, in order.
+    pub fn sni_seen(&self) -> Vec<Option<String>> {
+        self.state.sni.lock().unwrap().clone()
+    }
+
+    /// SNI of the latest ClientHello (None if none yet or if it had no SNI).
+    pub fn last_sni(&self) -> Option<String> {
+        self.state.sni.lock().unwrap().last().cloned().flatten()
+    }
+
+    /// Negotiated protocol version of every completed handshake, in order.
+    pub fn negotiated_versions(&self) -> Vec<ProtocolVersion> {
+        self.state.versions.lock().unwrap().clone()
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+// --------------------------------------------------------- plain HTTP server
+
+/// Plain HTTP/1.1 server on 127.0.0.1 with the same routes plus `/to-https`.
+#[derive(Debug)]
+pub struct PlainHttpServer {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+    task: JoinHandle<()>,
+}
+
+impl PlainHttpServer {
+    /// Start; `/to-https` needs `?port=P` since no HTTPS port is known.
+    pub fn start() -> PlainHttpServer {
+        Self::start_inner(None)
+    }
+
+    /// Start; `/to-https` 301-redirects to `https://www.example.test:{https_port}/`.
+    pub fn start_redirecting_to(https_port: u16) -> PlainHttpServer {
+        Self::start_inner(Some(https_port))
+    }
+
+    fn start_inner(https_port: Option<u16>) -> PlainHttpServer {
+        let state = Arc::new(State {
+            https_port,
+            ..State::default()
+        });
+        let listener = bind_loopback();
+        let addr = listener.local_addr().expect("local_addr");
+        let st = state.clone();
+        let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
+            serve_http(TokioIo::new(tcp), st.clone())
+        });
+        PlainHttpServer { addr, state, task }
+    }
+
+    handle_methods!();
+    http_stats_methods!();
+
+    /// `http://www.example.test:{port}{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{HOST}:{}{path}", self.port())
+    }
+}
+
+impl Drop for PlainHttpServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+// ------------------------------------------------------------------- routes
+
+async fn serve_http<I>(io: I, state: Arc<State>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = service_fn(move |req| route(req, state.clone()));
+    // Errors (client gone mid-body etc.) are expected in tests; ignore them.
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(io, svc)
+        .await;
+}
+
+fn full(status: StatusCode, body: impl Into<Bytes>) -> Response<RespBody> {
+    let mut resp = Response::new(Full::new(body.into()).boxed());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    resp
+}
+
+fn redirect(status: StatusCode, location: &str) -> Response<RespBody> {
+    let mut resp = full(status, format!("redirecting to {location}\n"));
+    resp.headers_mut().insert(
+        LOCATION,
+        HeaderValue::from_str(location).expect("valid location"),
+    );
+    resp
+}
+
+fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
+    query?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+async fn route(
+    req: Request<Incoming>,
+    state: Arc<State>,
+) -> Result<Response<RespBody>, Infallible> {
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    state.recorded.lock().unwrap().push(RecordedRequest {
+        method: req.method().to_string(),
+        uri: req
+            .uri()
+            .path_and_query()
+            .map(|pq| pq.as_str().to_owned())
+            .unwrap_or_else(|| "/".to_owned()),
+        headers: req.headers().clone(),
+    });
+
+    let path = req.uri().path();
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let resp = match segments.as_slice() {
+        [""] => {
+            let mut resp = full(StatusCode::OK, INDEX_BODY);
+            resp.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
+            resp.headers_mut().insert(
+                "strict-transport-security",
+                HeaderValue::from_static("max-age=31536000"),
+            );
+            resp
+        }
+        ["status", code] => match code
+            .parse::<u16>()
+            .ok()
+            .and_then(|c| StatusCode::from_u16(c).ok())
+        {
+            Some(status) => full(status, format!("status {}\n", status.as_u16())),
+            None => full(StatusCode::BAD_REQUEST, "bad status\n"),
+        },
+        ["slow", ms] => match ms.parse::<u64>() {
+            Ok(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                full(StatusCode::OK, "slow ok\n")
+            }
+            Err(_) => full(StatusCode::BAD_REQUEST, "bad ms\n"),
+        },
+        ["redirect", n] => match n.parse::<u64>() {
+            Ok(0) => full(StatusCode::OK, "redirect chain end\n"),
+            Ok(n) => redirect(StatusCode::FOUND, &format!("/redirect/{}", n - 1)),
+            Err(_) => full(StatusCode::BAD_REQUEST, "bad n\n"),
+        },
+        ["loop-a"] => redirect(StatusCode::FOUND, "/loop-b"),
+        ["loop-b"] => redirect(StatusCode::FOUND, "/loop-a"),
+        ["big"] => filler(StatusCode::OK, BIG_LEN, false),
+        ["big-cl"] => filler(StatusCode::OK, BIG_LEN, true),
+        ["bytes", n] => match n.parse::<u64>() {
+            Ok(n) => filler(StatusCode::OK, n, true),
+            Err(_) => full(StatusCode::BAD_REQUEST, "bad n\n"),
+        },
+        ["headers"] => {
+            let mut resp = full(StatusCode::OK, "headers\n");
+            resp.headers_mut()
+                .insert("x-test", HeaderValue::from_static("hello"));
+            resp
+        }
+        ["to-https"] => {
+            let query = req.uri().query();
+            let port = query_param(query, "port")
+                .and_then(|p| p.parse::<u16>().ok())
+                .or(state.https_port);
+            let host = query_param(query, "host").unwrap_or(HOST);
+            match port {
+                Some(port) => redirect(
+                    StatusCode::MOVED_PERMANENTLY,
+                    &format!("https://{host}:{port}/"),
+                ),
+                None => full(StatusCode::BAD_REQUEST, "no https port known\n"),
+            }
+        }
+        _ => full(StatusCode::NOT_FOUND, "not found\n"),
+    };
+    Ok(resp)
+}
+
+static FILLER_CHUNK: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+
+/// A body of `remaining` bytes of `x`, produced 64 KiB at a time from a static buffer.
+struct FillerBody {
+    remaining: u64,
+    exact_len: bool,
+}
+
+impl Body for FillerBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        let n = self.remaining.min(FILLER_CHUNK.len() as u64) as usize;
+        self.remaining -= n as u64;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+            &FILLER_CHUNK[..n],
+        )))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        if self.exact_len {
+            SizeHint::with_exact(self.remaining)
+        } else {
+            SizeHint::default()
+        }
+    }
+}
+
+fn filler(status: StatusCode, len: u64, exact_len: bool) -> Response<RespBody> {
+    let mut resp = Response::new(
+        FillerBody {
+            remaining: len,
+            exact_len,
+        }
+        .boxed(),
+    );
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    resp
+}
+
+// ------------------------------------------------------------ raw TCP servers
+
+macro_rules! raw_server {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name {
+            pub addr: SocketAddr,
+            connections: Arc<AtomicUsize>,
+            task: JoinHandle<()>,
+        }
+
+        impl $name {
+            handle_methods!();
+
+            /// TCP connections accepted so far.
+            pub fn connections(&self) -> usize {
+                self.connections.load(Ordering::SeqCst)
+            }
+
+            /// `https://www.example.test:{port}{path}` (what a client would be pointed at).
+            pub fn url(&self, path: &str) -> String {
+                format!("https://{HOST}:{}{path}", self.port())
+            }
+        }
+
+        impl Drop for $name {
+            fn drop(&mut self) {
+                self.task.abort();
+            }
+        }
+    };
+}
+
+raw_server!(
+    /// Accepts TCP connections and never answers nor reads; sockets stay open until drop.
+    Tarpit
+);
+raw_server!(
+    /// Accepts TCP, writes [`GARBAGE_LEN`] bytes that are not TLS (an HTTP/1.0 response),
+    /// then closes cleanly (FIN, after draining what the client sent).
+    Garbage
+);
+raw_server!(
+    /// Accepts TCP and closes with RST (SO_LINGER 0), immediately or after the first read.
+    Resetter
+);
+
+impl Tarpit {
+    pub fn start() -> Tarpit {
+        let listener = bind_loopback();
+        let addr = listener.local_addr().expect("local_addr");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let task = spawn_accept_loop(listener, connections.clone(), |tcp| async move {
+            // Hold the socket, read nothing, until aborted.
+            let _tcp = tcp;
+            std::future::pending::<()>().await;
+        });
+        Tarpit {
+            addr,
+            connections,
+            task,
+        }
+    }
+}
+
+/// How many bytes [`Garbage`] writes.
+pub const GARBAGE_LEN: usize = 4096;
+
+/// The bytes [`Garbage`] writes: a plain-text HTTP/1.0 response padded to [`GARBAGE_LEN`].
+pub fn garbage_bytes() -> Vec<u8> {
+    let mut bytes =
+        b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n".to_vec();
+    let filler = b"this is not TLS. ";
+    while bytes.len() < GARBAGE_LEN {
+        let take = filler.len().min(GARBAGE_LEN - bytes.len());
+        bytes.extend_from_slice(&filler[..take]);
+    }
+    bytes
+}
+
+impl Garbage {
+    pub fn start() -> Garbage {
+        let listener = bind_loopback();
+        let addr = listener.local_addr().expect("local_addr");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let task = spawn_accept_loop(listener, connections.clone(), |mut tcp| async move {
+            let _ = tcp.write_all(&garbage_bytes()).await;
+            let _ = tcp.shutdown().await;
+            // Drain until the client closes (bounded), so close() sends FIN, not RST.
+            let mut buf = [0u8; 4096];
+            let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                while let Ok(n) = tcp.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            })
+            .await;
+        });
+        Garbage {
+            addr,
+            connections,
+            task,
+        }
+    }
+}
+
+fn reset(tcp: TcpStream) -> io::Result<()> {
+    tcp.set_zero_linger()?;
+    drop(tcp);
+    Ok(())
+}
+
+impl Resetter {
+    /// RST right after accept, before reading anything.
+    pub fn start() -> Resetter {
+        Self::start_inner(false)
+    }
+
+    /// RST after the first bytes from the client (e.g. the ClientHello) were read
+    /// (or after 5 s without any).
+    pub fn start_after_first_read() -> Resetter {
+        Self::start_inner(true)
+    }
+
+    fn start_inner(after_read: bool) -> Resetter {
+        let listener = bind_loopback();
+        let addr = listener.local_addr().expect("local_addr");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let task = spawn_accept_loop(listener, connections.clone(), move |mut tcp| async move {
+            if after_read {
+                let mut buf = [0u8; 4096];
+                let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await;
+            }
+            let _ = reset(tcp);
+        });
+        Resetter {
+            addr,
+            connections,
+            task,
+        }
+    }
+}
+
+/// A loopback address with nothing listening (an ephemeral port, bound then released).
+pub fn refused_addr() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local_addr");
+    drop(listener);
+    addr
+}

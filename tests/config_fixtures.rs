@@ -1,0 +1,94 @@
+//! Config fixtures: every directory under `tests/fixtures/config/` is one
+//! case, a `config.toml` (plus whatever `checks/` it needs) and an
+//! `expected.txt` holding the exact output of `vigie::config::load`, one
+//! problem per line, paths relative to the case directory. The `valid`
+//! case expects nothing.
+//!
+//! To add a case: create the directory, write the files, run once with
+//! `VIGIE_BLESS=1` to write `expected.txt`, then read it and make sure every
+//! line is what a user should see.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn cases() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config");
+    let mut cases: Vec<PathBuf> = fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir())
+        .collect();
+    cases.sort();
+    cases
+}
+
+/// What `load` reports for a case, as `expected.txt` spells it.
+fn actual(case: &Path) -> String {
+    let prefix = format!("{}/", case.display());
+    match vigie::config::load(&case.join("config.toml")) {
+        Ok(_) => String::new(),
+        Err(errors) => errors
+            .0
+            .iter()
+            .map(|e| format!("{}\n", e.to_string().replace(&prefix, "")))
+            .collect(),
+    }
+}
+
+#[test]
+fn every_case_reports_exactly_its_expected_output() {
+    let cases = cases();
+    assert!(
+        cases.len() >= 20,
+        "fixtures missing? found {} cases",
+        cases.len()
+    );
+    let bless = std::env::var_os("VIGIE_BLESS").is_some();
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().unwrap_or_default().to_string_lossy();
+        let expected_path = case.join("expected.txt");
+        let actual = actual(case);
+        if bless {
+            fs::write(&expected_path, &actual).unwrap();
+            continue;
+        }
+        let expected = fs::read_to_string(&expected_path)
+            .unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
+        if actual != expected {
+            failures.push(format!(
+                "--- case {name}\n--- expected ({}):\n{expected}--- actual:\n{actual}",
+                expected_path.display()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} config fixtures differ:\n\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_valid_case_loads_every_section() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/valid");
+    let config = vigie::config::load(&case.join("config.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(config.extra_ca_file.is_some());
+    assert!(config.api.token_file.is_some());
+    assert!(!config.connectivity.canaries.is_empty());
+    assert!(config.alerting.from.is_some());
+    assert!(config
+        .smtp
+        .as_ref()
+        .is_some_and(|s| s.password_file.is_some()));
+    assert!(config
+        .replication
+        .as_ref()
+        .is_some_and(|r| r.endpoint.is_some()));
+    assert!(config.heartbeat.is_some());
+    assert!(!config.maintenance.is_empty());
+    assert!(config.maintenance[0].covers("staging-api"));
+    assert!(config.checks.len() >= 2);
+}
