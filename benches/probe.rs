@@ -86,6 +86,10 @@ fn measure(n: usize, concurrency: usize, rounds: usize) {
         .build()
         .expect("runtime");
 
+    println!(
+        "after setup (config, trust, runtime): peak RSS {:.1} MiB",
+        peak_rss_mib()
+    );
     println!("probe bench: {n} HTTPS targets, concurrency {concurrency}, TLS 1.3 + ECDSA P-256, full handshake each");
     for round in 0..=rounds {
         let cpu_before = cpu_time();
@@ -175,8 +179,16 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// VmHWM, the high-water mark of this process image. (getrusage's
+/// ru_maxrss survives execve, so it would report cargo's own peak.)
 fn peak_rss_mib() -> f64 {
-    rusage().ru_maxrss as f64 / 1024.0
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .expect("VmHWM line")
+        / 1024.0
 }
 
 fn rusage() -> libc::rusage {

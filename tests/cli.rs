@@ -1,0 +1,146 @@
+//! The real binary: exit codes (0 up, 1 warn, 2 down, 3 config/usage), the
+//! table, the JSON contract, and the shipped config.
+
+mod common;
+
+use std::process::Command;
+
+use common::env::{check_toml, Env};
+use common::*;
+
+fn vigie(env: &Env, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_vigie"))
+        .arg("--config")
+        .arg(env.config_path())
+        .args(args)
+        .output()
+        .expect("run vigie")
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_follow_the_worst_status() {
+    let good = TlsServer::start_leaf(&valid_leaf(), TlsOpts::default());
+    let aging = TlsServer::start_leaf(&twenty_days_left_leaf(), TlsOpts::default());
+    let env = Env::new();
+    env.write_checks(
+        "checks.toml",
+        &[
+            check_toml("good", &good.url("/"), ""),
+            check_toml("aging", &aging.url("/"), ""),
+            check_toml("broken", &good.url("/status/500"), ""),
+        ]
+        .concat(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        let all = vigie(&env, &["check"]);
+        let good = vigie(&env, &["check", "good"]);
+        let aging = vigie(&env, &["check", "aging"]);
+        let unknown = vigie(&env, &["check", "nope"]);
+        (all, good, aging, unknown)
+    })
+    .await
+    .unwrap();
+    let (all, good, aging, unknown) = out;
+    assert_eq!(all.status.code(), Some(2), "{}", stdout(&all));
+    let table = stdout(&all);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("NAME"), "{table}");
+    assert!(
+        lines[1].starts_with("good ") && lines[1].contains(" UP "),
+        "{table}"
+    );
+    assert!(lines[1].contains("Vigie Test Intermediate R1"), "{table}");
+    assert!(
+        lines[2].contains(" WARN ") && lines[2].contains("renewal looks stuck"),
+        "{table}"
+    );
+    assert!(
+        lines[3].contains(" DOWN ")
+            && lines[3].ends_with("HTTP 500 Internal Server Error (expected 2xx)"),
+        "{table}"
+    );
+    assert_eq!(good.status.code(), Some(0));
+    assert_eq!(aging.status.code(), Some(1));
+    assert_eq!(unknown.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown check \"nope\""));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_output_is_the_design_contract() {
+    let server = TlsServer::start_leaf(&expired_leaf(), TlsOpts::default());
+    let env = Env::new();
+    env.write_checks("site.toml", &check_toml("site", &server.url("/"), ""));
+    let out = tokio::task::spawn_blocking(move || vigie(&env, &["check", "--json"]))
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let check = &json["checks"][0];
+    assert_eq!(check["name"], "site");
+    assert_eq!(check["kind"], "http");
+    assert_eq!(check["status"], "down");
+    assert!(check["started_at"].as_str().unwrap().ends_with('Z'));
+    assert!(check["duration_ms"].as_f64().is_some());
+    let failure = &check["failures"][0];
+    assert_eq!(failure["assertion"], "tls.expiry");
+    assert_eq!(failure["expected"], ">= 7 days");
+    assert_eq!(failure["observed"], "-2 days");
+    let tls = &check["tls"];
+    assert_eq!(tls["trusted"], false);
+    assert_eq!(tls["verify_error"]["reason"], "expired");
+    assert_eq!(tls["hostname_matches"], true);
+    let leaf = &tls["chain"][0];
+    for key in [
+        "subject",
+        "issuer",
+        "not_before",
+        "not_after",
+        "days_left",
+        "sans",
+        "serial",
+        "sha256",
+        "key",
+        "signature",
+    ] {
+        assert!(!leaf[key].is_null(), "chain[0].{key} missing: {leaf}");
+    }
+}
+
+#[test]
+fn validate_reports_errors_with_exit_3() {
+    let env = Env::new();
+    env.write_checks(
+        "bad.toml",
+        "[[check]]\nname = \"Bad Name\"\nkind = \"http\"\nurl = \"ftp://x\"\nevery = \"soon\"\n",
+    );
+    let out = vigie(&env, &["validate"]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 3, "{stderr}");
+    assert!(
+        stderr.lines().all(|l| l.contains("checks/bad.toml:")),
+        "{stderr}"
+    );
+    // `check` refuses to run on a broken config too.
+    assert_eq!(vigie(&env, &["check"]).status.code(), Some(3));
+}
+
+#[test]
+fn shipped_config_validates() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(env!("CARGO_BIN_EXE_vigie"))
+        .current_dir(root)
+        .arg("validate")
+        .output()
+        .expect("run vigie");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
