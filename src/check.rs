@@ -34,6 +34,7 @@ impl Check {
     pub fn kind_name(&self) -> KindName {
         match self.kind {
             CheckKind::Http(_) => KindName::Http,
+            CheckKind::Cors(_) => KindName::Cors,
         }
     }
 }
@@ -49,6 +50,7 @@ pub enum Cadence {
 #[derive(Debug, Clone)]
 pub enum CheckKind {
     Http(HttpCheck),
+    Cors(CorsCheck),
 }
 
 /// The kind's name, as written in `kind = "..."` and in JSON.
@@ -56,6 +58,7 @@ pub enum CheckKind {
 #[serde(rename_all = "lowercase")]
 pub enum KindName {
     Http,
+    Cors,
 }
 
 #[derive(Debug, Clone)]
@@ -74,6 +77,30 @@ pub struct HttpExpect {
     pub max_response_time: Option<Duration>,
     /// Header name -> regex its value must match.
     pub headers: Vec<(HeaderName, Regex)>,
+}
+
+/// A browser's CORS preflight to the object URL, and the origins the bucket
+/// must refuse.
+#[derive(Debug, Clone)]
+pub struct CorsCheck {
+    /// The page's origin, serialized as a browser sends it
+    /// (`https://app.example.com`, no path, no trailing slash).
+    pub origin: String,
+    /// The method of the real request, case-sensitive as a browser sends it.
+    pub method: String,
+    /// Headers the real request carries, lower-cased, in the order given.
+    pub request_headers: Vec<String>,
+    /// Origins that must not be admitted.
+    pub deny_origins: Vec<String>,
+    /// Accept `Access-Control-Allow-Origin: *` (a public bucket).
+    pub allow_any_origin: bool,
+    /// The real request carries credentials (cookies, client certificates),
+    /// which makes every `*` in the answer literal.
+    pub credentials: bool,
+    pub min_max_age: Option<Duration>,
+    /// Response headers the page must be able to read (lower-cased), e.g.
+    /// `etag` for multipart uploads.
+    pub expose_headers: Vec<String>,
 }
 
 /// What every check with an https URL expects of the certificate chain.

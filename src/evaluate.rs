@@ -6,6 +6,8 @@
 //! report "expired *and* wrong host" instead of whichever error WebPKI met
 //! first.
 
+mod cors;
+
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -27,9 +29,17 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
             failures.push(probe_failure(check, err));
         }
     }
-    match (&check.kind, &outcome.http) {
-        (CheckKind::Http(http), Some(report)) => judge_http(&http.expect, report, &mut failures),
-        (CheckKind::Http(_), None) => {}
+    match &check.kind {
+        CheckKind::Http(http) => {
+            if let Some(report) = &outcome.http {
+                judge_http(&http.expect, report, &mut failures);
+            }
+        }
+        CheckKind::Cors(cors) => {
+            if let Some(report) = &outcome.cors {
+                cors::judge(cors, report, &mut failures);
+            }
+        }
     }
     outcome.status = failures
         .iter()

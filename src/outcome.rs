@@ -96,7 +96,8 @@ pub struct Failure {
 /// The closed set of things vigie asserts. The dotted names are the public
 /// contract (DESIGN.md); `tls.handshake`, `http.protocol` and
 /// `http.redirect` extend it for failures that have no certificate or status
-/// to blame.
+/// to blame, `cors.max_age` and `cors.expose_headers` for the optional cors
+/// expectations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Assertion {
     #[serde(rename = "dns")]
@@ -141,6 +142,10 @@ pub enum Assertion {
     CorsMethods,
     #[serde(rename = "cors.headers")]
     CorsHeaders,
+    #[serde(rename = "cors.max_age")]
+    CorsMaxAge,
+    #[serde(rename = "cors.expose_headers")]
+    CorsExposeHeaders,
     #[serde(rename = "cors.denied_origin")]
     CorsDeniedOrigin,
 }
@@ -180,6 +185,8 @@ impl Assertion {
             Assertion::CorsOrigin => "cors.origin",
             Assertion::CorsMethods => "cors.methods",
             Assertion::CorsHeaders => "cors.headers",
+            Assertion::CorsMaxAge => "cors.max_age",
+            Assertion::CorsExposeHeaders => "cors.expose_headers",
             Assertion::CorsDeniedOrigin => "cors.denied_origin",
         }
     }
@@ -353,6 +360,9 @@ pub struct CorsReport {
     /// itself in an XML `CORSResponse`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// Where a redirected preflight pointed (redacted); browsers refuse it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
     #[serde(default)]
     pub denied: Vec<DeniedOrigin>,
 }

@@ -493,7 +493,9 @@ mod tests {
         assert!(check.labels.is_empty());
         assert_eq!(check.tls.warn_days, None);
         assert_eq!(check.tls.critical_days, DEFAULT_CRITICAL_DAYS);
-        let CheckKind::Http(http) = &check.kind;
+        let CheckKind::Http(http) = &check.kind else {
+            panic!("an http check");
+        };
         assert!(http.follow_redirects);
         assert!(http.expect.status.is_empty(), "empty = any 2xx");
     }

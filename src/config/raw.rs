@@ -158,6 +158,15 @@ pub(crate) struct RawCheck {
     // kind = "http"
     pub follow_redirects: Option<Spanned<bool>>,
     pub expect: Option<RawExpect>,
+    // kind = "cors"
+    pub origin: Option<Spanned<String>>,
+    pub method: Option<Spanned<String>>,
+    pub request_headers: Option<Vec<Spanned<String>>>,
+    pub deny_origins: Option<Vec<Spanned<String>>>,
+    pub allow_any_origin: Option<Spanned<bool>>,
+    pub credentials: Option<Spanned<bool>>,
+    pub min_max_age: Option<Spanned<DurationText>>,
+    pub expose_headers: Option<Vec<Spanned<String>>>,
 }
 
 /// `[check.expect]` of an http check.

@@ -4,13 +4,14 @@
 //! when it fires the outcome says how far the probe had got.
 
 pub mod client;
+pub mod cors;
 pub mod http;
 pub mod tls;
 
 use std::sync::Arc;
 
 use crate::check::{Check, CheckKind};
-use crate::outcome::{Assertion, HttpReport, Outcome, ProbeError, Status};
+use crate::outcome::{Assertion, CorsReport, HttpReport, Outcome, ProbeError, Status};
 use crate::redact::redact;
 use client::{Client, Trace};
 
@@ -22,6 +23,7 @@ pub struct Prober {
 
 enum Facts {
     Http(HttpReport),
+    Cors(CorsReport),
 }
 
 impl Prober {
@@ -50,9 +52,10 @@ impl Prober {
                 ),
             }),
         };
-        let (http, probe_error) = match facts {
-            Ok(Facts::Http(report)) => (Some(report), None),
-            Err(err) => (None, Some(err)),
+        let (http, cors, probe_error) = match facts {
+            Ok(Facts::Http(report)) => (Some(report), None, None),
+            Ok(Facts::Cors(report)) => (None, Some(report), None),
+            Err(err) => (None, None, Some(err)),
         };
         Outcome {
             name: check.name.clone(),
@@ -65,7 +68,7 @@ impl Prober {
             probe_error,
             http,
             tls: trace.tls,
-            cors: None,
+            cors,
         }
     }
 
@@ -75,6 +78,9 @@ impl Prober {
             CheckKind::Http(http) => http::probe(&self.client, check, http, &trust, trace)
                 .await
                 .map(Facts::Http),
+            CheckKind::Cors(cors) => cors::probe(&self.client, check, cors, &trust, trace)
+                .await
+                .map(Facts::Cors),
         }
     }
 }

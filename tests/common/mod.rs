@@ -1,5 +1,6 @@
 //! Reusable integration-test harness: a test PKI ([`pki`]), loopback servers
-//! ([`servers`]) and a tiny rustls/hyper client ([`client`]) to check them.
+//! ([`servers`]), a real S3 server (moto, [`s3`]) and a tiny rustls/hyper
+//! client ([`client`]) to check them.
 //!
 //! Use from a test file with `mod common;`. Not every test uses everything.
 #![allow(dead_code)]
@@ -7,6 +8,7 @@
 pub mod client;
 pub mod env;
 pub mod pki;
+pub mod s3;
 pub mod servers;
 
 // Convenience re-exports; each test binary uses only some of them.
@@ -20,7 +22,8 @@ pub use pki::{
 };
 #[allow(unused_imports)]
 pub use servers::{
-    refused_addr, Garbage, PlainHttpServer, RecordedRequest, Resetter, Tarpit, TlsOpts, TlsServer,
+    refused_addr, Garbage, Handler, PlainHttpServer, RecordedRequest, Resetter, Tarpit, TlsOpts,
+    TlsProxy, TlsServer,
 };
 
 /// Poll `cond` every 10 ms until it is true (returns true) or `timeout` passes (returns false).

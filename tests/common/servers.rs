@@ -20,6 +20,12 @@
 //!
 //! [`PlainHttpServer`] adds `/to-https` (optionally `?port=P&host=H`): 301 to
 //! `https://{H or www.example.test}:{P or the constructor's port}/`.
+//!
+//! [`TlsServer::start_with`] replaces the routes by a [`Handler`] the test
+//! writes (status, headers, body for each recorded request), for answers no
+//! real server gives on demand (odd CORS headers, a redirected preflight).
+//! [`TlsProxy`] terminates TLS and relays the bytes to a plain TCP upstream
+//! (e.g. moto, see [`super::s3`]).
 
 use std::convert::Infallible;
 use std::io;
@@ -117,6 +123,8 @@ struct State {
     versions: Mutex<Vec<ProtocolVersion>>,
     recorded: Mutex<Vec<RecordedRequest>>,
     https_port: Option<u16>,
+    /// Set by [`TlsServer::start_with`]: answers every request instead of the routes.
+    handler: Option<HandlerSlot>,
 }
 
 /// Methods common to the two HTTP servers.
@@ -176,6 +184,56 @@ impl ResolvesServerCert for SingleCert {
     }
 }
 
+/// The rustls acceptor every TLS server here uses: aws-lc-rs provider, `chain`
+/// whatever the SNI (recorded in `state`), no session resumption (no tickets,
+/// no session cache), ALPN `http/1.1`.
+fn tls_acceptor(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    opts: TlsOpts,
+    state: &Arc<State>,
+) -> tokio_rustls::TlsAcceptor {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .expect("load private key");
+    let resolver = SingleCert {
+        key: Arc::new(CertifiedKey::new(chain, signing_key)),
+        state: state.clone(),
+    };
+    let versions: &[&'static SupportedProtocolVersion] = if opts.tls12_only {
+        &[&rustls::version::TLS12]
+    } else if opts.tls13_only {
+        &[&rustls::version::TLS13]
+    } else {
+        rustls::DEFAULT_VERSIONS
+    };
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    config.session_storage = Arc::new(NoServerSessionStorage {});
+    config.send_tls13_tickets = 0;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// Answers every request of a [`TlsServer::start_with`] server: gets the
+/// request as recorded, returns `(status, headers, body)`.
+pub type Handler =
+    Arc<dyn Fn(&RecordedRequest) -> (u16, Vec<(String, String)>, String) + Send + Sync>;
+
+/// A [`Handler`] in [`State`] (which must be `Debug`).
+struct HandlerSlot(Handler);
+
+impl std::fmt::Debug for HandlerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handler")
+    }
+}
+
 /// HTTPS (HTTP/1.1 over rustls) server on 127.0.0.1, see the module doc for routes.
 /// No session resumption (no tickets, no session cache). ALPN: `http/1.1`.
 #[derive(Debug)]
@@ -192,32 +250,32 @@ impl TlsServer {
         key: PrivateKeyDer<'static>,
         opts: TlsOpts,
     ) -> TlsServer {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let signing_key = provider
-            .key_provider
-            .load_private_key(key)
-            .expect("load private key");
-        let state = Arc::new(State::default());
-        let resolver = SingleCert {
-            key: Arc::new(CertifiedKey::new(chain, signing_key)),
-            state: state.clone(),
+        Self::start_inner(chain, key, opts, State::default())
+    }
+
+    /// Like [`TlsServer::start_leaf`], but every request (whatever its method
+    /// or path) is answered by `handler` instead of the routes: it gets the
+    /// request as recorded (method, path and query, headers) and returns
+    /// `(status, headers, body)`. Headers are sent as given, in order
+    /// (repeated names are sent repeatedly); nothing is added but what hyper
+    /// adds (`content-length`, `date`). Requests are recorded as usual
+    /// ([`TlsServer::recorded_requests`]).
+    pub fn start_with(leaf: &Leaf, opts: TlsOpts, handler: Handler) -> TlsServer {
+        let state = State {
+            handler: Some(HandlerSlot(handler)),
+            ..State::default()
         };
-        let versions: &[&'static SupportedProtocolVersion] = if opts.tls12_only {
-            &[&rustls::version::TLS12]
-        } else if opts.tls13_only {
-            &[&rustls::version::TLS13]
-        } else {
-            rustls::DEFAULT_VERSIONS
-        };
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(versions)
-            .expect("protocol versions")
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(resolver));
-        config.session_storage = Arc::new(NoServerSessionStorage {});
-        config.send_tls13_tickets = 0;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        Self::start_inner(leaf.chain.clone(), leaf.key(), opts, state)
+    }
+
+    fn start_inner(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        opts: TlsOpts,
+        state: State,
+    ) -> TlsServer {
+        let state = Arc::new(state);
+        let acceptor = tls_acceptor(chain, key, opts, &state);
 
         let listener = bind_loopback();
         let addr = listener.local_addr().expect("local_addr");
@@ -283,6 +341,101 @@ impl TlsServer {
 }
 
 impl Drop for TlsServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+// ---------------------------------------------------------------- TLS proxy
+
+/// Terminates TLS on 127.0.0.1 (same rustls setup as [`TlsServer`]: the
+/// leaf's chain whatever the SNI, no resumption, ALPN `http/1.1`) and copies
+/// bytes both ways to a fresh plain TCP connection to `upstream`, one per
+/// accepted connection. Puts a plain-HTTP server (e.g. the S3 server of
+/// [`super::s3`]) behind HTTPS with a test-PKI chain, so a client sees a real
+/// chain in front of it. The bytes are not interpreted: the `Host` header
+/// reaches the upstream as the client sent it.
+#[derive(Debug)]
+pub struct TlsProxy {
+    pub addr: SocketAddr,
+    pub upstream: SocketAddr,
+    state: Arc<State>,
+    task: JoinHandle<()>,
+}
+
+impl TlsProxy {
+    /// Serve `leaf.chain` in front of `upstream`.
+    pub fn start(leaf: &Leaf, upstream: SocketAddr) -> TlsProxy {
+        Self::start_opts(leaf, TlsOpts::default(), upstream)
+    }
+
+    /// Same, with protocol-version options.
+    pub fn start_opts(leaf: &Leaf, opts: TlsOpts, upstream: SocketAddr) -> TlsProxy {
+        let state = Arc::new(State::default());
+        let acceptor = tls_acceptor(leaf.chain.clone(), leaf.key(), opts, &state);
+        let listener = bind_loopback();
+        let addr = listener.local_addr().expect("local_addr");
+        let st = state.clone();
+        let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
+            let acceptor = acceptor.clone();
+            let state = st.clone();
+            async move {
+                let mut tls = match acceptor.accept(tcp).await {
+                    Ok(tls) => tls,
+                    Err(_) => {
+                        state.handshake_failures.fetch_add(1, Ordering::SeqCst);
+                        return;
+                    }
+                };
+                state.handshakes.fetch_add(1, Ordering::SeqCst);
+                if let Some(v) = tls.get_ref().1.protocol_version() {
+                    state.versions.lock().unwrap().push(v);
+                }
+                // Upstream down: close the client connection (it sees EOF).
+                let Ok(mut up) = TcpStream::connect(upstream).await else {
+                    return;
+                };
+                // Errors (either side gone) end the connection; nothing to report.
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+            }
+        });
+        TlsProxy {
+            addr,
+            upstream,
+            state,
+            task,
+        }
+    }
+
+    handle_methods!();
+
+    /// `https://www.example.test:{port}{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://{HOST}:{}{path}", self.port())
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// TLS handshakes completed so far.
+    pub fn handshakes(&self) -> usize {
+        self.state.handshakes.load(Ordering::SeqCst)
+    }
+
+    /// TLS handshakes that failed (e.g. the client refused the chain).
+    pub fn handshake_failures(&self) -> usize {
+        self.state.handshake_failures.load(Ordering::SeqCst)
+    }
+
+    /// SNI of every ClientHello that reached certificate selection, in order.
+    pub fn sni_seen(&self) -> Vec<Option<String>> {
+        self.state.sni.lock().unwrap().clone()
+    }
+}
+
+impl Drop for TlsProxy {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -381,7 +534,7 @@ async fn route(
     state: Arc<State>,
 ) -> Result<Response<RespBody>, Infallible> {
     state.requests.fetch_add(1, Ordering::SeqCst);
-    state.recorded.lock().unwrap().push(RecordedRequest {
+    let recorded = RecordedRequest {
         method: req.method().to_string(),
         uri: req
             .uri()
@@ -389,7 +542,11 @@ async fn route(
             .map(|pq| pq.as_str().to_owned())
             .unwrap_or_else(|| "/".to_owned()),
         headers: req.headers().clone(),
-    });
+    };
+    state.recorded.lock().unwrap().push(recorded.clone());
+    if let Some(HandlerSlot(handler)) = &state.handler {
+        return Ok(handler_response(handler, &recorded));
+    }
 
     let path = req.uri().path();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -455,6 +612,21 @@ async fn route(
         _ => full(StatusCode::NOT_FOUND, "not found\n"),
     };
     Ok(resp)
+}
+
+/// The response a [`Handler`] asks for.
+fn handler_response(handler: &Handler, req: &RecordedRequest) -> Response<RespBody> {
+    let (status, headers, body) = handler(req);
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed());
+    *resp.status_mut() = StatusCode::from_u16(status).expect("handler status is 100..=999");
+    for (name, value) in headers {
+        let name = hyper::header::HeaderName::from_bytes(name.as_bytes())
+            .unwrap_or_else(|e| panic!("handler header name {name:?}: {e}"));
+        let value = HeaderValue::from_str(&value)
+            .unwrap_or_else(|e| panic!("handler header value {value:?}: {e}"));
+        resp.headers_mut().append(name, value);
+    }
+    resp
 }
 
 static FILLER_CHUNK: [u8; 64 * 1024] = [b'x'; 64 * 1024];

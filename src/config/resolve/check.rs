@@ -18,7 +18,8 @@ use toml::Spanned;
 use super::cx::Cx;
 use super::{base_dir, MIN_INTERVAL, MIN_POSITIVE};
 use crate::check::{
-    Cadence, Check, CheckKind, HttpCheck, HttpExpect, KindName, TlsExpect, DEFAULT_CRITICAL_DAYS,
+    Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName, TlsExpect,
+    DEFAULT_CRITICAL_DAYS,
 };
 use crate::config::decode::{backticked, key_as_written, Decoded};
 use crate::config::error::Diagnostics;
@@ -104,8 +105,11 @@ fn check(
     // The one place a kind's own keys are read: adding a kind is one arm.
     // Without a known kind its own keys cannot be judged; the common keys
     // above have been, so their problems are already reported.
-    let kind = match kind_name? {
+    let kind_name = kind_name?;
+    foreign_keys(cx, d, kind_name);
+    let kind = match kind_name {
         KindName::Http => CheckKind::Http(http(cx, raw)),
+        KindName::Cors => CheckKind::Cors(cors(cx, d, &context)?),
     };
     Some(Check {
         name: name?,
@@ -303,4 +307,145 @@ fn expect(cx: &mut Cx<'_>, raw: &RawExpect) -> HttpExpect {
             .and_then(|t| cx.duration_at_least("expect.max_response_time", t, MIN_POSITIVE)),
         headers,
     }
+}
+
+/// Keys that belong to another kind are mistakes (an `expect` table on a
+/// cors check would silently assert nothing), so they are reported.
+fn foreign_keys(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, kind: KindName) {
+    let raw = &d.value;
+    let (owner, present): (&str, Vec<(&str, std::ops::Range<usize>)>) = match kind {
+        KindName::Http => (
+            "cors",
+            [
+                ("origin", raw.origin.as_ref().map(|v| v.span())),
+                ("method", raw.method.as_ref().map(|v| v.span())),
+                (
+                    "request_headers",
+                    first_span(raw.request_headers.as_deref()),
+                ),
+                ("deny_origins", first_span(raw.deny_origins.as_deref())),
+                (
+                    "allow_any_origin",
+                    raw.allow_any_origin.as_ref().map(|v| v.span()),
+                ),
+                ("credentials", raw.credentials.as_ref().map(|v| v.span())),
+                ("min_max_age", raw.min_max_age.as_ref().map(|v| v.span())),
+                ("expose_headers", first_span(raw.expose_headers.as_deref())),
+            ]
+            .into_iter()
+            .filter_map(|(key, span)| Some((key, span?)))
+            .collect(),
+        ),
+        KindName::Cors => (
+            "http",
+            [
+                (
+                    "follow_redirects",
+                    raw.follow_redirects.as_ref().map(|v| v.span()),
+                ),
+                ("expect", raw.expect.as_ref().map(|_| d.span.clone())),
+            ]
+            .into_iter()
+            .filter_map(|(key, span)| Some((key, span?)))
+            .collect(),
+        ),
+    };
+    for (key, span) in present {
+        let message = format!("only applies to kind = \"{owner}\" checks");
+        cx.error(&span, key, message);
+    }
+}
+
+fn first_span(values: Option<&[Spanned<String>]>) -> Option<std::ops::Range<usize>> {
+    values.map(|v| v.first().map(|f| f.span()).unwrap_or_default())
+}
+
+/// Methods browsers send as they are written; `put` and `PUT` differ in a
+/// preflight, so the method is kept exactly as configured.
+const DEFAULT_CORS_METHOD: &str = "PUT";
+
+/// The keys of a cors check. `origin` is required: there is no sensible
+/// default for "the page that uploads".
+fn cors(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Option<CorsCheck> {
+    let raw = &d.value;
+    let origin = cx
+        .required(d, "origin", raw.origin.as_ref(), context)
+        .and_then(|o| parse_origin(cx, "origin", o));
+    let method = match &raw.method {
+        Some(m) if http::Method::from_bytes(m.get_ref().as_bytes()).is_err() => {
+            let message = format!("{:?} is not a valid HTTP method", m.get_ref());
+            cx.error(&m.span(), "method", message);
+            None
+        }
+        Some(m) => Some(m.get_ref().clone()),
+        None => Some(DEFAULT_CORS_METHOD.to_string()),
+    };
+    let request_headers = header_names(cx, "request_headers", raw.request_headers.as_deref());
+    let expose_headers = header_names(cx, "expose_headers", raw.expose_headers.as_deref());
+    let mut deny_origins = Vec::new();
+    for (i, o) in raw.deny_origins.iter().flatten().enumerate() {
+        let key = format!("deny_origins[{i}]");
+        let Some(denied) = parse_origin(cx, &key, o) else {
+            continue;
+        };
+        if origin.as_deref() == Some(denied.as_str()) {
+            cx.error(
+                &o.span(),
+                &key,
+                "is the check's own `origin`: it cannot be both admitted and denied",
+            );
+            continue;
+        }
+        deny_origins.push(denied);
+    }
+    let min_max_age = raw
+        .min_max_age
+        .as_ref()
+        .and_then(|t| cx.duration_at_least("min_max_age", t, MIN_INTERVAL));
+    Some(CorsCheck {
+        origin: origin?,
+        method: method?,
+        request_headers,
+        deny_origins,
+        allow_any_origin: raw.allow_any_origin.as_ref().is_some_and(|v| *v.get_ref()),
+        credentials: raw.credentials.as_ref().is_some_and(|v| *v.get_ref()),
+        min_max_age,
+        expose_headers,
+    })
+}
+
+/// An origin as a browser serializes it: scheme, host, non-default port;
+/// no path, query or userinfo.
+fn parse_origin(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<String> {
+    let url = cx.web_url(key, value)?;
+    let has_extra = !matches!(url.path(), "" | "/")
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || !url.username().is_empty()
+        || url.password().is_some();
+    if has_extra {
+        let message = format!(
+            "{:?} is not an origin: write only scheme, host and port, e.g. \"https://app.example.com\"",
+            value.get_ref()
+        );
+        cx.error(&value.span(), key, message);
+        return None;
+    }
+    Some(url.origin().ascii_serialization())
+}
+
+/// Header names, validated and lower-cased (browsers lower-case them in
+/// `Access-Control-Request-Headers`).
+fn header_names(cx: &mut Cx<'_>, key: &str, values: Option<&[Spanned<String>]>) -> Vec<String> {
+    let mut names = Vec::new();
+    for (i, name) in values.into_iter().flatten().enumerate() {
+        match HeaderName::from_str(name.get_ref()) {
+            Ok(header) => names.push(header.as_str().to_string()),
+            Err(_) => {
+                let message = format!("{:?} is not a valid HTTP header name", name.get_ref());
+                cx.error(&name.span(), &format!("{key}[{i}]"), message);
+            }
+        }
+    }
+    names
 }
