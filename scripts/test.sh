@@ -15,6 +15,68 @@ for tool in fmt clippy; do
     fi
 done
 
+# The CORS tests run a real S3 server: moto (`python3 -m moto.server`).
+# Install it unless it is there already: python3 and pip from apt if missing,
+# then moto from PyPI. Output is shown only when a step fails.
+quietly() {
+    local log
+    log=$(mktemp)
+    if ! "$@" >"$log" 2>&1; then
+        echo "failed: $*" >&2
+        cat "$log" >&2
+        rm -f "$log"
+        return 1
+    fi
+    rm -f "$log"
+}
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        echo "need root to run: $* (or install moto yourself: python3 -m pip install 'moto[server]')" >&2
+        return 1
+    fi
+}
+apt_install() {
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "cannot install $*: no apt-get; install python3, pip and then: python3 -m pip install 'moto[server]'" >&2
+        return 1
+    fi
+    quietly as_root apt-get update -qq
+    quietly as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+}
+if ! python3 -c 'import moto.server' >/dev/null 2>&1; then
+    if ! command -v python3 >/dev/null 2>&1; then
+        apt_install python3 python3-pip
+    fi
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        apt_install python3-pip
+    fi
+    pip_log=$(mktemp)
+    if ! python3 -m pip install --quiet 'moto[server]' >"$pip_log" 2>&1; then
+        # Debian's python3 refuses system-wide pip installs (PEP 668) unless told.
+        if grep -q externally-managed-environment "$pip_log"; then
+            quietly python3 -m pip install --quiet --break-system-packages 'moto[server]'
+        else
+            echo "failed: python3 -m pip install 'moto[server]'" >&2
+            cat "$pip_log" >&2
+            rm -f "$pip_log"
+            exit 1
+        fi
+    fi
+    rm -f "$pip_log"
+    if ! python3 -c 'import moto.server' >/dev/null 2>&1; then
+        echo "moto installed but 'python3 -c \"import moto.server\"' still fails" >&2
+        exit 1
+    fi
+fi
+
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+
+# The systemd unit: `systemd-analyze verify` and an exposure of 2.0 or less.
+cargo build --locked --quiet
+./systemd/check-unit.sh "${CARGO_TARGET_DIR:-target}/debug/vigie"

@@ -43,3 +43,364 @@ pub async fn check_now(
         .collect()
         .await
 }
+
+/// What the daemon is told from outside (signals, tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// SIGHUP: reload config and checks; keep the old ones if invalid.
+    Reload,
+    /// SIGTERM/SIGINT: finish in-flight probes, flush, exit.
+    Shutdown,
+}
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot create state_dir {path}: {source}")]
+    StateDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr} ([api] listen): {source}")]
+    ApiListen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot read [api] token_file {path}: {source}")]
+    TokenFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// sled flushes this often in the background: the most an unclean stop
+/// (kill -9, power loss) can lose.
+pub const STORE_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// How often retention is enforced.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The store under `state_dir`.
+pub fn history_path(config: &Config) -> std::path::PathBuf {
+    config.state_dir.join("history")
+}
+
+/// `vigie run`: the daemon, until told to shut down.
+pub async fn run(
+    config_path: &std::path::Path,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    mut control: tokio::sync::mpsc::Receiver<Control>,
+) -> Result<(), RunError> {
+    use crate::health::{Health, Late, TICK};
+    use crate::scheduler::{self, Slots};
+    use crate::store::{SledStore, Store};
+
+    std::fs::create_dir_all(&config.state_dir).map_err(|source| RunError::StateDir {
+        path: config.state_dir.clone(),
+        source,
+    })?;
+    let store: Arc<dyn Store> =
+        Arc::new(SledStore::open(&history_path(&config), STORE_FLUSH_EVERY)?);
+    let health = Arc::new(Health::new(clock.now()));
+    let slots = Slots::default();
+    let latest = crate::scheduler::Latest::default();
+    for outcome in store.latest_all()? {
+        latest.record(outcome);
+    }
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let tasks = tokio_util::task::TaskTracker::new();
+
+    let token = crate::api::Token::default();
+    token.set(api_token(&config)?);
+    let listener = tokio::net::TcpListener::bind(config.api.listen)
+        .await
+        .map_err(|source| RunError::ApiListen {
+            addr: config.api.listen,
+            source,
+        })?;
+    let api = crate::api::router(crate::api::ApiState {
+        store: store.clone(),
+        latest: latest.clone(),
+        slots: slots.clone(),
+        health: health.clone(),
+        clock: clock.clone(),
+        token: token.clone(),
+    });
+    let api_shutdown = shutdown.clone();
+    tasks.spawn(async move {
+        let served = axum::serve(listener, api)
+            .with_graceful_shutdown(api_shutdown.cancelled_owned())
+            .await;
+        if let Err(err) = served {
+            tracing::error!(error = %err, "API server failed");
+        }
+    });
+
+    let (sink, mut outcomes) = tokio::sync::mpsc::channel::<Outcome>(1024);
+    let recorder_store = store.clone();
+    let recorder_health = health.clone();
+    let recorder_latest = latest.clone();
+    let recorder = tokio::spawn(async move {
+        while let Some(outcome) = outcomes.recv().await {
+            match recorder_store.append(&outcome) {
+                Ok(()) => recorder_health.recorded(),
+                Err(err) => {
+                    recorder_health.store_error();
+                    tracing::error!(check = %outcome.name, error = %err, "cannot store result");
+                }
+            }
+            recorder_latest.record(outcome);
+        }
+    });
+
+    let mut config = config;
+    let mut generation = scheduler::spawn(
+        plan(&config, clock.clone())?,
+        clock.clone(),
+        sink.clone(),
+        &slots,
+        &shutdown,
+    );
+    crate::notify::ready();
+    tracing::info!(checks = config.checks.len(), listen = %config.api.listen, "vigie running");
+
+    let supervisor_health = health.clone();
+    let supervisor_slots = slots.clone();
+    let supervisor_clock = clock.clone();
+    let supervisor_store = store.clone();
+    let supervisor_shutdown = shutdown.clone();
+    let mut retention = config.history.retention;
+    let (retention_tx, mut retention_rx) = tokio::sync::watch::channel(retention);
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(TICK);
+        let mut last_sweep: Option<tokio::time::Instant> = None;
+        let mut recorded_before = supervisor_health.recorded_count();
+        loop {
+            tokio::select! {
+                _ = supervisor_shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if retention_rx.has_changed().unwrap_or(false) {
+                retention = *retention_rx.borrow_and_update();
+            }
+            let now = supervisor_clock.now();
+            let late = supervisor_slots.late(now, LATE_FLOOR);
+            let worst = late
+                .iter()
+                .max_by_key(|(_, by)| *by)
+                .map(|(check, by)| Late {
+                    check: check.clone(),
+                    by: *by,
+                });
+            let recorded = supervisor_health.recorded_count();
+            let progressing = late.is_empty() || recorded > recorded_before;
+            recorded_before = recorded;
+            supervisor_health.tick(now, worst, late.len() as u64);
+            if progressing {
+                crate::notify::watchdog();
+            }
+            if last_sweep.is_none_or(|at| at.elapsed() >= SWEEP_EVERY) {
+                last_sweep = Some(tokio::time::Instant::now());
+                sweep(&supervisor_store, now, retention).await;
+            }
+        }
+    });
+
+    while let Some(command) = control.recv().await {
+        match command {
+            Control::Shutdown => break,
+            Control::Reload => {
+                crate::notify::reloading();
+                match reload(config_path, &config, clock.clone()) {
+                    Ok((fresh, plan, fresh_token)) => {
+                        token.set(fresh_token);
+                        let old = std::mem::replace(
+                            &mut generation,
+                            scheduler::spawn(plan, clock.clone(), sink.clone(), &slots, &shutdown),
+                        );
+                        tasks.spawn(old.stop());
+                        let _ = retention_tx.send(fresh.history.retention);
+                        let names: std::collections::HashSet<&str> =
+                            fresh.checks.iter().map(|c| c.name.as_str()).collect();
+                        latest.retain(|name| names.contains(name));
+                        health.reloaded(true, clock.now());
+                        tracing::info!(checks = fresh.checks.len(), "config reloaded");
+                        config = fresh;
+                    }
+                    Err(errors) => {
+                        health.reloaded(false, clock.now());
+                        for line in errors.lines() {
+                            tracing::error!("{line}");
+                        }
+                        tracing::error!(
+                            "config reload rejected; the previous config keeps running"
+                        );
+                    }
+                }
+                crate::notify::ready();
+            }
+        }
+    }
+
+    crate::notify::stopping();
+    tracing::info!("stopping: finishing in-flight probes");
+    generation.stop().await;
+    shutdown.cancel();
+    tasks.close();
+    tasks.wait().await;
+    drop(sink);
+    let _ = recorder.await;
+    store.flush()?;
+    tracing::info!("stopped; store flushed");
+    Ok(())
+}
+
+/// A check waiting past its due time by less than this is not "late",
+/// whatever its interval: a busy second is not an incident.
+const LATE_FLOOR: std::time::Duration = std::time::Duration::from_secs(5);
+
+type Plan = crate::scheduler::Plan<crate::scheduler::ProbeRunner>;
+
+fn plan(config: &Config, clock: Arc<dyn Clock>) -> Result<Plan, ClientError> {
+    Ok(crate::scheduler::Plan {
+        checks: config.checks.iter().cloned().map(Arc::new).collect(),
+        runner: crate::scheduler::ProbeRunner {
+            prober: prober(config, clock.clone())?,
+            clock,
+        },
+        concurrency: config.concurrency,
+    })
+}
+
+/// Loads and prepares a new config; any problem is reported as text lines
+/// and the caller keeps the old one.
+fn reload(
+    path: &std::path::Path,
+    old: &Config,
+    clock: Arc<dyn Clock>,
+) -> Result<(Config, Plan, Option<Arc<str>>), String> {
+    let fresh = crate::config::load(path).map_err(|errors| errors.to_string())?;
+    let plan = plan(&fresh, clock).map_err(|err| err.to_string())?;
+    let token = api_token(&fresh).map_err(|err| err.to_string())?;
+    if fresh.api.listen != old.api.listen || fresh.state_dir != old.state_dir {
+        tracing::warn!("[api] listen and state_dir changes take effect at the next restart");
+    }
+    Ok((fresh, plan, token))
+}
+
+fn api_token(config: &Config) -> Result<Option<Arc<str>>, RunError> {
+    let Some(path) = &config.api.token_file else {
+        return Ok(None);
+    };
+    let token = std::fs::read_to_string(path).map_err(|source| RunError::TokenFile {
+        path: path.clone(),
+        source,
+    })?;
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(RunError::TokenFile {
+            path: path.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "the file is empty"),
+        });
+    }
+    Ok(Some(Arc::from(token)))
+}
+
+async fn sweep(
+    store: &Arc<dyn crate::store::Store>,
+    now: time::OffsetDateTime,
+    retention: std::time::Duration,
+) {
+    let store = store.clone();
+    let before = now - retention;
+    match tokio::task::spawn_blocking(move || store.sweep(before)).await {
+        Ok(Ok(0)) => {}
+        Ok(Ok(removed)) => tracing::info!(removed, "retention sweep"),
+        Ok(Err(err)) => tracing::error!(error = %err, "retention sweep failed"),
+        Err(err) => tracing::error!(error = %err, "retention sweep panicked"),
+    }
+}
+
+/// Why `vigie history` could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("the daemon at {addr} answered: {message}")]
+    Api {
+        addr: std::net::SocketAddr,
+        message: String,
+    },
+    #[error("cannot reach the daemon at {addr}: {source}")]
+    Unreachable {
+        addr: std::net::SocketAddr,
+        source: reqwest::Error,
+    },
+    #[error("no history yet: {path} does not exist (has `vigie run` run with this config?)")]
+    NoStore { path: std::path::PathBuf },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("unknown check {0:?}")]
+    UnknownCheck(String),
+}
+
+/// `vigie history`: asks the running daemon (sled allows one process per
+/// database); opens the store itself only when no daemon answers.
+pub async fn history(
+    config: &Config,
+    name: &str,
+    window: std::time::Duration,
+    clock: &dyn Clock,
+) -> Result<crate::api::HistoryView, HistoryError> {
+    match history_from_api(config, name, window).await {
+        Err(HistoryError::Unreachable { source, .. }) if source.is_connect() => {}
+        other => return other,
+    }
+    let path = history_path(config);
+    if !path.exists() {
+        return Err(HistoryError::NoStore { path });
+    }
+    let store = crate::store::SledStore::open(&path, STORE_FLUSH_EVERY)?;
+    let since = crate::clock::since(clock.now(), window);
+    let outcomes = crate::store::Store::history(&store, name, since)?;
+    if outcomes.is_empty() && !config.checks.iter().any(|c| c.name == name) {
+        return Err(HistoryError::UnknownCheck(name.to_string()));
+    }
+    Ok(crate::api::HistoryView {
+        name: name.to_string(),
+        since,
+        outcomes,
+    })
+}
+
+async fn history_from_api(
+    config: &Config,
+    name: &str,
+    window: std::time::Duration,
+) -> Result<crate::api::HistoryView, HistoryError> {
+    let addr = config.api.listen;
+    let unreachable = |source| HistoryError::Unreachable { addr, source };
+    let client = crate::probe::client::api_client().map_err(unreachable)?;
+    let url = format!(
+        "http://{addr}/api/v1/history/{name}?since={}",
+        humantime::format_duration(window)
+    );
+    let mut request = client.get(url);
+    if let Some(token) = api_token(config).ok().flatten() {
+        request = request.bearer_auth(&*token);
+    }
+    let response = request.send().await.map_err(unreachable)?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        let message = body["error"]
+            .as_str()
+            .unwrap_or(status.as_str())
+            .to_string();
+        return Err(HistoryError::Api { addr, message });
+    }
+    response.json().await.map_err(unreachable)
+}

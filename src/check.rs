@@ -88,7 +88,8 @@ pub struct CorsCheck {
     pub origin: String,
     /// The method of the real request, case-sensitive as a browser sends it.
     pub method: String,
-    /// Headers the real request carries, lower-cased, in the order given.
+    /// Headers the real request carries, lower-cased (sent sorted, as
+    /// browsers do).
     pub request_headers: Vec<String>,
     /// Origins that must not be admitted.
     pub deny_origins: Vec<String>,

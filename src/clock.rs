@@ -57,3 +57,65 @@ impl Clock for FakeClock {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
+
+/// Wall time that advances with tokio's clock, from a fixed start. With
+/// tokio's time paused, tests see `every` and cron schedules move exactly as
+/// far as they advance time.
+#[derive(Debug, Clone)]
+pub struct TokioClock {
+    base: OffsetDateTime,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// Must be called inside a tokio runtime.
+    pub fn starting_at(base: OffsetDateTime) -> Self {
+        Self {
+            base,
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> OffsetDateTime {
+        self.base + self.start.elapsed()
+    }
+}
+
+/// Milliseconds since the Unix epoch: the resolution vigie stores and
+/// shares times at (store keys, atomics read by the API).
+pub fn unix_millis(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+pub fn from_unix_millis(ms: i64) -> Option<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
+}
+
+/// `now - window`, clamped at the Unix epoch: nothing vigie stores is
+/// older, and a window like "20000y" must not overflow the calendar.
+pub fn since(now: OffsetDateTime, window: std::time::Duration) -> OffsetDateTime {
+    time::Duration::try_from(window)
+        .ok()
+        .and_then(|w| now.checked_sub(w))
+        .filter(|t| *t > OffsetDateTime::UNIX_EPOCH)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_clamps_at_the_epoch() {
+        let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        assert_eq!(since(now, day), now - day);
+        assert_eq!(since(now, day * 365 * 20_000), OffsetDateTime::UNIX_EPOCH);
+        assert_eq!(
+            since(now, std::time::Duration::MAX),
+            OffsetDateTime::UNIX_EPOCH
+        );
+    }
+}

@@ -17,19 +17,36 @@
 //!   judgments (hostname coverage, earliest expiry, staging issuers).
 //! - [`outcome`]: the facts and verdict of one probe; the JSON contract.
 //! - [`evaluate`]: pure judgment of an outcome against its check.
+//! - [`schedule`]: when each check runs (`every` grid or cron, stable
+//!   per-check jitter); pure.
+//! - [`scheduler`]: the loop: one task per check under the concurrency
+//!   bound, outcomes handed to the recorder; per-check slots for lateness.
+//! - [`store`]: history of judged outcomes (sled on disk, memory for tests);
+//!   the `Store` contract, key layout and record format.
 //! - [`app`]: builds the components from a config and runs them
-//!   (`vigie check`).
+//!   (`vigie check`, `vigie run`).
+//! - [`api`]: the local HTTP API (`/healthz`, `/metrics`, `/api/v1/*`);
+//!   reads the store and the scheduler's slots, never writes.
+//! - [`health`]: is the daemon on time? Written by the supervisor, read by
+//!   `/healthz`, metrics and the systemd watchdog.
+//! - [`notify`]: systemd's notify protocol (READY, WATCHDOG, STOPPING).
 //! - [`render`]: the terminal table and JSON for `vigie check`.
 //! - [`redact`]: URLs without userinfo or query, for everything shown.
 //! - [`clock`]: wall-clock time as a dependency.
 
+pub mod api;
 pub mod app;
 pub mod cert;
 pub mod check;
 pub mod clock;
 pub mod config;
 pub mod evaluate;
+pub mod health;
+pub mod notify;
 pub mod outcome;
 pub mod probe;
 pub mod redact;
 pub mod render;
+pub mod schedule;
+pub mod scheduler;
+pub mod store;

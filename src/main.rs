@@ -54,14 +54,132 @@ enum Command {
     },
     /// Load the config and checks; print every problem as FILE:LINE:COL: message.
     Validate,
+    /// Run the daemon in the foreground (systemd Type=notify).
+    Run,
+    /// Show stored results of one check (asks the running daemon, else opens the store).
+    History {
+        /// The check's name.
+        name: String,
+        /// How far back, e.g. "24h", "7d".
+        #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+        since: std::time::Duration,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    // The daemon reports its life at info; one-shot commands only warn.
+    let level = match cli.command {
+        Command::Run => "info",
+        _ => "warn",
+    };
+    init_logging(cli.log_format, level);
     match cli.command {
         Command::Validate => validate(&cli.config),
         Command::Check { names, json } => check(&cli.config, &names, json),
+        Command::Run => run(&cli.config),
+        Command::History { name, since, json } => history(&cli.config, &name, since, json),
+    }
+}
+
+fn load_or_report(path: &std::path::Path) -> Option<config::Config> {
+    match config::load(path) {
+        Ok(config) => Some(config),
+        Err(errors) => {
+            eprintln!("{errors}");
+            None
+        }
+    }
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(err) => {
+            eprintln!("vigie: cannot start the async runtime: {err}");
+            None
+        }
+    }
+}
+
+fn run(path: &std::path::Path) -> ExitCode {
+    let Some(config) = load_or_report(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let result = runtime.block_on(async {
+        let (control, commands) = tokio::sync::mpsc::channel(8);
+        if let Err(err) = forward_signals(control) {
+            eprintln!("vigie: cannot install signal handlers: {err}");
+            return Err(());
+        }
+        app::run(path, config, clock, commands)
+            .await
+            .map_err(|err| {
+                tracing::error!("{err}");
+                eprintln!("vigie: {err}");
+            })
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(()) => ExitCode::from(EXIT_UNKNOWN),
+    }
+}
+
+/// SIGHUP reloads; SIGTERM and SIGINT stop. A second SIGINT/SIGTERM while
+/// stopping is ignored: in-flight probes are bounded by their timeout.
+fn forward_signals(control: tokio::sync::mpsc::Sender<app::Control>) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        loop {
+            let command = tokio::select! {
+                _ = hup.recv() => app::Control::Reload,
+                _ = term.recv() => app::Control::Shutdown,
+                _ = int.recv() => app::Control::Shutdown,
+            };
+            if control.send(command).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+fn history(path: &std::path::Path, name: &str, since: std::time::Duration, json: bool) -> ExitCode {
+    let Some(config) = load_or_report(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let clock = SystemClock;
+    match runtime.block_on(app::history(&config, name, since, &clock)) {
+        Ok(view) => {
+            match json {
+                true => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&view).unwrap_or_default()
+                ),
+                false => print!("{}", render::history_table(&view.outcomes)),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("vigie: {err}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
     }
 }
 
@@ -134,14 +252,17 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
     ExitCode::from(worst.exit_code() as u8)
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VIGIE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().init(),
+    // Under systemd, journald stamps every line itself.
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    match (format, journald) {
+        (LogFormat::Text, true) => builder.with_ansi(false).without_time().init(),
+        (LogFormat::Text, false) => builder.with_ansi(false).init(),
+        (LogFormat::Json, _) => builder.json().init(),
     }
 }

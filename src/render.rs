@@ -66,3 +66,26 @@ fn row(outcome: &Outcome) -> [String; 6] {
             .unwrap_or_default(),
     ]
 }
+
+/// `vigie history`: one line per stored result, oldest first.
+pub fn history_table(outcomes: &[Outcome]) -> String {
+    let mut out = String::from("STARTED (UTC)            STATUS  TIME      REASON\n");
+    for o in outcomes {
+        let reason = o
+            .first_failure()
+            .map(|f| f.message.as_str())
+            .unwrap_or_default();
+        let line = format!(
+            "{:<23}  {:<6}  {:<8}  {reason}",
+            cert::format_date(o.started_at)
+                .trim_end_matches(" UTC")
+                .to_string()
+                + &format!(":{:02}", o.started_at.second()),
+            o.status.to_string().to_uppercase(),
+            format!("{:.0} ms", o.duration_ms),
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -117,7 +117,9 @@ async fn moto_behind_tls_proxy_answers_preflights() {
         stored.contains("<AllowedOrigin>https://app.example.com</AllowedOrigin>"),
         "{stored}"
     );
-    s3.put_object(&bucket, "hello.txt", "hello moto").await;
+    s3.put_public_object(&bucket, "hello.txt", "hello moto")
+        .await;
+    s3.put_object(&bucket, "private.txt", "secret").await;
 
     let proxy = TlsProxy::start(&valid_leaf(), s3.addr);
     assert!(proxy.url("/x").ends_with(&format!(":{}/x", proxy.port())));
@@ -186,6 +188,8 @@ async fn moto_behind_tls_proxy_answers_preflights() {
     let resp = tls_request(proxy.addr, "GET", &format!("/{bucket}/hello.txt"), &[]).await;
     assert_eq!(resp.status, 200, "{resp:?}");
     assert_eq!(resp.body, "hello moto");
+    let resp = tls_request(proxy.addr, "GET", &format!("/{bucket}/private.txt"), &[]).await;
+    assert_eq!(resp.status, 403, "{resp:?}");
 
     // No CORS configuration: 200 without any CORS header.
     s3.delete_bucket_cors(&bucket).await;
@@ -229,7 +233,7 @@ async fn moto_behind_tls_proxy_answers_preflights() {
     assert_eq!(resp.status, 403);
     assert!(resp.body.is_empty());
 
-    assert_eq!(proxy.handshakes(), 7);
+    assert_eq!(proxy.handshakes(), 8);
     assert_eq!(proxy.sni_seen()[0].as_deref(), Some(HOST));
 }
 

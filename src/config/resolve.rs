@@ -175,7 +175,9 @@ fn concurrency(cx: &mut Cx<'_>, raw: &Spanned<u64>) -> usize {
     }
 }
 
-/// `[api]`: loopback by default; the token file must exist.
+/// `[api]`: loopback by default; the token file must exist. Listening
+/// anywhere else without a token would publish every target's name, URL and
+/// certificate to whoever can reach the port, so that needs `token_file`.
 fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
     let raw = raw.map(|d| &d.value);
     let listen = match raw.and_then(|r| r.listen.as_ref()) {
@@ -189,12 +191,20 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
             DEFAULT_LISTEN
         }),
     };
-    ApiConfig {
-        listen,
-        token_file: raw
-            .and_then(|r| r.token_file.as_ref())
-            .and_then(|f| cx.file("token_file", f)),
+    let token_file = raw
+        .and_then(|r| r.token_file.as_ref())
+        .and_then(|f| cx.file("token_file", f));
+    let has_token = raw.is_some_and(|r| r.token_file.is_some());
+    if let Some(spanned) = raw.and_then(|r| r.listen.as_ref()) {
+        if !listen.ip().is_loopback() && !has_token {
+            let message = format!(
+                "{} is not a loopback address: set `api.token_file` so that every endpoint but /healthz needs a bearer token",
+                listen
+            );
+            cx.error(&spanned.span(), "listen", message);
+        }
     }
+    ApiConfig { listen, token_file }
 }
 
 /// `[connectivity]`: canaries are http(s) URLs.

@@ -77,8 +77,25 @@ impl fmt::Debug for Client {
 /// vigie's crypto: aws-lc-rs, the provider reqwest and lettre use too, so the
 /// whole dependency tree carries one. Passed explicitly everywhere because
 /// with more than one provider compiled in, rustls has no implicit default.
+///
+/// Cipher suites are offered in the order browsers offer them (AES-128-GCM
+/// first): a probe should negotiate what a visitor negotiates, and the
+/// SHA-256 key schedule is measurably cheaper than SHA-384 per handshake.
 pub fn crypto_provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    use rustls::crypto::aws_lc_rs::cipher_suite::*;
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.cipher_suites = vec![
+        TLS13_AES_128_GCM_SHA256,
+        TLS13_AES_256_GCM_SHA384,
+        TLS13_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ];
+    Arc::new(provider)
 }
 
 impl Client {
@@ -490,4 +507,52 @@ fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientError
         });
     }
     Ok(certs)
+}
+
+/// The client for vigie's own API (the CLI asking the daemon): plain HTTP to
+/// loopback, short timeouts. Built with an explicit crypto provider because
+/// reqwest has no default one in this build.
+pub fn api_client() -> Result<reqwest::Client, reqwest::Error> {
+    let tls = rustls::ClientConfig::builder_with_provider(crypto_provider())
+        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        .expect("the aws-lc-rs provider supports the default TLS versions")
+        .with_root_certificates(rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        })
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .connect_timeout(std::time::Duration::from_secs(2))
+        .timeout(std::time::Duration::from_secs(30))
+        .no_proxy()
+        .build()
+}
+
+/// A client builder for vigie's own outbound services (the replication
+/// bucket, the heartbeat URL): rustls with the aws-lc-rs provider, the
+/// Mozilla roots plus `extra_ca_file` (a private S3 endpoint or ping
+/// service), no proxy. Unlike probes, these connections may be pooled:
+/// nothing is judged about the chain, and a replication catch-up makes
+/// hundreds of requests to one host. Callers add their own timeouts.
+pub fn service_client(extra_ca_file: Option<&Path>) -> Result<reqwest::ClientBuilder, ClientError> {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    if let Some(path) = extra_ca_file {
+        for cert in read_ca_file(path)? {
+            roots.add(cert).map_err(|source| ClientError::CaRejected {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(crypto_provider())
+        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        .expect("the aws-lc-rs provider supports the default TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .user_agent(USER_AGENT)
+        .no_proxy())
 }

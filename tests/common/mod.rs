@@ -1,11 +1,14 @@
 //! Reusable integration-test harness: a test PKI ([`pki`]), loopback servers
-//! ([`servers`]), a real S3 server (moto, [`s3`]) and a tiny rustls/hyper
-//! client ([`client`]) to check them.
+//! ([`servers`]), a real S3 server (moto, [`s3`]), a real SMTP server
+//! (aiosmtpd, [`smtp`]) and a tiny rustls/hyper client ([`client`]) to check
+//! them.
 //!
 //! Use from a test file with `mod common;`. Not every test uses everything.
 #![allow(dead_code)]
 
 pub mod client;
+pub mod cors_server;
+pub mod daemon;
 pub mod env;
 pub mod pki;
 pub mod s3;

@@ -138,12 +138,23 @@ impl S3Server {
     /// it answers (up to 20 s). Panics with [`MOTO_MISSING`] if moto is not
     /// installed. Synchronous: callable from a test body or outside Tokio.
     pub fn start() -> S3Server {
+        Self::start_launched(&["-m", "moto.server"])
+    }
+
+    /// Like [`S3Server::start`], but moto is started as `python3 -c CODE`,
+    /// where CODE must end by calling `moto.server.main()`: for harnesses
+    /// that patch moto before it serves (see `s3_auth.rs`).
+    pub fn start_python(code: &str) -> S3Server {
+        Self::start_launched(&["-c", code])
+    }
+
+    fn start_launched(launcher: &[&str]) -> S3Server {
         ensure_moto_installed();
         // The free port is found by binding and releasing it; should moto
         // lose the race for it, try another.
         let mut last_log = String::new();
         for _ in 0..3 {
-            match Self::try_start() {
+            match Self::try_start(launcher) {
                 Ok(server) => return server,
                 Err(log) => last_log = log,
             }
@@ -151,7 +162,7 @@ impl S3Server {
         panic!("moto server did not start; its output:\n{last_log}");
     }
 
-    fn try_start() -> Result<S3Server, String> {
+    fn try_start(launcher: &[&str]) -> Result<S3Server, String> {
         let port = super::servers::refused_addr().port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let log =
@@ -160,19 +171,13 @@ impl S3Server {
         let log_err = log_file.try_clone().expect("clone moto log file");
 
         let mut cmd = Command::new("python3");
-        cmd.args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .env("MOTO_DISABLE_GLOBAL_CORS", "true")
-        .env("S3_IGNORE_SUBDOMAIN_BUCKETNAME", "true")
-        .stdin(Stdio::null())
-        .stdout(log_file)
-        .stderr(log_err);
+        cmd.args(launcher)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("MOTO_DISABLE_GLOBAL_CORS", "true")
+            .env("S3_IGNORE_SUBDOMAIN_BUCKETNAME", "true")
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(log_err);
         // Linux: the child gets SIGTERM when the thread that spawned it ends,
         // so a killed test binary does not leave moto behind. That thread is
         // the waiter below, which lives as long as the child.
@@ -371,13 +376,26 @@ impl S3Server {
         .await;
     }
 
-    /// PutObject: `PUT /{name}/{key}` with `body`.
+    /// PutObject: `PUT /{name}/{key}` with `body`, private: like S3, moto
+    /// answers an unsigned (anonymous) GET of it with a bare 403.
     pub async fn put_object(&self, name: &str, key: &str, body: impl Into<Bytes>) {
+        self.put_object_acl(name, key, body, "private").await;
+    }
+
+    /// PutObject with `x-amz-acl: public-read`: readable by unsigned GETs.
+    pub async fn put_public_object(&self, name: &str, key: &str, body: impl Into<Bytes>) {
+        self.put_object_acl(name, key, body, "public-read").await;
+    }
+
+    async fn put_object_acl(&self, name: &str, key: &str, body: impl Into<Bytes>, acl: &str) {
         self.expect_ok(
             "PutObject",
             Method::PUT,
             &format!("/{name}/{key}"),
-            &[("content-type", "application/octet-stream")],
+            &[
+                ("content-type", "application/octet-stream"),
+                ("x-amz-acl", acl),
+            ],
             body,
         )
         .await;

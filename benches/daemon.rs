@@ -1,0 +1,188 @@
+//! The daemon at steady state: N checks (default 1000) every P (default
+//! 30s) against N local HTTPS targets, measured from outside over a window
+//! (default 5 minutes) after one warm-up period: CPU share of one core,
+//! resident memory, and how late probes start after their due time.
+//!
+//! Run: `cargo bench --bench daemon` or `-- N EVERY WINDOW`, e.g.
+//! `cargo bench --bench daemon -- 10000 60s 5m` for the 10,000-check case.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "support/targets.rs"]
+mod targets;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn main() {
+    if targets::serve_if_asked() {
+        return;
+    }
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let n: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let every = args
+        .get(1)
+        .map(|a| humantime::parse_duration(a).expect("EVERY, e.g. 30s"))
+        .unwrap_or(Duration::from_secs(30));
+    let window = args
+        .get(2)
+        .map(|a| humantime::parse_duration(a).expect("WINDOW, e.g. 5m"))
+        .unwrap_or(Duration::from_secs(300));
+    measure(n, every, window);
+}
+
+fn measure(n: usize, every: Duration, window: Duration) {
+    let targets = targets::Targets::start(n);
+    let dir = targets.dir.path();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    std::fs::create_dir_all(dir.join("checks")).expect("checks dir");
+    let every_text = humantime::format_duration(every).to_string();
+    std::fs::write(
+        dir.join("checks/bench.toml"),
+        targets.checks_toml(&format!("every = {every_text:?}")),
+    )
+    .expect("write checks");
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "state_dir = \"state\"\nconcurrency = 64\nextra_ca_file = {:?}\n[api]\nlisten = \"127.0.0.1:{port}\"\n",
+            targets.root_pem.display().to_string()
+        ),
+    )
+    .expect("write config");
+    let log = std::fs::File::create(dir.join("vigie.log")).expect("log file");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_vigie"))
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .arg("run")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start vigie run");
+    let pid = daemon.id();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = vigie::probe::client::api_client().expect("client");
+    let get = |path: &str| -> Option<String> {
+        runtime.block_on(async {
+            let response = client
+                .get(format!("http://127.0.0.1:{port}{path}"))
+                .send()
+                .await
+                .ok()?;
+            response.text().await.ok()
+        })
+    };
+    let started = Instant::now();
+    while get("/healthz").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!(
+        "daemon bench: {n} checks every {every_text} against {n} local HTTPS targets; warm-up {every_text}, window {}",
+        humantime::format_duration(window)
+    );
+    std::thread::sleep(every + Duration::from_secs(2));
+
+    let pid_text = pid.to_string();
+    // VIGIE_BENCH_PERF=1 records a CPU profile of the daemon over the window.
+    let perf = std::env::var_os("VIGIE_BENCH_PERF").map(|_| {
+        Command::new("perf")
+            .args(["record", "-g", "-o"])
+            .arg(dir.join("perf.data"))
+            .args(["-p", &pid_text])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("perf record")
+    });
+    let cpu_before = targets::process_cpu_time(pid);
+    let window_start = Instant::now();
+    let mut rss = Vec::new();
+    let mut worst_delay = 0.0f64;
+    let mut unhealthy = 0;
+    while window_start.elapsed() < window {
+        // Prometheus' usual scrape interval.
+        std::thread::sleep(Duration::from_secs(15).min(window));
+        rss.push(targets::proc_mib(&pid_text, "VmRSS"));
+        let metrics = get("/metrics").unwrap_or_default();
+        worst_delay = worst_delay.max(max_metric(&metrics, "vigie_check_start_delay_seconds"));
+        if !get("/healthz")
+            .unwrap_or_default()
+            .contains("\"status\":\"ok\"")
+        {
+            unhealthy += 1;
+        }
+    }
+    let cpu = targets::process_cpu_time(pid) - cpu_before;
+    let elapsed = window_start.elapsed();
+    let peak = targets::proc_mib(&pid_text, "VmHWM");
+    let metrics = get("/metrics").unwrap_or_default();
+    let probes = elapsed.as_secs_f64() / every.as_secs_f64() * n as f64;
+
+    if let Some(mut perf) = perf {
+        // SAFETY: kill(2) on the perf child we started, by its PID.
+        unsafe {
+            libc::kill(perf.id() as i32, libc::SIGINT);
+        }
+        let _ = perf.wait();
+        let report = Command::new("perf")
+            .args([
+                "report",
+                "--children",
+                "--stdio",
+                "-g",
+                "none",
+                "--percent-limit",
+                "0.7",
+                "-i",
+            ])
+            .arg(dir.join("perf.data"))
+            .output()
+            .expect("perf report");
+        std::fs::write("/tmp/vigie-daemon-perf.txt", &report.stdout).expect("write perf report");
+        println!("  perf report: /tmp/vigie-daemon-perf.txt");
+    }
+    // SAFETY: kill(2) on the child we started, by its PID.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let status = daemon.wait().expect("wait for vigie");
+
+    let mean_rss = rss.iter().sum::<f64>() / rss.len().max(1) as f64;
+    let max_rss = rss.iter().copied().fold(0.0, f64::max);
+    println!(
+        "  CPU: {:.2}% of one core ({:.3} ms CPU per probe, {probes:.0} probes in {:.0} s)",
+        cpu.as_secs_f64() / elapsed.as_secs_f64() * 100.0,
+        cpu.as_secs_f64() * 1000.0 / probes,
+        elapsed.as_secs_f64()
+    );
+    println!("  RSS: mean {mean_rss:.1} MiB, max {max_rss:.1} MiB, peak (VmHWM) {peak:.1} MiB");
+    println!(
+        "  schedule: worst start delay seen {:.3} s, current worst lateness {:.3} s, /healthz not ok in {unhealthy} of {} samples",
+        worst_delay,
+        max_metric(&metrics, "vigie_scheduler_lateness_seconds"),
+        rss.len()
+    );
+    println!("  SIGTERM -> exit {:?}", status.code());
+}
+
+/// The largest value of a metric in Prometheus text (enough for a bench;
+/// the tests parse metrics properly).
+fn max_metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .fold(0.0, f64::max)
+}

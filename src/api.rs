@@ -1,0 +1,457 @@
+//! The local HTTP API: `/healthz`, `/metrics`, `/api/v1/checks`,
+//! `/api/v1/history/{name}`. Read-only: it reads the store, the scheduler's
+//! slots and the health state; it never probes and never writes.
+//!
+//! It listens on loopback by default. When `[api] listen` is another
+//! address, every endpoint but `/healthz` requires the bearer token from
+//! `token_file`, and `/healthz` names no check or target, so a peer vigie in
+//! another region can watch it without learning anything.
+
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::clock::Clock;
+use crate::health::Health;
+use crate::outcome::{Outcome, Status};
+use crate::scheduler::{Latest, Slots};
+use crate::store::Store;
+
+/// Everything the API reads.
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Arc<dyn Store>,
+    pub latest: Latest,
+    pub slots: Slots,
+    pub health: Arc<Health>,
+    pub clock: Arc<dyn Clock>,
+    /// Required as `Authorization: Bearer ...` on every endpoint but
+    /// `/healthz` when set; replaced on reload.
+    pub token: Token,
+}
+
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/checks", get(checks))
+        .route("/api/v1/history/{name}", get(history))
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .with_state(state)
+}
+
+/// The API token, swapped when a reload reads a new `token_file`.
+#[derive(Debug, Clone, Default)]
+pub struct Token(Arc<std::sync::RwLock<Option<Arc<str>>>>);
+
+impl Token {
+    pub fn set(&self, token: Option<Arc<str>>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = token;
+    }
+
+    fn current(&self) -> Option<Arc<str>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let Some(token) = state.token.current() else {
+        return next.run(request).await;
+    };
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    // The scheme name is case-insensitive (RFC 9110 section 11.1).
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    match presented {
+        Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => next.run(request).await,
+        _ => error(
+            StatusCode::UNAUTHORIZED,
+            "this endpoint needs `Authorization: Bearer <token from [api] token_file>`",
+        ),
+    }
+}
+
+/// Compares without an early exit, so response timing does not reveal how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn healthz(State(state): State<ApiState>) -> Response {
+    let verdict = state.health.verdict(state.clock.now());
+    let code = match verdict.is_healthy() {
+        true => StatusCode::OK,
+        false => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, Json(verdict)).into_response()
+}
+
+/// One configured check: its schedule and its latest stored outcome.
+#[derive(Serialize)]
+struct CheckView {
+    name: String,
+    interval_seconds: f64,
+    #[serde(with = "time::serde::rfc3339::option")]
+    next_due: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    last_started: Option<OffsetDateTime>,
+    latest: Option<Outcome>,
+}
+
+async fn checks(State(state): State<ApiState>) -> Response {
+    let views: Vec<CheckView> = state
+        .slots
+        .snapshot()
+        .into_iter()
+        .map(|(name, slot)| CheckView {
+            latest: state.latest.get(&name).map(|o| (*o).clone()),
+            name,
+            interval_seconds: slot.interval().as_secs_f64(),
+            next_due: slot.next_due(),
+            last_started: slot.last_started(),
+        })
+        .collect();
+    Json(serde_json::json!({ "checks": views })).into_response()
+}
+
+#[derive(Deserialize)]
+struct HistoryQuery {
+    since: Option<String>,
+}
+
+/// The history of one check, in the shape `vigie history --json` prints.
+#[derive(Serialize, Deserialize)]
+pub struct HistoryView {
+    pub name: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+    pub outcomes: Vec<Outcome>,
+}
+
+pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
+async fn history(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> Response {
+    let window = match query.since.as_deref().map(humantime::parse_duration) {
+        None => DEFAULT_HISTORY_WINDOW,
+        Some(Ok(window)) => window,
+        Some(Err(err)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("since: {err} (a duration such as \"24h\")"),
+            )
+        }
+    };
+    let since = crate::clock::since(state.clock.now(), window);
+    let store = state.store.clone();
+    let lookup = name.clone();
+    let outcomes = tokio::task::spawn_blocking(move || store.history(&lookup, since)).await;
+    match outcomes {
+        Ok(Ok(outcomes)) if outcomes.is_empty() && !state.slots.snapshot().contains_key(&name) => {
+            error(StatusCode::NOT_FOUND, &format!("unknown check {name:?}"))
+        }
+        Ok(Ok(outcomes)) => Json(HistoryView {
+            name,
+            since,
+            outcomes,
+        })
+        .into_response(),
+        Ok(Err(err)) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+        Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
+}
+
+fn error(code: StatusCode, message: &str) -> Response {
+    (code, Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+async fn metrics(State(state): State<ApiState>) -> Response {
+    let slots = state.slots.snapshot();
+    let latest: Vec<Arc<Outcome>> = slots
+        .keys()
+        .filter_map(|name| state.latest.get(name))
+        .collect();
+    let now = state.clock.now();
+    let mut text = render_probe_metrics(&latest);
+    render_daemon_metrics(&mut text, &state, &slots, now);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// Per-check gauges with blackbox_exporter's names, labelled by check so
+/// one scrape covers every target.
+pub fn render_probe_metrics(outcomes: &[Arc<Outcome>]) -> String {
+    let mut m = Metrics::default();
+    let label = |o: &Outcome| {
+        vec![
+            ("check", o.name.clone()),
+            ("kind", format!("{:?}", o.kind).to_lowercase()),
+            ("target", o.target.clone()),
+        ]
+    };
+    m.help(
+        "probe_success",
+        "gauge",
+        "1 when the last probe was up or warn, 0 when down",
+    );
+    for o in outcomes {
+        m.sample(
+            "probe_success",
+            &label(o),
+            f64::from(u8::from(o.status != Status::Down)),
+        );
+    }
+    m.help(
+        "probe_duration_seconds",
+        "gauge",
+        "how long the last probe took",
+    );
+    for o in outcomes {
+        m.sample("probe_duration_seconds", &label(o), o.duration_ms / 1000.0);
+    }
+    m.help(
+        "probe_http_status_code",
+        "gauge",
+        "HTTP status of the last answer (cors: of the preflight)",
+    );
+    for o in outcomes {
+        let status = o
+            .http
+            .as_ref()
+            .map(|h| h.status)
+            .or(o.cors.as_ref().map(|c| c.preflight_status));
+        if let Some(status) = status {
+            m.sample("probe_http_status_code", &label(o), f64::from(status));
+        }
+    }
+    m.help(
+        "probe_ssl_earliest_cert_expiry",
+        "gauge",
+        "not_after of the earliest-expiring certificate served, unix seconds",
+    );
+    for o in outcomes {
+        let chain = o
+            .tls
+            .as_ref()
+            .map(|t| t.chain.as_slice())
+            .unwrap_or_default();
+        if let Some(first) = crate::cert::earliest_expiry(chain) {
+            m.sample(
+                "probe_ssl_earliest_cert_expiry",
+                &label(o),
+                first.not_after.unix_timestamp() as f64,
+            );
+        }
+    }
+    m.help(
+        "probe_ssl_last_chain_info",
+        "gauge",
+        "the leaf certificate served, as labels",
+    );
+    for o in outcomes {
+        if let Some(leaf) = o.leaf() {
+            let mut labels = label(o);
+            labels.extend([
+                ("fingerprint_sha256", leaf.sha256.clone()),
+                ("issuer", leaf.issuer.clone()),
+                ("serial_number", leaf.serial.clone()),
+                ("subject", leaf.subject.clone()),
+            ]);
+            m.sample("probe_ssl_last_chain_info", &labels, 1.0);
+        }
+    }
+    m.help(
+        "probe_tls_version_info",
+        "gauge",
+        "TLS version negotiated, as a label",
+    );
+    for o in outcomes {
+        if let Some(version) = o.tls.as_ref().and_then(|t| t.version.clone()) {
+            let mut labels = label(o);
+            labels.push(("version", version));
+            m.sample("probe_tls_version_info", &labels, 1.0);
+        }
+    }
+    m.help(
+        "vigie_check_status",
+        "gauge",
+        "1 for the status of the last probe (up, warn, down)",
+    );
+    for o in outcomes {
+        for status in [Status::Up, Status::Warn, Status::Down] {
+            let labels = vec![("check", o.name.clone()), ("status", status.to_string())];
+            m.sample(
+                "vigie_check_status",
+                &labels,
+                f64::from(u8::from(o.status == status)),
+            );
+        }
+    }
+    m.help(
+        "vigie_check_last_run_timestamp_seconds",
+        "gauge",
+        "when the last probe started",
+    );
+    for o in outcomes {
+        let labels = vec![("check", o.name.clone())];
+        m.sample(
+            "vigie_check_last_run_timestamp_seconds",
+            &labels,
+            o.started_at.unix_timestamp() as f64,
+        );
+    }
+    m.0
+}
+
+fn render_daemon_metrics(
+    text: &mut String,
+    state: &ApiState,
+    slots: &std::collections::BTreeMap<String, Arc<crate::scheduler::Slot>>,
+    now: OffsetDateTime,
+) {
+    let mut m = Metrics::default();
+    m.help(
+        "vigie_checks_configured",
+        "gauge",
+        "checks in the running config",
+    );
+    m.sample("vigie_checks_configured", &[], slots.len() as f64);
+    m.help(
+        "vigie_check_start_delay_seconds",
+        "gauge",
+        "how late after its due time the last probe started",
+    );
+    for (name, slot) in slots {
+        m.sample(
+            "vigie_check_start_delay_seconds",
+            &[("check", name.clone())],
+            slot.last_delay().as_secs_f64(),
+        );
+    }
+    m.help(
+        "vigie_scheduler_lateness_seconds",
+        "gauge",
+        "longest wait past a due time among checks not yet started",
+    );
+    let worst = slots
+        .values()
+        .map(|s| s.lateness(now))
+        .max()
+        .unwrap_or_default();
+    m.sample("vigie_scheduler_lateness_seconds", &[], worst.as_secs_f64());
+    m.help(
+        "vigie_scheduler_last_tick_timestamp_seconds",
+        "gauge",
+        "last supervisor tick",
+    );
+    if let Some(tick) = state.health.last_tick() {
+        m.sample(
+            "vigie_scheduler_last_tick_timestamp_seconds",
+            &[],
+            tick.unix_timestamp() as f64,
+        );
+    }
+    m.help("vigie_healthy", "gauge", "1 when /healthz answers 200");
+    m.sample(
+        "vigie_healthy",
+        &[],
+        f64::from(u8::from(state.health.verdict(now).is_healthy())),
+    );
+    m.help(
+        "vigie_config_last_reload_successful",
+        "gauge",
+        "1 when the last config (re)load succeeded",
+    );
+    m.sample(
+        "vigie_config_last_reload_successful",
+        &[],
+        f64::from(u8::from(state.health.reload_ok())),
+    );
+    m.help(
+        "vigie_config_last_reload_success_timestamp_seconds",
+        "gauge",
+        "when the running config was loaded",
+    );
+    if let Some(at) = state.health.last_reload_ok() {
+        m.sample(
+            "vigie_config_last_reload_success_timestamp_seconds",
+            &[],
+            at.unix_timestamp() as f64,
+        );
+    }
+    m.help(
+        "vigie_store_errors_total",
+        "counter",
+        "results that could not be written to the store",
+    );
+    m.sample(
+        "vigie_store_errors_total",
+        &[],
+        state.health.store_errors() as f64,
+    );
+    m.help("vigie_build_info", "gauge", "the running vigie version");
+    m.sample(
+        "vigie_build_info",
+        &[("version", env!("CARGO_PKG_VERSION").to_string())],
+        1.0,
+    );
+    text.push_str(&m.0);
+}
+
+/// Prometheus text exposition format 0.0.4.
+#[derive(Default)]
+struct Metrics(String);
+
+impl Metrics {
+    fn help(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, String)], value: f64) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (key, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{key}=\"{}\"", escape(value));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+}
+
+/// Label values escape backslash, double quote and newline.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

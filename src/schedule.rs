@@ -1,0 +1,164 @@
+//! When each check runs: pure functions of (cadence, name, now).
+//!
+//! `every` checks run on a grid anchored at the Unix epoch and shifted by a
+//! per-check jitter, so a check keeps its rhythm across restarts and
+//! reloads, and a hundred checks with the same `every` spread over the
+//! period instead of firing on the same second. Cron checks run at the
+//! expression's times (UTC) plus a smaller jitter, so `0 */5 * * * *` still
+//! means "around the fifth minute". The jitter is a hash of the check's
+//! name: stable from one run to the next, different between checks.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use time::OffsetDateTime;
+
+use crate::check::Cadence;
+
+/// Cron checks are spread over at most this much after their due second.
+pub const MAX_CRON_JITTER: Duration = Duration::from_secs(30);
+
+/// The check's offset into its period.
+pub fn jitter(name: &str, cadence: &Cadence, now: OffsetDateTime) -> Duration {
+    let span = match cadence {
+        Cadence::Every(period) => *period,
+        // A tenth of the gap between two runs, so jitter never reorders
+        // runs, and never more than MAX_CRON_JITTER.
+        Cadence::Cron(schedule) => {
+            let mut upcoming = schedule.after(&to_chrono(now));
+            match (upcoming.next(), upcoming.next()) {
+                (Some(a), Some(b)) => {
+                    ((b - a).to_std().unwrap_or_default() / 10).min(MAX_CRON_JITTER)
+                }
+                _ => Duration::ZERO,
+            }
+        }
+    };
+    let span_ms = span.as_millis() as u64;
+    match span_ms {
+        0 => Duration::ZERO,
+        _ => Duration::from_millis(fnv1a(name.as_bytes()) % span_ms),
+    }
+}
+
+/// The first due time strictly after `after`, or `None` for a cron
+/// expression with no future time (e.g. a past year).
+pub fn next_due(
+    cadence: &Cadence,
+    jitter: Duration,
+    after: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    match cadence {
+        Cadence::Every(period) => {
+            let period_ns = period.as_nanos().max(1) as i128;
+            let offset_ns = jitter.as_nanos() as i128 % period_ns;
+            let after_ns = after.unix_timestamp_nanos();
+            let k = (after_ns - offset_ns).div_euclid(period_ns) + 1;
+            OffsetDateTime::from_unix_timestamp_nanos(k * period_ns + offset_ns).ok()
+        }
+        Cadence::Cron(schedule) => {
+            // Shift back by the jitter so a time just before `after + jitter`
+            // is not skipped, then forward again.
+            let base = after - jitter;
+            let next = schedule.after(&to_chrono(base)).next()?;
+            Some(from_chrono(next) + jitter)
+        }
+    }
+}
+
+/// The nominal interval of a cadence, for lateness judgments: the period,
+/// or the gap between the next two cron times.
+pub fn interval(cadence: &Cadence, now: OffsetDateTime) -> Duration {
+    match cadence {
+        Cadence::Every(period) => *period,
+        Cadence::Cron(schedule) => {
+            let mut upcoming = schedule.after(&to_chrono(now));
+            match (upcoming.next(), upcoming.next()) {
+                (Some(a), Some(b)) => (b - a).to_std().unwrap_or_default(),
+                _ => Duration::ZERO,
+            }
+        }
+    }
+}
+
+fn to_chrono(t: OffsetDateTime) -> DateTime<Utc> {
+    DateTime::from_timestamp_nanos(t.unix_timestamp_nanos() as i64)
+}
+
+fn from_chrono(t: DateTime<Utc>) -> OffsetDateTime {
+    let nanos = t.timestamp_nanos_opt().unwrap_or(i64::MAX);
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// FNV-1a: tiny, and stable across Rust versions (std's hasher is not
+/// promised to be), so jitter never moves with a toolchain upgrade.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    fn at(secs: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(secs).unwrap()
+    }
+
+    fn every(secs: u64) -> Cadence {
+        Cadence::Every(Duration::from_secs(secs))
+    }
+
+    fn cron(expr: &str) -> Cadence {
+        Cadence::Cron(Box::new(cron::Schedule::from_str(expr).unwrap()))
+    }
+
+    #[test]
+    fn every_runs_on_a_jittered_grid() {
+        let c = every(30);
+        let j = Duration::from_secs(7);
+        // The grid is 7, 37, 67, ... seconds after the epoch.
+        assert_eq!(next_due(&c, j, at(1000)), Some(at(1027)));
+        assert_eq!(next_due(&c, j, at(1027)), Some(at(1057)), "strictly after");
+        assert_eq!(next_due(&c, j, at(1026)), Some(at(1027)));
+    }
+
+    #[test]
+    fn jitter_is_stable_bounded_and_spread() {
+        let c = every(30);
+        let now = at(0);
+        assert_eq!(jitter("site", &c, now), jitter("site", &c, now));
+        let offsets: std::collections::BTreeSet<u64> = (0..100)
+            .map(|i| jitter(&format!("check-{i}"), &c, now).as_secs())
+            .collect();
+        assert!(offsets.iter().all(|s| *s < 30));
+        assert!(
+            offsets.len() >= 20,
+            "100 checks spread over the period: {offsets:?}"
+        );
+    }
+
+    #[test]
+    fn cron_with_jitter() {
+        let c = cron("0 */5 * * * *");
+        let now = at(1_800_000_000); // 2027-01-15 08:00:00 UTC
+        let j = jitter("uploads", &c, now);
+        assert!(j < MAX_CRON_JITTER);
+        let first = next_due(&c, j, now).unwrap();
+        assert_eq!(first, at(1_800_000_000) + j, "this minute's run, jittered");
+        let second = next_due(&c, j, first).unwrap();
+        assert_eq!(second - first, time::Duration::minutes(5));
+        assert_eq!(interval(&c, now), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn cron_jitter_is_a_tenth_of_a_short_gap() {
+        let c = cron("*/10 * * * * *");
+        let j = jitter("x", &c, at(0));
+        assert!(j < Duration::from_secs(1));
+    }
+}

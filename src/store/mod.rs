@@ -1,0 +1,571 @@
+//! History: every judged [`Outcome`], kept so that `history`, the API, the
+//! daily report and (later) alerting and replication can read it back.
+//!
+//! This module owns the [`Store`] contract and the on-disk layout; it does
+//! not decide what to keep (the caller sweeps with its retention) nor when to
+//! flush beyond the backend's background interval. Two backends honour the
+//! same contract, checked by one suite of scenarios run against both:
+//! [`SledStore`] (the daemon's, on disk) and [`MemoryStore`] (tests and
+//! `vigie check`).
+//!
+//! # What comes back
+//!
+//! An outcome read back equals the one appended except in three ways, the
+//! same for every backend (see [`as_stored`]):
+//! - `started_at` is truncated to the millisecond (it is the key) and in UTC;
+//! - `http.headers` and `http.body` are empty: they serve evaluation only and
+//!   are not part of the JSON either;
+//! - the other timestamps (certificate validity, verify errors) come back in
+//!   UTC (same instant).
+//!
+//! Two outcomes of one check with the same millisecond share a key: the
+//! later append replaces the earlier.
+//!
+//! # Key layout (sled, schema version 1)
+//!
+//! | tree         | key                                   | value |
+//! |--------------|---------------------------------------|-------|
+//! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | record: format byte `1` ++ postcard [`record`] |
+//! | `checks`     | `n` ++ name (UTF-8)                   | check id (u32 BE) |
+//! | `checks`     | `i` ++ check id (u32 BE)              | name (UTF-8) |
+//! | `checks`     | `s` ++ check id ++ index (u32 BE each) | one string of the check's dictionary |
+//! | `chains`     | chain key (16 bytes)                  | format byte `1` ++ postcard list of certificates |
+//! | `chain_uses` | chain key ++ check id (u32 BE)        | last use, unix millis (u64 BE), at most an hour stale |
+//! | `meta`       | `schema_version`                      | u32 BE |
+//! | `meta`       | `replication_cursor`                  | last replicated seq (u64 BE); present once replication was enabled or restored |
+//! | `meta`       | `replication_pending`                 | batch in flight: after, last seq, formed-at millis (u64 BE each) |
+//! | `replication` | seq (u64 BE)                         | results key (check id u32 BE ++ millis u64 BE) not yet replicated |
+//!
+//! Check ids are allocated once per name (the highest id plus one), never
+//! reused, and survive restarts: `checks` entries are never deleted, so a
+//! check that comes back gets its old history back.
+//!
+//! A record does not repeat what a check repeats. The check's name is its
+//! id in the key. Strings that stay the same for weeks (target URL, HTTP and
+//! TLS versions, cipher suite, server name, CORS answers, issuer names in
+//! verify errors) go to the check's append-only dictionary once and are
+//! referenced by index; past 1024 entries per check they are stored inline.
+//! The kind stays in the record (one byte): a check may change kind under
+//! the same name, and old results must keep theirs. The certificate chain
+//! (all but `days_left`, which is what the probe computed and is kept per
+//! record, one varint per certificate) is stored once in `chains`, keyed by
+//! the first 16 bytes of the SHA-256 of its encoding; that encoding carries
+//! every certificate's SHA-256 fingerprint, so the key identifies the
+//! certificates, and a change in how they are described (a parser upgrade)
+//! makes a new entry rather than showing old text for new results.
+//!
+//! `chain_uses` lets [`Store::sweep`] drop chains no result refers to without
+//! reading results: each (chain, check) pair keeps the time of its last use,
+//! rewritten at most once an hour, so a chain whose every use is more than an
+//! hour older than the sweep's cutoff is unreferenced.
+//!
+//! Replication (`sled/replication.rs`, sled only): while the daemon
+//! replicates, each append also queues its key under the next sequence
+//! number in `replication`; `crate::replicate` ships the queue in order and
+//! advances `replication_cursor`. [`Store::sweep`] never deletes a result
+//! still queued. Added by later issues (not created yet): `alert_state`,
+//! `outbox` (pending mail), `silences` trees.
+
+mod memory;
+mod record;
+mod sled;
+
+use std::path::PathBuf;
+
+use time::{OffsetDateTime, UtcOffset};
+
+use crate::outcome::{Outcome, VerifyError};
+
+pub use self::memory::MemoryStore;
+pub use self::sled::{Backlog, Restored, Shipment, Shipped, SledStore};
+
+/// Where judged outcomes are kept. Every method may block on disk I/O.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Stores one judged outcome. Key = check id (u32 BE) ++ started_at unix
+    /// millis (u64 BE).
+    fn append(&self, outcome: &Outcome) -> Result<(), StoreError>;
+    /// Outcomes of check `name` with started_at >= since (both truncated to
+    /// the millisecond), oldest first; empty if the check is unknown.
+    fn history(&self, name: &str, since: OffsetDateTime) -> Result<Vec<Outcome>, StoreError>;
+    /// The most recent outcome of `name`.
+    fn latest(&self, name: &str) -> Result<Option<Outcome>, StoreError>;
+    /// The most recent outcome of every check ever stored, ordered by name.
+    fn latest_all(&self) -> Result<Vec<Outcome>, StoreError>;
+    /// Deletes results that started before `before`; returns how many.
+    fn sweep(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
+    /// Makes everything appended so far durable.
+    fn flush(&self) -> Result<(), StoreError>;
+    /// Number of stored results (for metrics and benchmarks). The first call
+    /// on a sled store counts them (a full scan); later calls are free.
+    fn len(&self) -> Result<u64, StoreError>;
+    fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.len()? == 0)
+    }
+}
+
+/// Why the store could not do what was asked, in the operator's terms.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the store at {} is in use by another process (is `vigie run` running? use its API, or stop it)",
+        path.display()
+    )]
+    Locked { path: PathBuf },
+    #[error(
+        "cannot open the store at {}: {cause} (check that the directory exists and that vigie may write to it)",
+        path.display()
+    )]
+    Open { path: PathBuf, cause: ::sled::Error },
+    #[error(
+        "the store at {} has schema version {found}, but this vigie reads only version {supported}: \
+         a newer vigie wrote it; run that version, or point state_dir at another directory",
+        path.display()
+    )]
+    SchemaTooNew {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error(
+        "the store at {} is damaged: {what}: {detail} (restore it with `vigie restore`, or move it aside to start afresh)",
+        path.display()
+    )]
+    Corrupt {
+        path: PathBuf,
+        what: String,
+        detail: String,
+    },
+    #[error(
+        "the store at {} could not {action}: {cause} (is the disk full, read-only or failing?)",
+        path.display()
+    )]
+    Io {
+        path: PathBuf,
+        action: String,
+        cause: ::sled::Error,
+    },
+    #[error(
+        "cannot store the result of {name} started at {}: results before 1970 have no key",
+        rfc3339(started_at)
+    )]
+    BeforeEpoch {
+        name: String,
+        started_at: OffsetDateTime,
+    },
+    #[error(
+        "the store at {} has allocated every check id (4294967295 names): restore into a fresh state_dir to renumber",
+        path.display()
+    )]
+    IdsExhausted { path: PathBuf },
+}
+
+/// An outcome as every backend gives it back (see the module docs): what
+/// the contract tests compare with and what [`MemoryStore`] keeps.
+pub fn as_stored(outcome: &Outcome) -> Outcome {
+    let mut stored = outcome.clone();
+    stored.started_at = truncate_to_millis(outcome.started_at);
+    if let Some(http) = stored.http.as_mut() {
+        http.headers = Vec::new();
+        http.body = Vec::new();
+    }
+    if let Some(tls) = stored.tls.as_mut() {
+        for cert in &mut tls.chain {
+            cert.not_before = cert.not_before.to_offset(UtcOffset::UTC);
+            cert.not_after = cert.not_after.to_offset(UtcOffset::UTC);
+        }
+        match tls.verify_error.as_mut() {
+            Some(VerifyError::Expired { not_after: at })
+            | Some(VerifyError::NotYetValid { not_before: at }) => {
+                *at = at.to_offset(UtcOffset::UTC);
+            }
+            _ => {}
+        }
+    }
+    stored
+}
+
+/// The key time of an outcome: unix milliseconds, truncated.
+fn key_millis(outcome: &Outcome) -> Result<u64, StoreError> {
+    let millis = outcome
+        .started_at
+        .unix_timestamp_nanos()
+        .div_euclid(1_000_000);
+    u64::try_from(millis).map_err(|_| StoreError::BeforeEpoch {
+        name: outcome.name.clone(),
+        started_at: outcome.started_at,
+    })
+}
+
+/// A `since`/`before` bound as key millis; times before 1970 mean "from the
+/// start".
+fn bound_millis(at: OffsetDateTime) -> u64 {
+    let millis = at.unix_timestamp_nanos().div_euclid(1_000_000);
+    u64::try_from(millis.max(0)).unwrap_or(u64::MAX)
+}
+
+/// The time a key stands for, in UTC.
+fn time_of_millis(millis: u64) -> OffsetDateTime {
+    // Every u64 millisecond count that `key_millis` produced came from an
+    // OffsetDateTime, so it is in range; a corrupt key far in the future is
+    // clamped rather than trusted.
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// A time as operators read it in messages.
+fn rfc3339(at: &OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| at.to_string())
+}
+
+fn truncate_to_millis(at: OffsetDateTime) -> OffsetDateTime {
+    let millis = at.unix_timestamp_nanos().div_euclid(1_000_000);
+    OffsetDateTime::from_unix_timestamp_nanos(millis * 1_000_000)
+        .unwrap_or(at)
+        .to_offset(UtcOffset::UTC)
+}
+
+/// The scenarios every backend must pass, written once. Each backend's test
+/// module instantiates them with [`contract_tests!`].
+#[cfg(test)]
+pub(crate) mod contract {
+    use time::macros::datetime;
+    use time::{Duration, OffsetDateTime};
+
+    use super::{as_stored, Store, StoreError};
+    use crate::check::KindName;
+    use crate::outcome::{
+        Assertion, CertInfo, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError,
+        Status, TlsReport, VerifyError,
+    };
+
+    pub const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
+
+    /// A typical up result of an `http` check: 200 over TLS 1.3 with a
+    /// two-certificate chain.
+    pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
+        Outcome {
+            name: name.to_string(),
+            kind: KindName::Http,
+            target: format!("https://{name}.example.com/"),
+            status: Status::Up,
+            started_at: at,
+            duration_ms: 41.7,
+            failures: Vec::new(),
+            probe_error: None,
+            http: Some(HttpReport {
+                status: 200,
+                version: "HTTP/1.1".to_string(),
+                redirects: 0,
+                final_url: None,
+                response_ms: 38.25,
+                body_bytes: 5120,
+                body_truncated: false,
+                headers: Vec::new(),
+                body: Vec::new(),
+            }),
+            tls: Some(TlsReport {
+                server_name: format!("{name}.example.com"),
+                version: Some("TLSv1.3".to_string()),
+                cipher_suite: Some("TLS13_AES_256_GCM_SHA384".to_string()),
+                trusted: true,
+                verify_error: None,
+                hostname_matches: true,
+                chain: chain("example.com", at),
+            }),
+            cors: None,
+        }
+    }
+
+    /// A Let's Encrypt-like leaf + intermediate for `domain`, seen at `at`.
+    pub fn chain(domain: &str, at: OffsetDateTime) -> Vec<CertInfo> {
+        let leaf_after = datetime!(2027-01-28 06:12:09 UTC);
+        let int_after = datetime!(2027-03-12 23:59:59 UTC);
+        vec![
+            CertInfo {
+                subject: format!("CN=*.{domain}"),
+                issuer: "C=US, O=Let's Encrypt, CN=R11".to_string(),
+                not_before: datetime!(2026-10-30 06:12:10 UTC),
+                not_after: leaf_after,
+                days_left: (leaf_after - at).whole_days(),
+                sans: vec![format!("*.{domain}"), domain.to_string()],
+                serial: "04f1c2d9a3b0e6f7d8c9b0a1e2f3d4c5b6a7".to_string(),
+                sha256: format!("{:0>64}", hex_of(domain)),
+                key: "ECDSA P-256".to_string(),
+                signature: "sha256WithRSAEncryption".to_string(),
+            },
+            CertInfo {
+                subject: "C=US, O=Let's Encrypt, CN=R11".to_string(),
+                issuer: "C=US, O=Internet Security Research Group, CN=ISRG Root X1".to_string(),
+                not_before: datetime!(2024-03-13 00:00:00 UTC),
+                not_after: int_after,
+                days_left: (int_after - at).whole_days(),
+                sans: Vec::new(),
+                serial: "8a7d3e13d62f30ef2386bd29076b34f8".to_string(),
+                sha256: "591e9ce6c863d3a079e9fabe1478c7339a26b21269dde795211361024ae31a44"
+                    .to_string(),
+                key: "RSA 2048".to_string(),
+                signature: "sha256WithRSAEncryption".to_string(),
+            },
+        ]
+    }
+
+    fn hex_of(text: &str) -> String {
+        text.bytes().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Everything an outcome can carry at once, with a sub-millisecond
+    /// start and `days_left` that do not follow from `started_at`.
+    pub fn rich(name: &str) -> Outcome {
+        let at = T0 + Duration::nanoseconds(123_456_789);
+        let mut outcome = up(name, at);
+        outcome.status = Status::Down;
+        outcome.duration_ms = 10_000.000_001;
+        outcome.failures = vec![
+            Failure {
+                assertion: Assertion::TlsTrusted,
+                expected: "a chain to a trusted root".to_string(),
+                observed: "issuer (STAGING) Artificial Apricot R3".to_string(),
+                message: "certificate comes from a staging CA".to_string(),
+            },
+            Failure {
+                assertion: Assertion::CorsDeniedOrigin,
+                expected: "no Access-Control-Allow-Origin".to_string(),
+                observed: "https://evil.example".to_string(),
+                message: "the bucket admits https://evil.example".to_string(),
+            },
+        ];
+        outcome.probe_error = Some(ProbeError {
+            kind: Assertion::TlsTrusted,
+            message: "invalid peer certificate: UnknownIssuer".to_string(),
+        });
+        let http = outcome.http.as_mut().expect("up() has http");
+        http.status = 503;
+        http.redirects = 2;
+        http.final_url = Some("https://www.example.com/landing".to_string());
+        http.body_truncated = true;
+        http.body_bytes = u64::MAX;
+        let tls = outcome.tls.as_mut().expect("up() has tls");
+        tls.trusted = false;
+        tls.hostname_matches = false;
+        tls.cipher_suite = None;
+        tls.verify_error = Some(VerifyError::HostnameMismatch {
+            expected: "www.example.org".to_string(),
+            covered: vec!["*.example.com".to_string(), "example.com".to_string()],
+        });
+        tls.chain[0].days_left = -3;
+        tls.chain[1].days_left = 40_000;
+        tls.chain[1].not_before = datetime!(2024-03-13 00:00:00.5 +02:00);
+        outcome.cors = Some(CorsReport {
+            preflight_status: 403,
+            allow_origin: Some("*".to_string()),
+            allow_methods: vec!["GET".to_string(), "PUT".to_string()],
+            allow_headers: vec!["content-type".to_string()],
+            allow_credentials: Some(false),
+            expose_headers: vec!["etag".to_string()],
+            max_age: Some(3000),
+            vary: Some("Origin".to_string()),
+            refusal: Some("<CORSResponse>denied</CORSResponse>".to_string()),
+            location: Some("https://elsewhere.example/".to_string()),
+            denied: vec![
+                DeniedOrigin {
+                    origin: "https://evil.example".to_string(),
+                    admitted: true,
+                    allow_origin: Some("https://evil.example".to_string()),
+                },
+                DeniedOrigin {
+                    origin: "https://other.example".to_string(),
+                    admitted: false,
+                    allow_origin: None,
+                },
+            ],
+        });
+        outcome
+    }
+
+    fn minutes(n: i64) -> OffsetDateTime {
+        T0 + Duration::minutes(n)
+    }
+
+    fn starts(outcomes: &[Outcome]) -> Vec<OffsetDateTime> {
+        outcomes.iter().map(|o| o.started_at).collect()
+    }
+
+    pub fn history_is_oldest_first_from_since(store: &dyn Store) {
+        for n in [3, 1, 4, 0, 2] {
+            store.append(&up("site", minutes(n))).unwrap();
+        }
+        let all = store.history("site", T0).unwrap();
+        assert_eq!(starts(&all), (0..5).map(minutes).collect::<Vec<_>>());
+        let recent = store.history("site", minutes(2)).unwrap();
+        assert_eq!(starts(&recent), vec![minutes(2), minutes(3), minutes(4)]);
+        let later = store.history("site", minutes(4) + Duration::milliseconds(1));
+        assert!(later.unwrap().is_empty());
+        let before_1970 = store.history("site", OffsetDateTime::UNIX_EPOCH - Duration::days(1));
+        assert_eq!(before_1970.unwrap().len(), 5);
+    }
+
+    pub fn unknown_check_is_empty(store: &dyn Store) {
+        assert!(store.history("nope", T0).unwrap().is_empty());
+        assert_eq!(store.latest("nope").unwrap(), None);
+        assert!(store.latest_all().unwrap().is_empty());
+        assert_eq!(store.len().unwrap(), 0);
+        store.append(&up("site", T0)).unwrap();
+        assert!(store.history("nope", T0).unwrap().is_empty());
+        assert_eq!(store.latest("nope").unwrap(), None);
+    }
+
+    pub fn latest_and_latest_all(store: &dyn Store) {
+        store.append(&up("b-site", minutes(5))).unwrap();
+        store.append(&up("b-site", minutes(9))).unwrap();
+        store.append(&up("b-site", minutes(7))).unwrap();
+        store.append(&up("a-api", minutes(1))).unwrap();
+        let latest = store.latest("b-site").unwrap().unwrap();
+        assert_eq!(latest, up("b-site", minutes(9)));
+        let all = store.latest_all().unwrap();
+        assert_eq!(all, vec![up("a-api", minutes(1)), up("b-site", minutes(9))]);
+    }
+
+    pub fn round_trip_keeps_everything_but_sub_millis(store: &dyn Store) {
+        let rich = rich("rich");
+        store.append(&rich).unwrap();
+        let back = store.history("rich", T0).unwrap();
+        assert_eq!(back, vec![as_stored(&rich)]);
+        assert_eq!(back[0].started_at, T0 + Duration::milliseconds(123));
+        let mut expected = rich.clone();
+        expected.started_at = back[0].started_at;
+        assert_eq!(back[0], expected, "only started_at may differ");
+        assert_eq!(store.latest("rich").unwrap(), Some(as_stored(&rich)));
+        let json = serde_json::to_string(&back[0]).unwrap();
+        assert!(
+            json.contains("\"started_at\":\"2026-11-29T07:00:00.123Z\""),
+            "{json}"
+        );
+    }
+
+    pub fn evaluation_only_fields_are_not_stored(store: &dyn Store) {
+        let mut outcome = up("site", T0);
+        let http = outcome.http.as_mut().unwrap();
+        http.headers = vec![("server".to_string(), "nginx".to_string())];
+        http.body = b"<title>hello</title>".to_vec();
+        store.append(&outcome).unwrap();
+        let back = store.latest("site").unwrap().unwrap();
+        assert_eq!(back, up("site", T0));
+        assert_eq!(back, as_stored(&outcome));
+    }
+
+    pub fn two_checks_do_not_mix(store: &dyn Store) {
+        for n in 0..10 {
+            let name = if n % 2 == 0 { "site" } else { "site-2" };
+            store.append(&up(name, minutes(n))).unwrap();
+        }
+        let site = store.history("site", T0).unwrap();
+        let site2 = store.history("site-2", T0).unwrap();
+        assert_eq!(starts(&site), [0, 2, 4, 6, 8].map(minutes));
+        assert_eq!(starts(&site2), [1, 3, 5, 7, 9].map(minutes));
+        assert!(site.iter().all(|o| o.name == "site"));
+        assert!(site2.iter().all(|o| o.name == "site-2"));
+        assert_eq!(
+            store.latest("site").unwrap().unwrap().started_at,
+            minutes(8)
+        );
+    }
+
+    pub fn sweep_removes_only_older_results(store: &dyn Store) {
+        let day = |d: i64| T0 + Duration::days(d);
+        for d in [-3, -2, -1, 0] {
+            store.append(&up("site", day(d))).unwrap();
+            store
+                .append(&up("api", day(d) + Duration::hours(1)))
+                .unwrap();
+        }
+        assert_eq!(store.len().unwrap(), 8);
+        assert_eq!(store.sweep(day(-1)).unwrap(), 4);
+        assert_eq!(store.len().unwrap(), 4);
+        let since_ever = OffsetDateTime::UNIX_EPOCH;
+        assert_eq!(
+            starts(&store.history("site", since_ever).unwrap()),
+            [day(-1), day(0)]
+        );
+        assert_eq!(
+            starts(&store.history("api", since_ever).unwrap()),
+            [day(-1), day(0)].map(|d| d + Duration::hours(1))
+        );
+        assert_eq!(store.sweep(day(-1)).unwrap(), 0);
+        assert_eq!(
+            store
+                .sweep(OffsetDateTime::UNIX_EPOCH - Duration::days(1))
+                .unwrap(),
+            0
+        );
+        assert_eq!(store.sweep(day(1)).unwrap(), 4);
+        assert_eq!(store.len().unwrap(), 0);
+        assert_eq!(store.latest("site").unwrap(), None);
+        store.flush().unwrap();
+    }
+
+    pub fn same_millisecond_replaces(store: &dyn Store) {
+        store.append(&up("site", T0)).unwrap();
+        let mut second = up("site", T0 + Duration::microseconds(400));
+        second.status = Status::Warn;
+        store.append(&second).unwrap();
+        assert_eq!(store.len().unwrap(), 1);
+        assert_eq!(store.history("site", T0).unwrap(), vec![as_stored(&second)]);
+    }
+
+    pub fn before_1970_is_refused(store: &dyn Store) {
+        let outcome = up(
+            "site",
+            OffsetDateTime::UNIX_EPOCH - Duration::milliseconds(1),
+        );
+        let err = store.append(&outcome).unwrap_err();
+        assert!(matches!(err, StoreError::BeforeEpoch { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "cannot store the result of site started at 1969-12-31T23:59:59.999Z: \
+             results before 1970 have no key"
+        );
+        assert_eq!(store.len().unwrap(), 0);
+    }
+
+    /// Runs one scenario on a store made with its guard, and closes the
+    /// store before the guard (a temporary directory) goes.
+    pub fn run<S: Store, G>(made: (S, G), scenario: fn(&dyn Store)) {
+        let (store, guard) = made;
+        scenario(&store);
+        drop(store);
+        drop(guard);
+    }
+
+    /// One `#[test]` per scenario, for a backend built by `$make` (an
+    /// expression giving `(store, guard)`; the guard lives as long as the
+    /// test, e.g. a temporary directory).
+    macro_rules! contract_tests {
+        ($make:expr) => {
+            $crate::store::contract::contract_tests!(@each $make;
+                history_is_oldest_first_from_since,
+                unknown_check_is_empty,
+                latest_and_latest_all,
+                round_trip_keeps_everything_but_sub_millis,
+                evaluation_only_fields_are_not_stored,
+                two_checks_do_not_mix,
+                sweep_removes_only_older_results,
+                same_millisecond_replaces,
+                before_1970_is_refused,
+            );
+        };
+        (@each $make:expr; $($scenario:ident,)*) => {
+            mod contract {
+                #[allow(unused_imports)]
+                use super::*;
+                $(
+                    #[test]
+                    fn $scenario() {
+                        $crate::store::contract::run($make, $crate::store::contract::$scenario);
+                    }
+                )*
+            }
+        };
+    }
+    pub(crate) use contract_tests;
+}

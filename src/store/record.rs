@@ -1,0 +1,1079 @@
+//! The stored form of an [`Outcome`]: a compact, versioned binary record
+//! (format byte, then postcard), plus the certificate chain it refers to.
+//!
+//! `Outcome`'s serde attributes are made for JSON (`skip_serializing_if`,
+//! internally tagged enums), which a non-self-describing format like
+//! postcard cannot read back, so the record has its own types here, with
+//! conversions both ways. What a record leaves out and where it is instead
+//! is described in the key layout of `store/mod.rs`: the name (key), the
+//! chain (`chains` tree) and the check's recurring strings (its dictionary).
+//!
+//! A `results` value is either one record (first byte [`RECORD_FORMAT`])
+//! or a block of consecutive records of one check (first byte
+//! [`BLOCK_FORMAT`]), keyed by its first result: a fixed header (count,
+//! last result's unix millis, uncompressed length) then LZ4 of the
+//! records, each as postcard (millis after the key, record), back to back. Results of one check resemble
+//! each other, so a block of 120 costs a fraction of 120 records, and sled
+//! (whose per-key overhead and log amplification dwarf a 70-byte record)
+//! handles one value instead of 120 keys.
+//!
+//! This file is the on-disk format. Field order, enum variant order and the
+//! codes in the `*_code` functions are part of it: add variants and fields
+//! only at the end of a new format version (bump [`RECORD_FORMAT`] and keep
+//! a reader for the old one), never renumber.
+//!
+//! It knows nothing of sled: the backend supplies the dictionary (through
+//! the `intern` callback and the `strings` slice) and the chain bytes.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+
+use crate::check::KindName;
+use crate::outcome::{
+    Assertion, CertInfo, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError,
+    Status, TlsReport, VerifyError,
+};
+
+/// First byte of every result value.
+pub(super) const RECORD_FORMAT: u8 = 1;
+/// First byte of a `results` value holding a block of records.
+pub(super) const BLOCK_FORMAT: u8 = 2;
+/// First byte of every chain value.
+pub(super) const CHAIN_FORMAT: u8 = 1;
+
+/// Format byte, count (u32 BE), last millis (u64 BE), raw length (u32 BE).
+const BLOCK_HEADER: usize = 1 + 4 + 8 + 4;
+/// No block is ever this large uncompressed: a damaged length is refused
+/// before it is allocated.
+const BLOCK_MAX_RAW: usize = 64 << 20;
+
+/// The first 16 bytes of the SHA-256 of a chain's encoding.
+pub(super) type ChainKey = [u8; 16];
+
+/// A string a check sees again and again, or a one-off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) enum Str {
+    /// Index into the check's dictionary.
+    Dict(u32),
+    Inline(String),
+}
+
+/// Why bytes could not be read back as a record or chain.
+#[derive(Debug)]
+pub(super) struct DecodeError(pub String);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One outcome, ready to store.
+pub(super) struct Encoded {
+    pub value: Vec<u8>,
+    pub chain: Option<EncodedChain>,
+}
+
+/// A chain as stored in `chains`, and its key.
+pub(super) struct EncodedChain {
+    pub key: ChainKey,
+    pub bytes: Vec<u8>,
+}
+
+/// A record read back, waiting for its dictionary and chain.
+pub(super) struct Decoded(Record);
+
+/// How many results a `results` value holds and when the last started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Span {
+    pub count: u64,
+    pub last: u64,
+}
+
+/// One certificate of a stored chain: [`CertInfo`] without `days_left`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct StoredCert {
+    subject: String,
+    issuer: String,
+    not_before: Time,
+    not_after: Time,
+    sans: Vec<String>,
+    serial: String,
+    sha256: String,
+    key: String,
+    signature: String,
+}
+
+// ---- the format (version 1) ----
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    kind: u8,
+    target: Str,
+    status: u8,
+    duration_ms: f64,
+    failures: Vec<StoredFailure>,
+    probe_error: Option<StoredProbeError>,
+    http: Option<StoredHttp>,
+    tls: Option<StoredTls>,
+    cors: Option<StoredCors>,
+}
+
+/// Failures change with what was observed: stored inline.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredFailure {
+    assertion: u8,
+    expected: String,
+    observed: String,
+    message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredProbeError {
+    kind: u8,
+    message: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredHttp {
+    status: u16,
+    version: Str,
+    redirects: u32,
+    final_url: Option<Str>,
+    response_ms: f64,
+    body_bytes: u64,
+    body_truncated: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredTls {
+    server_name: Str,
+    version: Option<Str>,
+    cipher_suite: Option<Str>,
+    trusted: bool,
+    verify_error: Option<StoredVerifyError>,
+    hostname_matches: bool,
+    /// `None` when no certificate was presented.
+    chain: Option<ChainKey>,
+    /// Per certificate of the chain, as the probe computed it: the probe's
+    /// "now" is taken after the handshake, not at `started_at`, so it cannot
+    /// be recomputed exactly from the key.
+    days_left: Vec<i64>,
+}
+
+/// Variant order is format: append only.
+#[derive(Debug, Serialize, Deserialize)]
+enum StoredVerifyError {
+    Expired(Time),
+    NotYetValid(Time),
+    HostnameMismatch { expected: Str, covered: Vec<Str> },
+    SelfSigned(Str),
+    StagingIssuer(Str),
+    ChainIncomplete(Str),
+    UnknownIssuer(Str),
+    Other(String),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredCors {
+    preflight_status: u16,
+    allow_origin: Option<Str>,
+    allow_methods: Vec<Str>,
+    allow_headers: Vec<Str>,
+    allow_credentials: Option<bool>,
+    expose_headers: Vec<Str>,
+    max_age: Option<u64>,
+    vary: Option<Str>,
+    refusal: Option<String>,
+    location: Option<Str>,
+    denied: Vec<StoredDenied>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredDenied {
+    origin: Str,
+    admitted: bool,
+    allow_origin: Option<Str>,
+}
+
+/// An instant as unix seconds and nanoseconds (always read back in UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Time {
+    secs: i64,
+    nanos: u32,
+}
+
+// ---- encoding ----
+
+/// Encodes `outcome`; `intern` turns a recurring string into a [`Str`].
+pub(super) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -> Str) -> Encoded {
+    let (tls, chain) = match &outcome.tls {
+        Some(tls) => {
+            let (stored, chain) = stored_tls(tls, intern);
+            (Some(stored), chain)
+        }
+        None => (None, None),
+    };
+    let record = Record {
+        kind: kind_code(outcome.kind),
+        target: intern(&outcome.target),
+        status: status_code(outcome.status),
+        duration_ms: outcome.duration_ms,
+        failures: outcome.failures.iter().map(stored_failure).collect(),
+        probe_error: outcome.probe_error.as_ref().map(|err| StoredProbeError {
+            kind: assertion_code(err.kind),
+            message: err.message.clone(),
+        }),
+        http: outcome.http.as_ref().map(|http| stored_http(http, intern)),
+        tls,
+        cors: outcome.cors.as_ref().map(|cors| stored_cors(cors, intern)),
+    };
+    Encoded {
+        value: to_bytes(RECORD_FORMAT, &record),
+        chain,
+    }
+}
+
+/// Postcard into a Vec after a format byte. Serialising these plain structs
+/// into a growable buffer cannot fail: postcard only errors on serde
+/// features they do not use (maps with unknown length, `serialize_any`) or
+/// on a full fixed-size buffer.
+fn to_bytes<T: Serialize>(format: u8, value: &T) -> Vec<u8> {
+    postcard::to_extend(value, vec![format]).expect("postcard into a Vec cannot fail")
+}
+
+fn stored_failure(failure: &Failure) -> StoredFailure {
+    StoredFailure {
+        assertion: assertion_code(failure.assertion),
+        expected: failure.expected.clone(),
+        observed: failure.observed.clone(),
+        message: failure.message.clone(),
+    }
+}
+
+fn stored_http(http: &HttpReport, intern: &mut dyn FnMut(&str) -> Str) -> StoredHttp {
+    StoredHttp {
+        status: http.status,
+        version: intern(&http.version),
+        redirects: http.redirects,
+        final_url: http.final_url.as_deref().map(&mut *intern),
+        response_ms: http.response_ms,
+        body_bytes: http.body_bytes,
+        body_truncated: http.body_truncated,
+    }
+}
+
+fn stored_tls(
+    tls: &TlsReport,
+    intern: &mut dyn FnMut(&str) -> Str,
+) -> (StoredTls, Option<EncodedChain>) {
+    let chain = (!tls.chain.is_empty()).then(|| encode_chain(&tls.chain));
+    let stored = StoredTls {
+        server_name: intern(&tls.server_name),
+        version: tls.version.as_deref().map(&mut *intern),
+        cipher_suite: tls.cipher_suite.as_deref().map(&mut *intern),
+        trusted: tls.trusted,
+        verify_error: tls
+            .verify_error
+            .as_ref()
+            .map(|err| stored_verify_error(err, intern)),
+        hostname_matches: tls.hostname_matches,
+        chain: chain.as_ref().map(|chain| chain.key),
+        days_left: tls.chain.iter().map(|cert| cert.days_left).collect(),
+    };
+    (stored, chain)
+}
+
+fn encode_chain(chain: &[CertInfo]) -> EncodedChain {
+    let certs: Vec<StoredCert> = chain.iter().map(stored_cert).collect();
+    let bytes = to_bytes(CHAIN_FORMAT, &certs);
+    let digest = Sha256::digest(&bytes);
+    let mut key = ChainKey::default();
+    key.copy_from_slice(&digest[..16]);
+    EncodedChain { key, bytes }
+}
+
+fn stored_cert(cert: &CertInfo) -> StoredCert {
+    StoredCert {
+        subject: cert.subject.clone(),
+        issuer: cert.issuer.clone(),
+        not_before: Time::of(cert.not_before),
+        not_after: Time::of(cert.not_after),
+        sans: cert.sans.clone(),
+        serial: cert.serial.clone(),
+        sha256: cert.sha256.clone(),
+        key: cert.key.clone(),
+        signature: cert.signature.clone(),
+    }
+}
+
+fn stored_verify_error(
+    err: &VerifyError,
+    intern: &mut dyn FnMut(&str) -> Str,
+) -> StoredVerifyError {
+    match err {
+        VerifyError::Expired { not_after } => StoredVerifyError::Expired(Time::of(*not_after)),
+        VerifyError::NotYetValid { not_before } => {
+            StoredVerifyError::NotYetValid(Time::of(*not_before))
+        }
+        VerifyError::HostnameMismatch { expected, covered } => {
+            StoredVerifyError::HostnameMismatch {
+                expected: intern(expected),
+                covered: covered.iter().map(|name| intern(name)).collect(),
+            }
+        }
+        VerifyError::SelfSigned { subject } => StoredVerifyError::SelfSigned(intern(subject)),
+        VerifyError::StagingIssuer { issuer } => StoredVerifyError::StagingIssuer(intern(issuer)),
+        VerifyError::ChainIncomplete { missing_issuer } => {
+            StoredVerifyError::ChainIncomplete(intern(missing_issuer))
+        }
+        VerifyError::UnknownIssuer { issuer } => StoredVerifyError::UnknownIssuer(intern(issuer)),
+        VerifyError::Other { detail } => StoredVerifyError::Other(detail.clone()),
+    }
+}
+
+fn stored_cors(cors: &CorsReport, intern: &mut dyn FnMut(&str) -> Str) -> StoredCors {
+    let mut list = |items: &[String]| items.iter().map(|item| intern(item)).collect::<Vec<_>>();
+    let allow_methods = list(&cors.allow_methods);
+    let allow_headers = list(&cors.allow_headers);
+    let expose_headers = list(&cors.expose_headers);
+    StoredCors {
+        preflight_status: cors.preflight_status,
+        allow_origin: cors.allow_origin.as_deref().map(&mut *intern),
+        allow_methods,
+        allow_headers,
+        allow_credentials: cors.allow_credentials,
+        expose_headers,
+        max_age: cors.max_age,
+        vary: cors.vary.as_deref().map(&mut *intern),
+        refusal: cors.refusal.clone(),
+        location: cors.location.as_deref().map(&mut *intern),
+        denied: cors
+            .denied
+            .iter()
+            .map(|denied| StoredDenied {
+                origin: intern(&denied.origin),
+                admitted: denied.admitted,
+                allow_origin: denied.allow_origin.as_deref().map(&mut *intern),
+            })
+            .collect(),
+    }
+}
+
+/// A block of `results` (sorted by millis, at least one): the value to store
+/// under the first one's key.
+pub(super) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
+    let base = results.first().map_or(0, |(millis, _)| *millis);
+    let last = results.last().map_or(0, |(millis, _)| *millis);
+    let mut raw = Vec::new();
+    for (millis, decoded) in results {
+        // As in `to_bytes`: postcard into a Vec cannot fail.
+        raw = postcard::to_extend(&(millis - base, &decoded.0), raw)
+            .expect("postcard into a Vec cannot fail");
+    }
+    let packed = lz4_flex::block::compress(&raw);
+    let mut value = Vec::with_capacity(BLOCK_HEADER + packed.len());
+    value.push(BLOCK_FORMAT);
+    value.extend_from_slice(&(results.len() as u32).to_be_bytes());
+    value.extend_from_slice(&last.to_be_bytes());
+    value.extend_from_slice(&(raw.len() as u32).to_be_bytes());
+    value.extend_from_slice(&packed);
+    value
+}
+
+// ---- decoding ----
+
+/// The span of a `results` value stored under `key_millis`, from its header
+/// only (nothing is decompressed).
+pub(super) fn span(key_millis: u64, value: &[u8]) -> Result<Span, DecodeError> {
+    match value.first() {
+        Some(&RECORD_FORMAT) => Ok(Span {
+            count: 1,
+            last: key_millis,
+        }),
+        Some(&BLOCK_FORMAT) => block_header(value).map(|(count, last, _)| Span { count, last }),
+        _ => Err(entry_format_error(value)),
+    }
+}
+
+/// Every result of a `results` value, with its millis, oldest first.
+pub(super) fn parse_entry(
+    key_millis: u64,
+    value: &[u8],
+) -> Result<Vec<(u64, Decoded)>, DecodeError> {
+    let mut reader = Reader::default();
+    reader.read(key_millis, value)?;
+    Ok(reader.results)
+}
+
+/// Reads `results` values one after the other, reusing its buffers: a
+/// history of 24 blocks allocates them once, not 48 times (each large
+/// allocation makes glibc's malloc consolidate everything freed since).
+#[derive(Default)]
+pub(super) struct Reader {
+    raw: Vec<u8>,
+    results: Vec<(u64, Decoded)>,
+}
+
+impl Reader {
+    /// The results of one value, with their millis, oldest first.
+    pub fn read(
+        &mut self,
+        key_millis: u64,
+        value: &[u8],
+    ) -> Result<&mut Vec<(u64, Decoded)>, DecodeError> {
+        self.results.clear();
+        match value.first() {
+            Some(&RECORD_FORMAT) => self.results.push((key_millis, Decoded::parse(value)?)),
+            Some(&BLOCK_FORMAT) => self.read_block(key_millis, value)?,
+            _ => return Err(entry_format_error(value)),
+        }
+        Ok(&mut self.results)
+    }
+
+    fn read_block(&mut self, key_millis: u64, value: &[u8]) -> Result<(), DecodeError> {
+        let (count, last, raw_len) = block_header(value)?;
+        self.raw.resize(raw_len, 0);
+        let written = lz4_flex::block::decompress_into(&value[BLOCK_HEADER..], &mut self.raw)
+            .map_err(|err| DecodeError(format!("block does not decompress: {err}")))?;
+        let mut rest = &self.raw[..written];
+        while !rest.is_empty() {
+            let ((offset, record), tail): ((u64, Record), _) = postcard::take_from_bytes(rest)
+                .map_err(|err| DecodeError(format!("block does not decode: {err}")))?;
+            let millis = key_millis.saturating_add(offset);
+            if self
+                .results
+                .last()
+                .is_some_and(|(previous, _)| *previous >= millis)
+            {
+                return Err(DecodeError(format!(
+                    "block results out of order at {millis}"
+                )));
+            }
+            self.results.push((millis, Decoded(record)));
+            rest = tail;
+        }
+        let consistent = written == raw_len
+            && self.results.len() as u64 == count
+            && self.results.last().map(|(millis, _)| *millis) == Some(last);
+        if !consistent {
+            return Err(DecodeError(format!(
+                "block header says {count} results up to {last}, its contents disagree"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// (count, last millis, raw length) of a block value.
+fn block_header(value: &[u8]) -> Result<(u64, u64, usize), DecodeError> {
+    let header = value
+        .get(1..BLOCK_HEADER)
+        .ok_or_else(|| DecodeError(format!("block of {} bytes has no header", value.len())))?;
+    let count = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+    let mut last = [0; 8];
+    last.copy_from_slice(&header[4..12]);
+    let raw_len = u32::from_be_bytes([header[12], header[13], header[14], header[15]]) as usize;
+    if raw_len > BLOCK_MAX_RAW {
+        return Err(DecodeError(format!(
+            "block claims {raw_len} bytes uncompressed"
+        )));
+    }
+    Ok((u64::from(count), u64::from_be_bytes(last), raw_len))
+}
+
+fn entry_format_error(value: &[u8]) -> DecodeError {
+    match value.first() {
+        None => DecodeError("empty result value".into()),
+        Some(&found) if found > BLOCK_FORMAT => DecodeError(format!(
+            "result value format {found} is newer than this vigie reads ({BLOCK_FORMAT})"
+        )),
+        Some(&found) => DecodeError(format!("result value format {found} is unknown")),
+    }
+}
+
+impl Decoded {
+    /// Reads a result value; the chain and strings are resolved later.
+    pub fn parse(value: &[u8]) -> Result<Decoded, DecodeError> {
+        from_bytes(RECORD_FORMAT, "result record", value).map(Decoded)
+    }
+
+    /// The chain this record refers to, if any.
+    pub fn chain_key(&self) -> Option<ChainKey> {
+        self.0.tls.as_ref().and_then(|tls| tls.chain)
+    }
+
+    /// The outcome, given its name and key time, the check's dictionary and
+    /// the chain named by [`Decoded::chain_key`].
+    pub fn into_outcome(
+        self,
+        name: &str,
+        started_at: OffsetDateTime,
+        strings: &[String],
+        chain: Option<&[StoredCert]>,
+    ) -> Result<Outcome, DecodeError> {
+        let text = |s: Str| resolve(s, strings);
+        let record = self.0;
+        Ok(Outcome {
+            name: name.to_string(),
+            kind: kind_from(record.kind)?,
+            target: text(record.target)?,
+            status: status_from(record.status)?,
+            started_at,
+            duration_ms: record.duration_ms,
+            failures: record
+                .failures
+                .into_iter()
+                .map(failure_from)
+                .collect::<Result<_, _>>()?,
+            probe_error: record
+                .probe_error
+                .map(|err| {
+                    Ok::<_, DecodeError>(ProbeError {
+                        kind: assertion_from(err.kind)?,
+                        message: err.message,
+                    })
+                })
+                .transpose()?,
+            http: record
+                .http
+                .map(|http| http_from(http, strings))
+                .transpose()?,
+            tls: record
+                .tls
+                .map(|tls| tls_from(tls, strings, chain))
+                .transpose()?,
+            cors: record
+                .cors
+                .map(|cors| cors_from(cors, strings))
+                .transpose()?,
+        })
+    }
+}
+
+/// Reads a `chains` value.
+pub(super) fn parse_chain(bytes: &[u8]) -> Result<Vec<StoredCert>, DecodeError> {
+    from_bytes(CHAIN_FORMAT, "certificate chain", bytes)
+}
+
+fn from_bytes<'a, T: Deserialize<'a>>(
+    format: u8,
+    what: &str,
+    bytes: &'a [u8],
+) -> Result<T, DecodeError> {
+    match bytes.split_first() {
+        None => Err(DecodeError(format!("empty {what}"))),
+        Some((&found, _)) if found > format => Err(DecodeError(format!(
+            "{what} format {found} is newer than this vigie reads ({format})"
+        ))),
+        Some((&found, _)) if found != format => {
+            Err(DecodeError(format!("{what} format {found} is unknown")))
+        }
+        Some((_, rest)) => match postcard::take_from_bytes(rest) {
+            Ok((value, [])) => Ok(value),
+            Ok((_, extra)) => Err(DecodeError(format!(
+                "{what} has {} trailing bytes",
+                extra.len()
+            ))),
+            Err(err) => Err(DecodeError(format!("{what} does not decode: {err}"))),
+        },
+    }
+}
+
+fn resolve(s: Str, strings: &[String]) -> Result<String, DecodeError> {
+    match s {
+        Str::Inline(text) => Ok(text),
+        Str::Dict(index) => strings.get(index as usize).cloned().ok_or_else(|| {
+            DecodeError(format!(
+                "string {index} is missing from the check's dictionary ({} entries)",
+                strings.len()
+            ))
+        }),
+    }
+}
+
+fn resolve_all(items: Vec<Str>, strings: &[String]) -> Result<Vec<String>, DecodeError> {
+    items.into_iter().map(|s| resolve(s, strings)).collect()
+}
+
+fn resolve_opt(s: Option<Str>, strings: &[String]) -> Result<Option<String>, DecodeError> {
+    s.map(|s| resolve(s, strings)).transpose()
+}
+
+fn failure_from(failure: StoredFailure) -> Result<Failure, DecodeError> {
+    Ok(Failure {
+        assertion: assertion_from(failure.assertion)?,
+        expected: failure.expected,
+        observed: failure.observed,
+        message: failure.message,
+    })
+}
+
+fn http_from(http: StoredHttp, strings: &[String]) -> Result<HttpReport, DecodeError> {
+    Ok(HttpReport {
+        status: http.status,
+        version: resolve(http.version, strings)?,
+        redirects: http.redirects,
+        final_url: resolve_opt(http.final_url, strings)?,
+        response_ms: http.response_ms,
+        body_bytes: http.body_bytes,
+        body_truncated: http.body_truncated,
+        headers: Vec::new(),
+        body: Vec::new(),
+    })
+}
+
+fn tls_from(
+    tls: StoredTls,
+    strings: &[String],
+    chain: Option<&[StoredCert]>,
+) -> Result<TlsReport, DecodeError> {
+    let chain = match (tls.chain, chain) {
+        (None, _) => Vec::new(),
+        (Some(_), None) => return Err(DecodeError("its certificate chain is missing".into())),
+        (Some(_), Some(certs)) if certs.len() != tls.days_left.len() => {
+            return Err(DecodeError(format!(
+                "its chain has {} certificates but the record {} expiry counts",
+                certs.len(),
+                tls.days_left.len()
+            )))
+        }
+        (Some(_), Some(certs)) => certs
+            .iter()
+            .zip(&tls.days_left)
+            .map(|(cert, &days_left)| cert.to_info(days_left))
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(TlsReport {
+        server_name: resolve(tls.server_name, strings)?,
+        version: resolve_opt(tls.version, strings)?,
+        cipher_suite: resolve_opt(tls.cipher_suite, strings)?,
+        trusted: tls.trusted,
+        verify_error: tls
+            .verify_error
+            .map(|err| verify_error_from(err, strings))
+            .transpose()?,
+        hostname_matches: tls.hostname_matches,
+        chain,
+    })
+}
+
+fn verify_error_from(
+    err: StoredVerifyError,
+    strings: &[String],
+) -> Result<VerifyError, DecodeError> {
+    let text = |s: Str| resolve(s, strings);
+    Ok(match err {
+        StoredVerifyError::Expired(at) => VerifyError::Expired {
+            not_after: at.to_datetime()?,
+        },
+        StoredVerifyError::NotYetValid(at) => VerifyError::NotYetValid {
+            not_before: at.to_datetime()?,
+        },
+        StoredVerifyError::HostnameMismatch { expected, covered } => {
+            VerifyError::HostnameMismatch {
+                expected: text(expected)?,
+                covered: resolve_all(covered, strings)?,
+            }
+        }
+        StoredVerifyError::SelfSigned(subject) => VerifyError::SelfSigned {
+            subject: text(subject)?,
+        },
+        StoredVerifyError::StagingIssuer(issuer) => VerifyError::StagingIssuer {
+            issuer: text(issuer)?,
+        },
+        StoredVerifyError::ChainIncomplete(missing) => VerifyError::ChainIncomplete {
+            missing_issuer: text(missing)?,
+        },
+        StoredVerifyError::UnknownIssuer(issuer) => VerifyError::UnknownIssuer {
+            issuer: text(issuer)?,
+        },
+        StoredVerifyError::Other(detail) => VerifyError::Other { detail },
+    })
+}
+
+fn cors_from(cors: StoredCors, strings: &[String]) -> Result<CorsReport, DecodeError> {
+    Ok(CorsReport {
+        preflight_status: cors.preflight_status,
+        allow_origin: resolve_opt(cors.allow_origin, strings)?,
+        allow_methods: resolve_all(cors.allow_methods, strings)?,
+        allow_headers: resolve_all(cors.allow_headers, strings)?,
+        allow_credentials: cors.allow_credentials,
+        expose_headers: resolve_all(cors.expose_headers, strings)?,
+        max_age: cors.max_age,
+        vary: resolve_opt(cors.vary, strings)?,
+        refusal: cors.refusal,
+        location: resolve_opt(cors.location, strings)?,
+        denied: cors
+            .denied
+            .into_iter()
+            .map(|denied| {
+                Ok(DeniedOrigin {
+                    origin: resolve(denied.origin, strings)?,
+                    admitted: denied.admitted,
+                    allow_origin: resolve_opt(denied.allow_origin, strings)?,
+                })
+            })
+            .collect::<Result<_, DecodeError>>()?,
+    })
+}
+
+impl StoredCert {
+    fn to_info(&self, days_left: i64) -> Result<CertInfo, DecodeError> {
+        Ok(CertInfo {
+            subject: self.subject.clone(),
+            issuer: self.issuer.clone(),
+            not_before: self.not_before.to_datetime()?,
+            not_after: self.not_after.to_datetime()?,
+            days_left,
+            sans: self.sans.clone(),
+            serial: self.serial.clone(),
+            sha256: self.sha256.clone(),
+            key: self.key.clone(),
+            signature: self.signature.clone(),
+        })
+    }
+}
+
+impl Time {
+    fn of(at: OffsetDateTime) -> Time {
+        Time {
+            secs: at.unix_timestamp(),
+            nanos: at.nanosecond(),
+        }
+    }
+
+    fn to_datetime(self) -> Result<OffsetDateTime, DecodeError> {
+        let nanos = i128::from(self.secs) * 1_000_000_000 + i128::from(self.nanos);
+        OffsetDateTime::from_unix_timestamp_nanos(nanos)
+            .map_err(|err| DecodeError(format!("time {}s {}ns: {err}", self.secs, self.nanos)))
+    }
+}
+
+// ---- codes: part of the format, never renumber ----
+
+fn status_code(status: Status) -> u8 {
+    match status {
+        Status::Up => 0,
+        Status::Warn => 1,
+        Status::Down => 2,
+    }
+}
+
+fn status_from(code: u8) -> Result<Status, DecodeError> {
+    Ok(match code {
+        0 => Status::Up,
+        1 => Status::Warn,
+        2 => Status::Down,
+        _ => return Err(unknown_code("status", code)),
+    })
+}
+
+fn kind_code(kind: KindName) -> u8 {
+    match kind {
+        KindName::Http => 0,
+        KindName::Cors => 1,
+    }
+}
+
+fn kind_from(code: u8) -> Result<KindName, DecodeError> {
+    Ok(match code {
+        0 => KindName::Http,
+        1 => KindName::Cors,
+        _ => return Err(unknown_code("check kind", code)),
+    })
+}
+
+/// A new assertion gets the next free code here and in [`assertion_from`].
+fn assertion_code(assertion: Assertion) -> u8 {
+    match assertion {
+        Assertion::Dns => 0,
+        Assertion::Connect => 1,
+        Assertion::Timeout => 2,
+        Assertion::TlsHandshake => 3,
+        Assertion::HttpProtocol => 4,
+        Assertion::HttpRedirect => 5,
+        Assertion::HttpStatus => 6,
+        Assertion::HttpBody => 7,
+        Assertion::HttpHeader => 8,
+        Assertion::HttpResponseTime => 9,
+        Assertion::TlsTrusted => 10,
+        Assertion::TlsHostname => 11,
+        Assertion::TlsExpiry => 12,
+        Assertion::TlsRenewalOverdue => 13,
+        Assertion::TlsNotYetValid => 14,
+        Assertion::TlsIssuer => 15,
+        Assertion::TlsChainIncomplete => 16,
+        Assertion::CorsPreflight => 17,
+        Assertion::CorsOrigin => 18,
+        Assertion::CorsMethods => 19,
+        Assertion::CorsHeaders => 20,
+        Assertion::CorsMaxAge => 21,
+        Assertion::CorsExposeHeaders => 22,
+        Assertion::CorsDeniedOrigin => 23,
+    }
+}
+
+fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
+    Ok(match code {
+        0 => Assertion::Dns,
+        1 => Assertion::Connect,
+        2 => Assertion::Timeout,
+        3 => Assertion::TlsHandshake,
+        4 => Assertion::HttpProtocol,
+        5 => Assertion::HttpRedirect,
+        6 => Assertion::HttpStatus,
+        7 => Assertion::HttpBody,
+        8 => Assertion::HttpHeader,
+        9 => Assertion::HttpResponseTime,
+        10 => Assertion::TlsTrusted,
+        11 => Assertion::TlsHostname,
+        12 => Assertion::TlsExpiry,
+        13 => Assertion::TlsRenewalOverdue,
+        14 => Assertion::TlsNotYetValid,
+        15 => Assertion::TlsIssuer,
+        16 => Assertion::TlsChainIncomplete,
+        17 => Assertion::CorsPreflight,
+        18 => Assertion::CorsOrigin,
+        19 => Assertion::CorsMethods,
+        20 => Assertion::CorsHeaders,
+        21 => Assertion::CorsMaxAge,
+        22 => Assertion::CorsExposeHeaders,
+        23 => Assertion::CorsDeniedOrigin,
+        _ => return Err(unknown_code("assertion", code)),
+    })
+}
+
+fn unknown_code(what: &str, code: u8) -> DecodeError {
+    DecodeError(format!("unknown {what} code {code}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use time::Duration;
+
+    use super::*;
+    use crate::store::as_stored;
+    use crate::store::contract::{rich, up, T0};
+
+    /// A dictionary as a backend keeps one.
+    #[derive(Default)]
+    struct Dict {
+        strings: Vec<String>,
+        index: HashMap<String, u32>,
+    }
+
+    impl Dict {
+        fn intern(&mut self, text: &str) -> Str {
+            let next = self.strings.len() as u32;
+            let index = *self.index.entry(text.to_string()).or_insert(next);
+            if index == next {
+                self.strings.push(text.to_string());
+            }
+            Str::Dict(index)
+        }
+    }
+
+    fn round_trip(outcome: &Outcome, dict: &mut Dict) -> (Outcome, usize) {
+        let encoded = encode(outcome, &mut |s| dict.intern(s));
+        let chain = encoded
+            .chain
+            .as_ref()
+            .map(|c| parse_chain(&c.bytes).unwrap());
+        let decoded = Decoded::parse(&encoded.value).unwrap();
+        assert_eq!(decoded.chain_key(), encoded.chain.as_ref().map(|c| c.key));
+        let started_at = as_stored(outcome).started_at;
+        let back = decoded
+            .into_outcome(&outcome.name, started_at, &dict.strings, chain.as_deref())
+            .unwrap();
+        (back, encoded.value.len())
+    }
+
+    #[test]
+    fn rich_outcome_round_trips() {
+        let rich = rich("rich");
+        let (back, _) = round_trip(&rich, &mut Dict::default());
+        assert_eq!(back, as_stored(&rich));
+    }
+
+    #[test]
+    fn inline_strings_round_trip_without_a_dictionary() {
+        let rich = rich("rich");
+        let encoded = encode(&rich, &mut |s| Str::Inline(s.to_string()));
+        let chain = parse_chain(&encoded.chain.unwrap().bytes).unwrap();
+        let back = Decoded::parse(&encoded.value)
+            .unwrap()
+            .into_outcome("rich", as_stored(&rich).started_at, &[], Some(&chain))
+            .unwrap();
+        assert_eq!(back, as_stored(&rich));
+    }
+
+    /// `days_left` is kept as the probe computed it, which need not be
+    /// `(not_after - started_at).whole_days()`: the probe reads its clock
+    /// after the handshake, possibly across a day boundary.
+    #[test]
+    fn days_left_is_kept_not_recomputed() {
+        let mut outcome = up("site", T0);
+        let tls = outcome.tls.as_mut().unwrap();
+        let recomputed = (tls.chain[0].not_after - T0).whole_days();
+        tls.chain[0].days_left = recomputed - 1;
+        let (back, _) = round_trip(&outcome, &mut Dict::default());
+        assert_eq!(back.tls.unwrap().chain[0].days_left, recomputed - 1);
+    }
+
+    /// The budget is 200 bytes per result on disk, sled's overhead
+    /// included; the value itself must stay well under half of that.
+    #[test]
+    fn typical_up_record_is_small() {
+        let mut dict = Dict::default();
+        let (_, first) = round_trip(&up("site", T0), &mut dict);
+        let (_, next) = round_trip(&up("site", T0 + Duration::seconds(30)), &mut dict);
+        assert_eq!(first, next, "the dictionary is filled by the first result");
+        assert!(next <= 72, "typical record is {next} bytes");
+    }
+
+    #[test]
+    fn same_certificates_share_a_chain_key_across_checks_and_days() {
+        let key = |outcome: &Outcome| {
+            encode(outcome, &mut |s| Str::Inline(s.into()))
+                .chain
+                .unwrap()
+                .key
+        };
+        let a = key(&up("a", T0));
+        assert_eq!(a, key(&up("b", T0 + Duration::days(9))));
+        let mut other = up("a", T0);
+        other.tls.as_mut().unwrap().chain[0].sha256 = "00".repeat(32);
+        assert_ne!(a, key(&other));
+    }
+
+    #[test]
+    fn codes_are_a_bijection() {
+        for code in 0..=u8::MAX {
+            if let Ok(assertion) = assertion_from(code) {
+                assert_eq!(assertion_code(assertion), code);
+            }
+            if let Ok(status) = status_from(code) {
+                assert_eq!(status_code(status), code);
+            }
+            if let Ok(kind) = kind_from(code) {
+                assert_eq!(kind_code(kind), code);
+            }
+        }
+        assert_eq!(
+            assertion_from(24).unwrap_err().0,
+            "unknown assertion code 24"
+        );
+    }
+
+    #[test]
+    fn unknown_and_damaged_records_are_refused() {
+        let encoded = encode(&up("site", T0), &mut |s| Str::Inline(s.into()));
+        let mut newer = encoded.value.clone();
+        newer[0] = 9;
+        let err = Decoded::parse(&newer).err().unwrap();
+        assert_eq!(
+            err.0,
+            "result record format 9 is newer than this vigie reads (1)"
+        );
+        let truncated = &encoded.value[..encoded.value.len() - 3];
+        assert!(Decoded::parse(truncated).is_err());
+        let mut longer = encoded.value.clone();
+        longer.push(0);
+        let err = Decoded::parse(&longer).err().unwrap();
+        assert_eq!(err.0, "result record has 1 trailing bytes");
+        assert!(Decoded::parse(&[]).is_err());
+    }
+
+    #[test]
+    fn blocks_round_trip_and_report_their_span() {
+        let mut dict = Dict::default();
+        let outcomes: Vec<Outcome> = (0..120)
+            .map(|n| {
+                let mut outcome = up("site", T0 + Duration::seconds(30 * n));
+                outcome.duration_ms = 40.0 + n as f64 / 7.0;
+                outcome
+            })
+            .collect();
+        let mut singles = 0;
+        let results: Vec<(u64, Decoded)> = outcomes
+            .iter()
+            .map(|outcome| {
+                let encoded = encode(outcome, &mut |s| dict.intern(s));
+                singles += encoded.value.len();
+                let millis = crate::store::key_millis(outcome).unwrap();
+                (millis, Decoded::parse(&encoded.value).unwrap())
+            })
+            .collect();
+        let base = results[0].0;
+        let last = results[119].0;
+        let block = encode_block(&results);
+        assert!(
+            block.len() * 3 < singles,
+            "block {} bytes, singles {singles}",
+            block.len()
+        );
+        assert_eq!(span(base, &block).unwrap(), Span { count: 120, last });
+        let chain = encode(&outcomes[0], &mut |s| dict.intern(s)).chain.unwrap();
+        let chain = parse_chain(&chain.bytes).unwrap();
+        let back: Vec<Outcome> = parse_entry(base, &block)
+            .unwrap()
+            .into_iter()
+            .map(|(millis, decoded)| {
+                let at = crate::store::time_of_millis(millis);
+                decoded
+                    .into_outcome("site", at, &dict.strings, Some(&chain))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(back, outcomes);
+    }
+
+    #[test]
+    fn damaged_blocks_are_refused() {
+        let encoded = encode(&up("site", T0), &mut |s| Str::Inline(s.into()));
+        let one = vec![(5, Decoded::parse(&encoded.value).unwrap())];
+        let block = encode_block(&one);
+        assert_eq!(parse_entry(5, &block).unwrap().len(), 1);
+        let mut lying = block.clone();
+        lying[4] = 2; // count 2
+        let err = parse_entry(5, &lying).err().unwrap();
+        assert_eq!(
+            err.0,
+            "block header says 2 results up to 5, its contents disagree"
+        );
+        let mut huge = block.clone();
+        huge[13] = 0xff;
+        assert!(parse_entry(5, &huge)
+            .err()
+            .unwrap()
+            .0
+            .contains("uncompressed"));
+        assert!(parse_entry(5, &block[..10]).is_err());
+        assert!(parse_entry(5, &block[..block.len() - 2]).is_err());
+        let err = parse_entry(5, &[7, 0]).err().unwrap();
+        assert_eq!(
+            err.0,
+            "result value format 7 is newer than this vigie reads (2)"
+        );
+    }
+
+    #[test]
+    fn missing_dictionary_entry_is_an_error_not_a_panic() {
+        let mut dict = Dict::default();
+        let encoded = encode(&up("site", T0), &mut |s| dict.intern(s));
+        let chain = parse_chain(&encoded.chain.unwrap().bytes).unwrap();
+        let err = Decoded::parse(&encoded.value)
+            .unwrap()
+            .into_outcome("site", T0, &dict.strings[..1], Some(&chain))
+            .err()
+            .unwrap();
+        assert!(
+            err.0.contains("missing from the check's dictionary"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,830 @@
+//! The replication queue of the sled store: which results have not been
+//! copied off-region yet, in the order they were appended, and the cursor
+//! that says how far the copy has got. `crate::replicate` drives it; this
+//! file only keeps the books. It uploads nothing and knows no bucket.
+//!
+//! # Why a queue, not a cursor over `results`
+//!
+//! `results` is ordered by check id, then time: a result appended now for
+//! check 1 sorts before yesterday's results of check 2, and a probe that
+//! started at 10:00:00 is appended after one that started at 10:00:05 and
+//! finished first. No position in `results` separates "replicated" from
+//! "not yet". So each append (while replication is enabled) also writes
+//! `replication` / seq -> results key, under the store's lock, so sequence
+//! numbers follow append order exactly. The cursor in `meta` is the last
+//! sequence number shipped; entries at or below it are removed once it
+//! has advanced.
+//!
+//! # Crash between upload and cursor update
+//!
+//! Before a batch is handed out, its range is recorded in `meta`
+//! (`replication_pending`: after, last, formed at) and flushed. A process
+//! that dies after uploading but before [`SledStore::shipped`] finds the
+//! range again at the next start and hands out exactly the same entries
+//! with the same formation time, so the upload is repeated under the same
+//! name with the same content. The queue entry is written after the result
+//! it names, so sled's prefix recovery (see `sled.rs`) never leaves an entry
+//! without its result.
+//!
+//! # What it does not do
+//!
+//! It never decides *when* to ship (the replicator's interval does), and it
+//! does not compress or name segments. Results that disappear before they
+//! are shipped (only possible while replication is disabled, since the
+//! sweep is bounded by the oldest queued result) are counted as `gone`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use ::sled::{Batch, Db, Tree};
+use time::OffsetDateTime;
+
+use super::{be_u32, be_u64, key_millis_of, record, result_key, SledStore, State};
+use crate::outcome::Outcome;
+use crate::store::{as_stored, bound_millis, key_millis, time_of_millis, Store, StoreError};
+
+/// The queue tree: seq (u64 BE) -> results key (check id u32 BE ++ millis
+/// u64 BE).
+const QUEUE_TREE: &str = "replication";
+/// `meta`: the last shipped seq (u64 BE). Present once replication has
+/// been enabled on this store (or a restore set it).
+const CURSOR_KEY: &[u8] = b"replication_cursor";
+/// `meta`: the batch in flight: after, last, formed-at millis (u64 BE each).
+const PENDING_KEY: &[u8] = b"replication_pending";
+
+/// Queue entries written per sled batch when seeding or renumbering.
+const WRITE_CHUNK: usize = 10_000;
+
+/// Queue bookkeeping held by the [`SledStore`]; see the module docs.
+pub(super) struct Queue {
+    tree: Tree,
+    meta: Tree,
+    /// Appends queue their result only while this is set (the daemon with
+    /// `[replication]`); `vigie check`, `history` and `restore` never do.
+    enabled: AtomicBool,
+    /// The next sequence number. Allocated and written under the store's
+    /// lock (the `&mut State` parameters prove it), so an entry below it is
+    /// always on disk.
+    next_seq: AtomicU64,
+    /// Mirror of `meta` / `replication_cursor` (0 when absent).
+    cursor: AtomicU64,
+    /// Entries above the cursor.
+    backlog: AtomicU64,
+}
+
+/// The batch in flight (`meta` / `replication_pending`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    after: u64,
+    last: u64,
+    formed_ms: u64,
+}
+
+/// Results to copy off-region, in the order they were appended.
+#[derive(Debug, Clone)]
+pub struct Shipment {
+    /// The last seq shipped before this batch (0: none): the previous
+    /// segment ends there, so a reader can tell whether one is missing.
+    pub after: u64,
+    /// First and last seq of the batch (inclusive).
+    pub first: u64,
+    pub last: u64,
+    /// When the batch was first formed; the same on a retry after a crash.
+    pub formed_at: OffsetDateTime,
+    /// The results, by seq; a result queued twice (same check, same
+    /// millisecond) appears once, under its last seq, with its current value.
+    pub results: Vec<Shipped>,
+    /// Queue entries whose result no longer exists.
+    pub gone: u64,
+}
+
+/// One result of a [`Shipment`].
+#[derive(Debug, Clone)]
+pub struct Shipped {
+    pub seq: u64,
+    /// The `results` key: check id (u32 BE) ++ started_at millis (u64 BE).
+    pub key: [u8; 12],
+    pub outcome: Outcome,
+}
+
+/// How far replication is behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    /// Results appended and not shipped yet.
+    pub results: u64,
+    /// started_at of the oldest of them (by append order).
+    pub oldest: Option<OffsetDateTime>,
+    /// The last seq shipped (0: nothing ever shipped from this store).
+    pub cursor: u64,
+    /// A batch was handed out and not confirmed: it is retried first.
+    pub pending: bool,
+}
+
+/// What [`SledStore::restore_results`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Restored {
+    /// Keys the store did not have.
+    pub added: u64,
+    /// Keys it had with another value (now the restored one).
+    pub replaced: u64,
+    /// Keys it had with exactly this value: nothing written.
+    pub unchanged: u64,
+}
+
+impl Queue {
+    /// Opens the queue tree and reads the cursor, the batch in flight and
+    /// the backlog (one walk over the unshipped entries).
+    pub(super) fn open(db: &Db, meta: &Tree, dir: &Path) -> Result<Queue, StoreError> {
+        let io = |action: &str| {
+            let action = action.to_string();
+            move |cause| StoreError::Io {
+                path: dir.to_path_buf(),
+                action: action.clone(),
+                cause,
+            }
+        };
+        let corrupt = |what: &str| StoreError::Corrupt {
+            path: dir.to_path_buf(),
+            what: what.to_string(),
+            detail: "not the expected length".to_string(),
+        };
+        let tree = db.open_tree(QUEUE_TREE).map_err(|cause| StoreError::Open {
+            path: dir.to_path_buf(),
+            cause,
+        })?;
+        let cursor = match meta
+            .get(CURSOR_KEY)
+            .map_err(io("read the replication cursor"))?
+        {
+            Some(bytes) => be_u64(&bytes).ok_or_else(|| corrupt("the replication cursor"))?,
+            None => 0,
+        };
+        let pending = match meta
+            .get(PENDING_KEY)
+            .map_err(io("read the replication batch in flight"))?
+        {
+            Some(bytes) => Some(
+                parse_pending(&bytes).ok_or_else(|| corrupt("the replication batch in flight"))?,
+            ),
+            None => None,
+        };
+        let last_key = match tree.last().map_err(io("read the replication queue"))? {
+            Some((key, _)) => be_u64(&key).ok_or_else(|| corrupt("a replication queue key"))?,
+            None => 0,
+        };
+        let mut backlog = 0;
+        for key in tree.range(seq_key(cursor.saturating_add(1))..).keys() {
+            key.map_err(io("count the replication backlog"))?;
+            backlog += 1;
+        }
+        let highest = cursor.max(last_key).max(pending.map_or(0, |p| p.last));
+        Ok(Queue {
+            tree,
+            meta: meta.clone(),
+            enabled: AtomicBool::new(false),
+            next_seq: AtomicU64::new(highest.saturating_add(1)),
+            cursor: AtomicU64::new(cursor),
+            backlog: AtomicU64::new(backlog),
+        })
+    }
+
+    /// Queues result (`id`, `millis`) if replication is enabled. Called by
+    /// `append` under the store's lock, after the result is written.
+    pub(super) fn enqueue(
+        &self,
+        _locked: &mut State,
+        id: u32,
+        millis: u64,
+    ) -> Result<(), ::sled::Error> {
+        if !self.enabled.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let seq = self.next_seq.fetch_add(1, Ordering::AcqRel);
+        self.tree
+            .insert(seq_key(seq), &result_key(id, millis)[..])?;
+        self.backlog.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn pending(&self) -> Result<Option<Pending>, ::sled::Error> {
+        Ok(self
+            .meta
+            .get(PENDING_KEY)?
+            .and_then(|bytes| parse_pending(&bytes)))
+    }
+
+    fn started(&self) -> Result<bool, ::sled::Error> {
+        self.meta.contains_key(CURSOR_KEY)
+    }
+}
+
+impl SledStore {
+    /// Turns replication on for this process: from now on every append is
+    /// queued. The first time ever on this store (no cursor in `meta`),
+    /// every result already stored is queued too, oldest check id first, so
+    /// the first shipments carry the whole existing history; returns how
+    /// many were queued that way.
+    pub fn enable_replication(&self) -> Result<u64, StoreError> {
+        let mut state = self.lock();
+        let queue = &self.replication;
+        let started = queue
+            .started()
+            .map_err(self.io("read the replication cursor"))?;
+        let mut seeded = 0;
+        if !started {
+            seeded = self.seed_queue(&mut state)?;
+            queue
+                .meta
+                .insert(CURSOR_KEY, &0u64.to_be_bytes()[..])
+                .map_err(self.io("start the replication cursor"))?;
+        }
+        queue.enabled.store(true, Ordering::Release);
+        Ok(seeded)
+    }
+
+    /// Queues every stored result (under the lock: no append interleaves).
+    fn seed_queue(&self, _locked: &mut State) -> Result<u64, StoreError> {
+        let queue = &self.replication;
+        let mut batch = Batch::default();
+        let mut in_batch = 0;
+        let mut seeded = 0;
+        for entry in self.results.iter() {
+            let (key, value) = entry.map_err(self.io("read results to queue for replication"))?;
+            let key_ms = key_millis_of(&key);
+            let id = be_u32(&key[..4.min(key.len())]).unwrap_or_default();
+            let results = record::parse_entry(key_ms, &value)
+                .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
+            for (millis, _) in results {
+                let seq = queue.next_seq.fetch_add(1, Ordering::AcqRel);
+                batch.insert(&seq_key(seq)[..], &result_key(id, millis)[..]);
+                in_batch += 1;
+                seeded += 1;
+                if in_batch == WRITE_CHUNK {
+                    queue
+                        .tree
+                        .apply_batch(std::mem::take(&mut batch))
+                        .map_err(self.io("queue stored results for replication"))?;
+                    in_batch = 0;
+                }
+            }
+        }
+        queue
+            .tree
+            .apply_batch(batch)
+            .map_err(self.io("queue stored results for replication"))?;
+        queue.backlog.fetch_add(seeded, Ordering::AcqRel);
+        Ok(seeded)
+    }
+
+    /// Whether appends are being queued in this process.
+    pub fn replication_enabled(&self) -> bool {
+        self.replication.enabled.load(Ordering::Acquire)
+    }
+
+    /// How far replication is behind. Cheap: a counter and one key read.
+    pub fn replication_backlog(&self) -> Result<Backlog, StoreError> {
+        let queue = &self.replication;
+        let cursor = queue.cursor.load(Ordering::Acquire);
+        let oldest = queue
+            .tree
+            .range(seq_key(cursor.saturating_add(1))..)
+            .values()
+            .next()
+            .transpose()
+            .map_err(self.io("read the replication queue"))?
+            .map(|key| time_of_millis(key_millis_of(&key)));
+        let pending = queue
+            .meta
+            .contains_key(PENDING_KEY)
+            .map_err(self.io("read the replication batch in flight"))?;
+        Ok(Backlog {
+            results: queue.backlog.load(Ordering::Acquire),
+            oldest,
+            cursor,
+            pending,
+        })
+    }
+
+    /// The next batch to ship: the batch in flight if the last one was not
+    /// confirmed (same entries, same formation time), else up to `max`
+    /// entries after the cursor, recorded as in flight and flushed before
+    /// it is returned. `None` when nothing waits.
+    pub fn next_shipment(
+        &self,
+        max: usize,
+        now: OffsetDateTime,
+    ) -> Result<Option<Shipment>, StoreError> {
+        let queue = &self.replication;
+        let pending = queue
+            .pending()
+            .map_err(self.io("read the replication batch in flight"))?;
+        let (pending, entries) = match pending {
+            Some(pending) => {
+                let range = seq_key(pending.after.saturating_add(1))..=seq_key(pending.last);
+                (
+                    pending,
+                    self.queue_entries(queue.tree.range(range), usize::MAX)?,
+                )
+            }
+            None => {
+                let cursor = queue.cursor.load(Ordering::Acquire);
+                // Every seq below this bound has been written: appends
+                // allocate and write under the lock taken here.
+                let bound = {
+                    let _state = self.lock();
+                    queue.next_seq.load(Ordering::Acquire)
+                };
+                let range = seq_key(cursor.saturating_add(1))..seq_key(bound);
+                let entries = self.queue_entries(queue.tree.range(range), max.max(1))?;
+                let Some(&(last, _)) = entries.last() else {
+                    return Ok(None);
+                };
+                let pending = Pending {
+                    after: cursor,
+                    last,
+                    formed_ms: bound_millis(now),
+                };
+                queue
+                    .meta
+                    .insert(PENDING_KEY, &pending_bytes(&pending)[..])
+                    .map_err(self.io("record the replication batch in flight"))?;
+                // Durable before anything leaves the machine: what is
+                // uploaded is on disk here, and a retry finds the same batch.
+                self.flush()?;
+                (pending, entries)
+            }
+        };
+        let first = entries.first().map_or(pending.last, |&(seq, _)| seq);
+        let (results, gone) = self.resolve(&entries)?;
+        Ok(Some(Shipment {
+            after: pending.after,
+            first,
+            last: pending.last,
+            formed_at: time_of_millis(pending.formed_ms),
+            results,
+            gone,
+        }))
+    }
+
+    /// (seq, results key) of up to `max` queue entries.
+    fn queue_entries(
+        &self,
+        range: ::sled::Iter,
+        max: usize,
+    ) -> Result<Vec<(u64, [u8; 12])>, StoreError> {
+        let mut entries = Vec::new();
+        for entry in range.take(max) {
+            let (key, value) = entry.map_err(self.io("read the replication queue"))?;
+            let seq = be_u64(&key)
+                .ok_or_else(|| self.corrupt("a replication queue key", format!("{key:?}")))?;
+            let target = <[u8; 12]>::try_from(value.as_ref()).map_err(|_| {
+                self.corrupt("a replication queue entry", format!("seq {seq}: {value:?}"))
+            })?;
+            entries.push((seq, target));
+        }
+        Ok(entries)
+    }
+
+    /// Reads the results the entries name, one range read per check.
+    fn resolve(&self, entries: &[(u64, [u8; 12])]) -> Result<(Vec<Shipped>, u64), StoreError> {
+        // A key queued twice is shipped once, under its last seq.
+        let mut last_seq: BTreeMap<[u8; 12], u64> = BTreeMap::new();
+        for &(seq, key) in entries {
+            last_seq.insert(key, seq);
+        }
+        let mut per_check: BTreeMap<u32, Vec<(u64, u64, [u8; 12])>> = BTreeMap::new();
+        for (&key, &seq) in &last_seq {
+            let id = be_u32(&key[..4]).unwrap_or_default();
+            per_check
+                .entry(id)
+                .or_default()
+                .push((key_millis_of(&key), seq, key));
+        }
+        let names: HashMap<u32, String> = self
+            .lock()
+            .ids
+            .iter()
+            .map(|(name, &id)| (id, name.clone()))
+            .collect();
+        let mut results = Vec::with_capacity(last_seq.len());
+        let mut gone = (entries.len() - last_seq.len()) as u64;
+        for (id, wanted) in per_check {
+            let Some(name) = names.get(&id) else {
+                gone += wanted.len() as u64;
+                continue;
+            };
+            // `wanted` is in key order, so by time.
+            let from = wanted.first().map_or(0, |w| w.0);
+            let to = wanted.last().map_or(0, |w| w.0);
+            let mut found: HashMap<u64, Outcome> = self
+                .read_range(id, name, from, to)?
+                .into_iter()
+                .filter_map(|o| Some((key_millis(&o).ok()?, o)))
+                .collect();
+            for (millis, seq, key) in wanted {
+                match found.remove(&millis) {
+                    Some(outcome) => results.push(Shipped { seq, key, outcome }),
+                    None => gone += 1,
+                }
+            }
+        }
+        results.sort_by_key(|shipped| shipped.seq);
+        Ok((results, gone))
+    }
+
+    /// Outcomes of check `id` with `from <= started_at millis <= to`.
+    fn read_range(
+        &self,
+        id: u32,
+        name: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Outcome>, StoreError> {
+        // The block `from` falls into starts before it.
+        let before = self
+            .results
+            .get_lt(result_key(id, from))
+            .map_err(self.io("read results to replicate"))?
+            .filter(|(key, value)| {
+                key.starts_with(&id.to_be_bytes())
+                    && record::span(key_millis_of(key), value).is_ok_and(|span| span.last >= from)
+            });
+        let mut entries: Vec<_> = before.into_iter().collect();
+        for entry in self
+            .results
+            .range(result_key(id, from)..=result_key(id, to))
+        {
+            entries.push(entry.map_err(self.io("read results to replicate"))?);
+        }
+        let mut outcomes = self.decode(id, name, entries, from)?;
+        outcomes.retain(|o| key_millis(o).is_ok_and(|millis| millis <= to));
+        Ok(outcomes)
+    }
+
+    /// Confirms that `shipment` is stored off-region: the cursor moves to
+    /// its last seq (one atomic write with clearing the batch in flight),
+    /// then its queue entries are removed.
+    pub fn shipped(&self, shipment: &Shipment) -> Result<(), StoreError> {
+        let queue = &self.replication;
+        let mut meta = Batch::default();
+        meta.insert(CURSOR_KEY, &shipment.last.to_be_bytes()[..]);
+        meta.remove(PENDING_KEY);
+        queue
+            .meta
+            .apply_batch(meta)
+            .map_err(self.io("advance the replication cursor"))?;
+        let before = queue.cursor.swap(shipment.last, Ordering::AcqRel);
+        self.drop_queue_through(shipment.last, before)
+    }
+
+    /// Removes the queue entries at or below `last`; those above `before`
+    /// were counted in the backlog.
+    fn drop_queue_through(&self, last: u64, before: u64) -> Result<(), StoreError> {
+        let queue = &self.replication;
+        let mut batch = Batch::default();
+        let mut counted = 0;
+        for key in queue.tree.range(..=seq_key(last)).keys() {
+            let key = key.map_err(self.io("read the replication queue"))?;
+            if be_u64(&key).is_some_and(|seq| seq > before) {
+                counted += 1;
+            }
+            batch.remove(key);
+        }
+        queue
+            .tree
+            .apply_batch(batch)
+            .map_err(self.io("remove shipped entries from the replication queue"))?;
+        let _ = queue
+            .backlog
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(counted))
+            });
+        Ok(())
+    }
+
+    /// The last seq shipped (0: none, or replication never enabled).
+    pub fn replication_cursor(&self) -> u64 {
+        self.replication.cursor.load(Ordering::Acquire)
+    }
+
+    /// After a restore from a replica whose segments end at seq `last`:
+    /// the cursor moves there, so this store's next segment follows the
+    /// restored ones (same node, no name reused). Results this store had
+    /// queued and not shipped keep their place in line, renumbered after
+    /// `last`. Never moves the cursor back.
+    pub fn continue_replication_after(&self, last: u64) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let queue = &self.replication;
+        let cursor = queue.cursor.load(Ordering::Acquire);
+        if last <= cursor
+            && queue
+                .started()
+                .map_err(self.io("read the replication cursor"))?
+        {
+            return Ok(());
+        }
+        // A batch formed from the old numbering is abandoned: its entries
+        // are renumbered below and shipped again under new names.
+        let waiting = self.queue_entries(
+            queue.tree.range(seq_key(cursor.saturating_add(1))..),
+            usize::MAX,
+        )?;
+        let mut meta = Batch::default();
+        meta.insert(CURSOR_KEY, &last.max(cursor).to_be_bytes()[..]);
+        meta.remove(PENDING_KEY);
+        queue
+            .meta
+            .apply_batch(meta)
+            .map_err(self.io("move the replication cursor"))?;
+        queue.cursor.store(last.max(cursor), Ordering::Release);
+        queue
+            .next_seq
+            .fetch_max(last.saturating_add(1), Ordering::AcqRel);
+        self.renumber(&mut state, &waiting)?;
+        Ok(())
+    }
+
+    /// Moves `entries` to fresh seqs at the end of the queue, in order.
+    fn renumber(&self, _locked: &mut State, entries: &[(u64, [u8; 12])]) -> Result<(), StoreError> {
+        let queue = &self.replication;
+        for chunk in entries.chunks(WRITE_CHUNK) {
+            let mut batch = Batch::default();
+            for &(old, key) in chunk {
+                let seq = queue.next_seq.fetch_add(1, Ordering::AcqRel);
+                // Insert before removing: a crash between leaves a result
+                // queued twice (shipped twice, de-duplicated on restore),
+                // never not at all. One batch makes it moot anyway.
+                batch.insert(&seq_key(seq)[..], &key[..]);
+                batch.remove(&seq_key(old)[..]);
+            }
+            queue
+                .tree
+                .apply_batch(batch)
+                .map_err(self.io("renumber the replication queue"))?;
+        }
+        Ok(())
+    }
+
+    /// The oldest result the sweep must keep for replication (millis), if
+    /// replication is enabled and anything waits. Walks the waiting
+    /// entries: a few thousand normally, once an hour.
+    pub(super) fn replication_sweep_bound(&self) -> Result<Option<u64>, StoreError> {
+        let queue = &self.replication;
+        if !queue.enabled.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let cursor = queue.cursor.load(Ordering::Acquire);
+        let mut oldest: Option<u64> = None;
+        for value in queue
+            .tree
+            .range(seq_key(cursor.saturating_add(1))..)
+            .values()
+        {
+            let value = value.map_err(self.io("read the replication queue"))?;
+            let millis = key_millis_of(&value);
+            oldest = Some(oldest.map_or(millis, |o| o.min(millis)));
+        }
+        Ok(oldest)
+    }
+
+    /// Puts results read back from a replica into the store, without
+    /// queuing them for replication (this is never called by the daemon,
+    /// whose appends alone are queued). A result whose key (check, started
+    /// at millisecond) holds exactly this value already is not written
+    /// again, so restoring twice writes nothing the second time.
+    pub fn restore_results(&self, outcomes: Vec<Outcome>) -> Result<Restored, StoreError> {
+        let mut by_check: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
+        for outcome in outcomes {
+            by_check
+                .entry(outcome.name.clone())
+                .or_default()
+                .push(outcome);
+        }
+        let mut restored = Restored::default();
+        for (name, mut outcomes) in by_check {
+            // In time order, results land after the check's last block
+            // (cheap) rather than being merged into it.
+            outcomes.sort_by_key(|o| o.started_at);
+            let id = self.lock().ids.get(&name).copied();
+            let mut existing: HashMap<u64, Outcome> = HashMap::new();
+            if let (Some(id), Some(first), Some(last)) = (id, outcomes.first(), outcomes.last()) {
+                let (from, to) = (key_millis(first)?, key_millis(last)?);
+                for outcome in self.read_range(id, &name, from, to)? {
+                    existing.insert(key_millis(&outcome)?, outcome);
+                }
+            }
+            for outcome in outcomes {
+                let millis = key_millis(&outcome)?;
+                match existing.get(&millis) {
+                    Some(stored) if *stored == as_stored(&outcome) => {
+                        restored.unchanged += 1;
+                        continue;
+                    }
+                    Some(_) => restored.replaced += 1,
+                    None => restored.added += 1,
+                }
+                self.append(&outcome)?;
+                existing.insert(millis, as_stored(&outcome));
+            }
+        }
+        Ok(restored)
+    }
+}
+
+fn seq_key(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+fn pending_bytes(pending: &Pending) -> [u8; 24] {
+    let mut bytes = [0; 24];
+    bytes[..8].copy_from_slice(&pending.after.to_be_bytes());
+    bytes[8..16].copy_from_slice(&pending.last.to_be_bytes());
+    bytes[16..].copy_from_slice(&pending.formed_ms.to_be_bytes());
+    bytes
+}
+
+fn parse_pending(bytes: &[u8]) -> Option<Pending> {
+    if bytes.len() != 24 {
+        return None;
+    }
+    Some(Pending {
+        after: be_u64(&bytes[..8])?,
+        last: be_u64(&bytes[8..16])?,
+        formed_ms: be_u64(&bytes[16..])?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use time::Duration as TimeDuration;
+
+    use super::*;
+    use crate::store::contract::{up, T0};
+
+    fn open(dir: &Path) -> SledStore {
+        SledStore::open(dir, Duration::from_millis(100)).unwrap()
+    }
+
+    fn minute(n: i64) -> OffsetDateTime {
+        T0 + TimeDuration::minutes(n)
+    }
+
+    fn names_and_times(shipment: &Shipment) -> Vec<(String, OffsetDateTime)> {
+        shipment
+            .results
+            .iter()
+            .map(|s| (s.outcome.name.clone(), s.outcome.started_at))
+            .collect()
+    }
+
+    #[test]
+    fn appends_are_queued_only_while_enabled_and_in_append_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.append(&up("b", minute(0))).unwrap();
+        assert_eq!(store.replication_backlog().unwrap().results, 0);
+        assert_eq!(
+            store.enable_replication().unwrap(),
+            1,
+            "existing history is seeded"
+        );
+        store.append(&up("b", minute(2))).unwrap();
+        store.append(&up("a", minute(1))).unwrap();
+        let backlog = store.replication_backlog().unwrap();
+        assert_eq!(backlog.results, 3);
+        assert_eq!(backlog.oldest, Some(minute(0)));
+        let shipment = store.next_shipment(10, minute(3)).unwrap().unwrap();
+        assert_eq!((shipment.after, shipment.first, shipment.last), (0, 1, 3));
+        assert_eq!(
+            names_and_times(&shipment),
+            [
+                ("b".into(), minute(0)),
+                ("b".into(), minute(2)),
+                ("a".into(), minute(1))
+            ]
+        );
+        assert_eq!(shipment.results[2].outcome, up("a", minute(1)));
+        store.shipped(&shipment).unwrap();
+        assert_eq!(
+            store.replication_backlog().unwrap(),
+            Backlog {
+                cursor: 3,
+                ..Backlog::default()
+            }
+        );
+        assert!(store.next_shipment(10, minute(3)).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_unconfirmed_batch_comes_back_identical_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.enable_replication().unwrap();
+        for n in 0..5 {
+            store.append(&up("site", minute(n))).unwrap();
+        }
+        let first = store.next_shipment(3, minute(5)).unwrap().unwrap();
+        assert_eq!((first.after, first.first, first.last), (0, 1, 3));
+        drop(store);
+
+        let store = open(dir.path());
+        store.enable_replication().unwrap();
+        store.append(&up("site", minute(6))).unwrap();
+        let again = store.next_shipment(100, minute(9)).unwrap().unwrap();
+        assert_eq!((again.after, again.first, again.last), (0, 1, 3));
+        assert_eq!(again.formed_at, minute(5));
+        assert_eq!(names_and_times(&again), names_and_times(&first));
+        assert!(store.replication_backlog().unwrap().pending);
+        store.shipped(&again).unwrap();
+        let next = store.next_shipment(100, minute(9)).unwrap().unwrap();
+        assert_eq!((next.after, next.first, next.last), (3, 4, 6));
+        assert_eq!(next.results.len(), 3);
+    }
+
+    #[test]
+    fn the_sweep_keeps_results_not_yet_shipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.enable_replication().unwrap();
+        for n in 0..10 {
+            store.append(&up("site", minute(n))).unwrap();
+        }
+        let shipment = store.next_shipment(4, minute(10)).unwrap().unwrap();
+        store.shipped(&shipment).unwrap();
+        assert_eq!(
+            store.sweep(minute(8)).unwrap(),
+            4,
+            "only the four shipped go"
+        );
+        assert_eq!(store.history("site", T0).unwrap().len(), 6);
+        let rest = store.next_shipment(100, minute(10)).unwrap().unwrap();
+        assert_eq!(rest.results.len(), 6);
+        assert_eq!(rest.gone, 0);
+        store.shipped(&rest).unwrap();
+        assert_eq!(store.sweep(minute(8)).unwrap(), 4);
+    }
+
+    #[test]
+    fn a_key_queued_twice_is_shipped_once_with_its_last_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.enable_replication().unwrap();
+        store.append(&up("site", minute(0))).unwrap();
+        let mut replaced = up("site", minute(0));
+        replaced.status = crate::outcome::Status::Warn;
+        store.append(&replaced).unwrap();
+        let shipment = store.next_shipment(10, minute(1)).unwrap().unwrap();
+        assert_eq!(shipment.results.len(), 1);
+        assert_eq!(shipment.results[0].seq, 2);
+        assert_eq!(shipment.results[0].outcome, replaced);
+        assert_eq!(shipment.gone, 1);
+    }
+
+    #[test]
+    fn restoring_twice_writes_nothing_the_second_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let outcomes: Vec<Outcome> = (0..300)
+            .map(|n| up(if n % 2 == 0 { "a" } else { "b" }, minute(n)))
+            .collect();
+        let first = store.restore_results(outcomes.clone()).unwrap();
+        assert_eq!(
+            first,
+            Restored {
+                added: 300,
+                ..Restored::default()
+            }
+        );
+        let second = store.restore_results(outcomes.clone()).unwrap();
+        assert_eq!(
+            second,
+            Restored {
+                unchanged: 300,
+                ..Restored::default()
+            }
+        );
+        assert_eq!(store.history("a", T0).unwrap().len(), 150);
+        assert_eq!(store.replication_backlog().unwrap().results, 0);
+    }
+
+    #[test]
+    fn continuing_after_a_restore_renumbers_what_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store.enable_replication().unwrap();
+        store.append(&up("site", minute(0))).unwrap();
+        store.continue_replication_after(500).unwrap();
+        store.append(&up("site", minute(1))).unwrap();
+        let shipment = store.next_shipment(10, minute(2)).unwrap().unwrap();
+        assert_eq!(
+            (shipment.after, shipment.first, shipment.last),
+            (500, 501, 502)
+        );
+        assert_eq!(shipment.results.len(), 2);
+        store.continue_replication_after(100).unwrap();
+        assert_eq!(store.replication_cursor(), 500, "never moves back");
+    }
+}
