@@ -168,11 +168,11 @@ fn history(path: &std::path::Path, name: &str, since: std::time::Duration, json:
     match runtime.block_on(app::history(&config, name, since, &clock)) {
         Ok(view) => {
             match json {
-                true => println!(
-                    "{}",
+                true => out(&format!(
+                    "{}\n",
                     serde_json::to_string_pretty(&view).unwrap_or_default()
-                ),
-                false => print!("{}", render::history_table(&view.outcomes)),
+                )),
+                false => out(&render::history_table(&view.outcomes)),
             }
             ExitCode::SUCCESS
         }
@@ -186,12 +186,12 @@ fn history(path: &std::path::Path, name: &str, since: std::time::Duration, json:
 fn validate(path: &std::path::Path) -> ExitCode {
     match config::load(path) {
         Ok(config) => {
-            println!(
-                "{}: OK ({} checks from {})",
+            out(&format!(
+                "{}: OK ({} checks from {})\n",
                 path.display(),
                 config.checks.len(),
                 config.checks_dir.display()
-            );
+            ));
             ExitCode::SUCCESS
         }
         Err(errors) => {
@@ -241,8 +241,8 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
         config.concurrency,
     ));
     match json {
-        true => println!("{}", render::json(&outcomes)),
-        false => print!("{}", render::table(&outcomes)),
+        true => out(&format!("{}\n", render::json(&outcomes))),
+        false => out(&render::table(&outcomes)),
     }
     let worst = outcomes
         .iter()
@@ -250,6 +250,21 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
         .max()
         .unwrap_or(Status::Up);
     ExitCode::from(worst.exit_code() as u8)
+}
+
+/// Writes a command's output. A reader that went away (`vigie check | head`)
+/// is not an error worth a panic: the rest of the output is simply dropped.
+fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+    if let Err(err) = written {
+        if err.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("vigie: cannot write to stdout: {err}");
+        }
+    }
 }
 
 fn init_logging(format: LogFormat, default_level: &str) {
