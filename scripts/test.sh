@@ -73,6 +73,34 @@ if ! python3 -c 'import moto.server' >/dev/null 2>&1; then
     fi
 fi
 
+# The mail tests and the outbox benchmark run a real SMTP server: aiosmtpd
+# (driven by tests/support/smtp_server.py). Same routine as moto: only when
+# missing, python3 and pip from apt if need be, then aiosmtpd from PyPI.
+if ! python3 -c 'import aiosmtpd' >/dev/null 2>&1; then
+    if ! command -v python3 >/dev/null 2>&1; then
+        apt_install python3 python3-pip
+    fi
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        apt_install python3-pip
+    fi
+    pip_log=$(mktemp)
+    if ! python3 -m pip install --quiet aiosmtpd >"$pip_log" 2>&1; then
+        if grep -q externally-managed-environment "$pip_log"; then
+            quietly python3 -m pip install --quiet --break-system-packages aiosmtpd
+        else
+            echo "failed: python3 -m pip install aiosmtpd" >&2
+            cat "$pip_log" >&2
+            rm -f "$pip_log"
+            exit 1
+        fi
+    fi
+    rm -f "$pip_log"
+    if ! python3 -c 'import aiosmtpd' >/dev/null 2>&1; then
+        echo "aiosmtpd installed but 'python3 -c \"import aiosmtpd\"' still fails" >&2
+        exit 1
+    fi
+fi
+
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked

@@ -21,8 +21,10 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::clock::Clock;
-use crate::health::Health;
+use crate::health::{Health, Verdict};
+use crate::heartbeat::HeartbeatStats;
 use crate::outcome::{Outcome, Status};
+use crate::replicate::{ReplicationSnapshot, ReplicationStatus};
 use crate::scheduler::{Latest, Slots};
 use crate::store::Store;
 
@@ -37,6 +39,10 @@ pub struct ApiState {
     /// Required as `Authorization: Bearer ...` on every endpoint but
     /// `/healthz` when set; replaced on reload.
     pub token: Token,
+    /// With `[replication]`: lag and counters.
+    pub replication: Option<Arc<ReplicationStatus>>,
+    /// With `[heartbeat]`: ping counters.
+    pub heartbeat: Option<Arc<HeartbeatStats>>,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -93,13 +99,49 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// What `/healthz` answers: the scheduler's verdict decides the code; what
+/// degrades vigie without stopping it from monitoring (replication) is
+/// reported beside it. Names no target, bucket or endpoint.
+#[derive(Serialize)]
+struct Healthz {
+    #[serde(flatten)]
+    verdict: Verdict,
+    /// Reasons vigie works but is degraded; the heartbeat sends them as
+    /// its `/fail` body.
+    degraded: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replication: Option<ReplicationSnapshot>,
+}
+
 async fn healthz(State(state): State<ApiState>) -> Response {
-    let verdict = state.health.verdict(state.clock.now());
+    let now = state.clock.now();
+    let verdict = state.health.verdict(now);
     let code = match verdict.is_healthy() {
         true => StatusCode::OK,
         false => StatusCode::SERVICE_UNAVAILABLE,
     };
-    (code, Json(verdict)).into_response()
+    let replication = state.replication.as_ref().map(|r| r.snapshot(now));
+    let degraded = replication
+        .as_ref()
+        .and_then(ReplicationSnapshot::reason)
+        .map(|reason| redact_reason(&reason))
+        .into_iter()
+        .collect();
+    let body = Healthz {
+        verdict,
+        degraded,
+        replication,
+    };
+    (code, Json(body)).into_response()
+}
+
+/// `/healthz` may be read without a token: a degradation is named by its
+/// kind, never by the bucket or endpoint its error text mentions.
+fn redact_reason(reason: &str) -> String {
+    match reason.split_once(':') {
+        Some((kind, _)) => kind.to_string(),
+        None => reason.to_string(),
+    }
 }
 
 /// One configured check: its schedule and its latest stored outcome.
@@ -414,6 +456,12 @@ fn render_daemon_metrics(
         &[],
         state.health.store_errors() as f64,
     );
+    if let Some(replication) = &state.replication {
+        replication.snapshot(now).write_metrics(&mut m.0);
+    }
+    if let Some(heartbeat) = &state.heartbeat {
+        heartbeat.write_metrics(&mut m.0);
+    }
     m.help("vigie_build_info", "gauge", "the running vigie version");
     m.sample(
         "vigie_build_info",

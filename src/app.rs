@@ -75,6 +75,10 @@ pub enum RunError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    #[error("[replication]: {0}")]
+    Replication(#[from] crate::replicate::ReplicateError),
+    #[error(transparent)]
+    Heartbeat(#[from] crate::heartbeat::HeartbeatError),
 }
 
 /// sled flushes this often in the background: the most an unclean stop
@@ -104,9 +108,29 @@ pub async fn run(
         path: config.state_dir.clone(),
         source,
     })?;
-    let store: Arc<dyn Store> =
-        Arc::new(SledStore::open(&history_path(&config), STORE_FLUSH_EVERY)?);
+    let sled = Arc::new(SledStore::open(&history_path(&config), STORE_FLUSH_EVERY)?);
+    let store: Arc<dyn Store> = sled.clone();
     let health = Arc::new(Health::new(clock.now()));
+    // Before the scheduler appends anything, so that no result escapes the
+    // replication queue.
+    let replicator = match &config.replication {
+        Some(r) => Some(crate::replicate::Replicator::new(
+            &crate::replicate::BucketSettings::from_config(r, config.extra_ca_file.as_deref()),
+            r.interval,
+            sled.clone(),
+            clock.clone(),
+        )?),
+        None => None,
+    };
+    let replication = replicator.as_ref().map(|r| r.status());
+    let heartbeat = match &config.heartbeat {
+        Some(h) => Some(crate::heartbeat::Heartbeat::new(
+            h,
+            config.extra_ca_file.as_deref(),
+            clock.clone(),
+        )?),
+        None => None,
+    };
     let slots = Slots::default();
     let latest = crate::scheduler::Latest::default();
     for outcome in store.latest_all()? {
@@ -130,6 +154,8 @@ pub async fn run(
         health: health.clone(),
         clock: clock.clone(),
         token: token.clone(),
+        replication: replication.clone(),
+        heartbeat: heartbeat.as_ref().map(|h| h.stats()),
     });
     let api_shutdown = shutdown.clone();
     tasks.spawn(async move {
@@ -157,6 +183,22 @@ pub async fn run(
             recorder_latest.record(outcome);
         }
     });
+
+    // Replication outlives the other tasks: its last shipment at shutdown
+    // must see the results the recorder stores last.
+    let replication_stop = tokio_util::sync::CancellationToken::new();
+    let replication_task = replicator.map(|r| tokio::spawn(r.run(replication_stop.clone())));
+    if let Some(heartbeat) = heartbeat {
+        let health = health.clone();
+        let replication = replication.clone();
+        let clock = clock.clone();
+        let signal = move || {
+            let now = clock.now();
+            let replication = replication.as_ref().map(|r| r.snapshot(now));
+            crate::heartbeat::signal(&health.verdict(now), replication.as_ref())
+        };
+        tasks.spawn(heartbeat.run(signal, shutdown.clone()));
+    }
 
     let mut config = config;
     let mut generation = scheduler::spawn(
@@ -255,6 +297,10 @@ pub async fn run(
     tasks.wait().await;
     drop(sink);
     let _ = recorder.await;
+    replication_stop.cancel();
+    if let Some(task) = replication_task {
+        let _ = task.await;
+    }
     store.flush()?;
     tracing::info!("stopped; store flushed");
     Ok(())
@@ -289,6 +335,9 @@ fn reload(
     let token = api_token(&fresh).map_err(|err| err.to_string())?;
     if fresh.api.listen != old.api.listen || fresh.state_dir != old.state_dir {
         tracing::warn!("[api] listen and state_dir changes take effect at the next restart");
+    }
+    if fresh.replication != old.replication || fresh.heartbeat != old.heartbeat {
+        tracing::warn!("[replication] and [heartbeat] changes take effect at the next restart");
     }
     Ok((fresh, plan, token))
 }

@@ -27,7 +27,24 @@ pub struct Check {
     pub timeout: Duration,
     pub labels: BTreeMap<String, String>,
     pub tls: TlsExpect,
+    /// `[check.alert]`.
+    pub alert: AlertOverrides,
     pub kind: CheckKind,
+}
+
+/// What a check overrides of `[alerting]` (`[check.alert]`); `None` keeps
+/// the global value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AlertOverrides {
+    /// At least 1.
+    pub failure_threshold: Option<u32>,
+    /// At least 1.
+    pub recovery_threshold: Option<u32>,
+    /// Zero: no reminders.
+    pub repeat: Option<Duration>,
+    pub to: Option<Vec<lettre::message::Mailbox>>,
+    /// `false`: tracked and reported, never paged.
+    pub page: Option<bool>,
 }
 
 impl Check {

@@ -25,8 +25,21 @@
 //!   the `Store` contract, key layout and record format.
 //! - [`app`]: builds the components from a config and runs them
 //!   (`vigie check`, `vigie run`).
+//! - [`alert`]: pure alerting: per-check incident state machine
+//!   (thresholds, reminders, restarts), grouping, silences and maintenance
+//!   holds, the blind-monitor gate, and the text of alert mails and the
+//!   daily certificate report. No I/O: the daemon persists and sends.
+//! - [`mail`]: delivery: the durable outbox (sled trees `outbox`,
+//!   `dead_letters`) and the sender task draining it over SMTP (lettre,
+//!   vigie's own rustls) or into `<state_dir>/maildir`; `vigie test-email`.
 //! - [`api`]: the local HTTP API (`/healthz`, `/metrics`, `/api/v1/*`);
 //!   reads the store and the scheduler's slots, never writes.
+//! - [`replicate`]: off-region copy of the history to S3-compatible
+//!   storage (object_store, SigV4): the replicator task ships the store's
+//!   replication queue as compressed, checksummed segments; `restore`
+//!   rebuilds a store from them; lag for metrics, `/healthz`, heartbeat.
+//! - [`heartbeat`]: proof of life at an outside dead-man's switch
+//!   (Healthchecks convention: ping, `/fail`, or silence).
 //! - [`health`]: is the daemon on time? Written by the supervisor, read by
 //!   `/healthz`, metrics and the systemd watchdog.
 //! - [`notify`]: systemd's notify protocol (READY, WATCHDOG, STOPPING).
@@ -34,6 +47,7 @@
 //! - [`redact`]: URLs without userinfo or query, for everything shown.
 //! - [`clock`]: wall-clock time as a dependency.
 
+pub mod alert;
 pub mod api;
 pub mod app;
 pub mod cert;
@@ -42,11 +56,14 @@ pub mod clock;
 pub mod config;
 pub mod evaluate;
 pub mod health;
+pub mod heartbeat;
+pub mod mail;
 pub mod notify;
 pub mod outcome;
 pub mod probe;
 pub mod redact;
 pub mod render;
+pub mod replicate;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;

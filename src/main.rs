@@ -67,6 +67,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rebuild the local history from the off-region replica (stop the daemon first).
+    Restore {
+        /// Another replica than `[replication] url`, same endpoint and keys:
+        /// s3://BUCKET/NODE (e.g. the old VM's node name).
+        #[arg(long)]
+        from: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -82,6 +89,7 @@ fn main() -> ExitCode {
         Command::Check { names, json } => check(&cli.config, &names, json),
         Command::Run => run(&cli.config),
         Command::History { name, since, json } => history(&cli.config, &name, since, json),
+        Command::Restore { from } => restore(&cli.config, from.as_deref()),
     }
 }
 
@@ -175,6 +183,31 @@ fn history(path: &std::path::Path, name: &str, since: std::time::Duration, json:
                 false => out(&render::history_table(&view.outcomes)),
             }
             ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("vigie: {err}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+/// Exit 0 when everything listed was restored, 2 when segments were
+/// corrupt or missing (what could be read is restored all the same), 3 when
+/// nothing could be done.
+fn restore(path: &std::path::Path, from: Option<&str>) -> ExitCode {
+    let Some(config) = load_or_report(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    match runtime.block_on(vigie::replicate::restore_command(&config, from)) {
+        Ok(report) => {
+            out(&format!("{report}\n"));
+            match report.is_complete() {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(Status::Down.exit_code() as u8),
+            }
         }
         Err(err) => {
             eprintln!("vigie: {err}");

@@ -353,6 +353,7 @@ mod tests {
             timeout: Duration::from_secs(10),
             labels: BTreeMap::new(),
             tls: TlsExpect::default(),
+            alert: Default::default(),
             kind: CheckKind::Http(HttpCheck {
                 follow_redirects: true,
                 expect: HttpExpect::default(),

@@ -71,18 +71,6 @@ fn assert_prefix(prefix: &[Value], full: &[Value], what: &str) {
     }
 }
 
-/// Appends `text` to the env's config.toml (for sections that name files
-/// inside the env's own directory).
-fn append_config(env: &Env, text: &str) {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(env.config_path())
-        .expect("open config.toml");
-    file.write_all(text.as_bytes())
-        .expect("append to config.toml");
-}
-
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -405,7 +393,7 @@ async fn the_token_guards_everything_but_healthz() {
     let env = Env::new();
     let token_file = env.path().join("api-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    append_config(&env, &api_section(api, Some(&token_file)));
+    env.append_config(&api_section(api, Some(&token_file)));
     env.write_checks("site.toml", &check_toml("site", &server.url("/"), EVERY_1S));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(START).await;

@@ -48,6 +48,11 @@ impl Targets {
         }
     }
 
+    /// The target process's PID (to read its CPU time).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// One `[[check]]` per target, `extra` added to each.
     pub fn checks_toml(&self, extra: &str) -> String {
         self.ports

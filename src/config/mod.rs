@@ -172,7 +172,28 @@ pub struct ReplicationConfig {
     /// Set together with `secret_access_key_file`, or neither is.
     pub access_key_id_file: Option<PathBuf>,
     pub secret_access_key_file: Option<PathBuf>,
+    /// `None`: [`Addressing::default_for`] the endpoint.
+    pub addressing: Option<Addressing>,
     pub interval: Duration,
+}
+
+/// How requests name the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Addressing {
+    /// `https://endpoint/bucket/key`.
+    Path,
+    /// `https://bucket.endpoint/key`.
+    VirtualHost,
+}
+
+impl Addressing {
+    /// Virtual-host for AWS itself (no endpoint), path style otherwise.
+    pub fn default_for(endpoint: Option<&Url>) -> Addressing {
+        match endpoint {
+            None => Addressing::VirtualHost,
+            Some(_) => Addressing::Path,
+        }
+    }
 }
 
 impl ReplicationConfig {

@@ -109,6 +109,7 @@ pub(crate) struct RawReplication {
     pub region: Option<Spanned<String>>,
     pub access_key_id_file: Option<Spanned<String>>,
     pub secret_access_key_file: Option<Spanned<String>>,
+    pub addressing: Option<Spanned<String>>,
     pub interval: Option<Spanned<DurationText>>,
 }
 
@@ -155,6 +156,7 @@ pub(crate) struct RawCheck {
     pub resolve: Option<Spanned<String>>,
     pub labels: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
     pub tls: Option<RawTls>,
+    pub alert: Option<RawCheckAlert>,
     // kind = "http"
     pub follow_redirects: Option<Spanned<bool>>,
     pub expect: Option<RawExpect>,
@@ -179,6 +181,17 @@ pub(crate) struct RawExpect {
     pub max_response_time: Option<Spanned<DurationText>>,
     /// Header name -> regex on its value.
     pub headers: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+}
+
+/// `[check.alert]`: this check's exceptions to `[alerting]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCheckAlert {
+    pub failure_threshold: Option<Spanned<u32>>,
+    pub recovery_threshold: Option<Spanned<u32>>,
+    pub repeat: Option<Spanned<DurationText>>,
+    pub to: Option<Vec<Spanned<String>>>,
+    pub page: Option<Spanned<bool>>,
 }
 
 /// `[check.tls]`.

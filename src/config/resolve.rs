@@ -37,8 +37,8 @@ use super::raw::{
 };
 use super::source::Source;
 use super::{
-    AlertingConfig, ApiConfig, Config, ConnectivityConfig, HeartbeatConfig, HistoryConfig,
-    MaintenanceWindow, ReplicationConfig, ReportConfig, SmtpConfig, SmtpTls,
+    Addressing, AlertingConfig, ApiConfig, Config, ConnectivityConfig, HeartbeatConfig,
+    HistoryConfig, MaintenanceWindow, ReplicationConfig, ReportConfig, SmtpConfig, SmtpTls,
 };
 #[cfg(doc)]
 use crate::check::Check;
@@ -414,6 +414,17 @@ fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<Replicati
         .secret_access_key_file
         .as_ref()
         .and_then(|f| cx.file("secret_access_key_file", f));
+    let addressing = raw.addressing.as_ref().and_then(|a| match a.get_ref().as_str() {
+        "path" => Some(Addressing::Path),
+        "virtual_host" => Some(Addressing::VirtualHost),
+        other => {
+            let message = format!(
+                "unknown addressing {other:?} (expected \"path\" for https://endpoint/bucket/key or \"virtual_host\" for https://bucket.endpoint/key)"
+            );
+            cx.error(&a.span(), "addressing", message);
+            None
+        }
+    });
     let interval = cx.duration_or(
         "interval",
         raw.interval.as_ref(),
@@ -426,6 +437,7 @@ fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<Replicati
         region,
         access_key_id_file,
         secret_access_key_file,
+        addressing,
         interval,
     })
 }

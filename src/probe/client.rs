@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -334,9 +335,31 @@ where
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(protocol_error)?;
-    // The connection task dies with the probe: a timed-out probe must not
-    // leave a socket behind.
-    let _driver = AbortOnDrop(tokio::spawn(conn));
+    // The connection is driven here, in the probe's own task, rather than
+    // spawned: no task allocation and no cross-thread wake-up per probe, and
+    // it dies with the probe (a timed-out probe must not leave a socket
+    // behind). Its result is not needed: failures surface through the
+    // request. Once it finishes it is dropped, so that a response it never
+    // delivered fails at once instead of waiting for the timeout.
+    let mut conn = std::pin::pin!(Some(conn));
+    let mut answer = std::pin::pin!(read_response(&mut sender, request, trace));
+    std::future::poll_fn(|cx| {
+        if let Some(driver) = conn.as_mut().as_pin_mut() {
+            if driver.poll(cx).is_ready() {
+                conn.set(None);
+            }
+        }
+        answer.as_mut().poll(cx)
+    })
+    .await
+}
+
+/// Sends the request and reads the answer, up to [`BODY_CAP`].
+async fn read_response(
+    sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    request: Request<Empty<Bytes>>,
+    trace: &mut Trace,
+) -> Result<Response, ProbeError> {
     trace.phase = Phase::AwaitingHeaders;
     let response = sender.send_request(request).await.map_err(protocol_error)?;
     let (parts, mut body) = response.into_parts();
@@ -364,14 +387,6 @@ where
         body: bytes,
         truncated,
     })
-}
-
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Builds the request vigie sends: origin-form URI, explicit Host, and

@@ -25,7 +25,7 @@
 //!
 //! | tree         | key                                   | value |
 //! |--------------|---------------------------------------|-------|
-//! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | record: format byte `1` ++ postcard [`record`] |
+//! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | one record (format byte `1` ++ postcard), or a block of the check's consecutive records from this time on (format byte `2`, header, LZ4); see [`record`] |
 //! | `checks`     | `n` ++ name (UTF-8)                   | check id (u32 BE) |
 //! | `checks`     | `i` ++ check id (u32 BE)              | name (UTF-8) |
 //! | `checks`     | `s` ++ check id ++ index (u32 BE each) | one string of the check's dictionary |
@@ -35,6 +35,13 @@
 //! | `meta`       | `replication_cursor`                  | last replicated seq (u64 BE); present once replication was enabled or restored |
 //! | `meta`       | `replication_pending`                 | batch in flight: after, last seq, formed-at millis (u64 BE each) |
 //! | `replication` | seq (u64 BE)                         | results key (check id u32 BE ++ millis u64 BE) not yet replicated |
+//!
+//! A check's newest results are one key each; older ones are packed into
+//! blocks of 60 (`SledStore`'s packing), which is what keeps a result under
+//! 25 bytes of key and value and a day of one check to a few dozen keys.
+//! Entries of one check never overlap in time, so `history` is still one
+//! range scan over the check's prefix, starting at the block `since` falls
+//! into.
 //!
 //! Check ids are allocated once per name (the highest id plus one), never
 //! reused, and survive restarts: `checks` entries are never deleted, so a
@@ -77,7 +84,9 @@ use time::{OffsetDateTime, UtcOffset};
 use crate::outcome::{Outcome, VerifyError};
 
 pub use self::memory::MemoryStore;
-pub use self::sled::{Backlog, Restored, Shipment, Shipped, SledStore};
+pub use self::sled::{
+    Backlog, Packing, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped, SledStore,
+};
 
 /// Where judged outcomes are kept. Every method may block on disk I/O.
 pub trait Store: Send + Sync + std::fmt::Debug {

@@ -45,6 +45,18 @@ impl Env {
         self.dir.path().join("config.toml")
     }
 
+    /// Appends `text` to config.toml (for sections that name files inside
+    /// this directory, known only once it exists).
+    pub fn append_config(&self, text: &str) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.config_path())
+            .expect("open config.toml");
+        file.write_all(text.as_bytes())
+            .expect("append to config.toml");
+    }
+
     pub fn write_checks(&self, file: &str, toml: &str) {
         std::fs::write(self.dir.path().join("checks").join(file), toml).expect("write checks");
     }

@@ -10,9 +10,13 @@ pub mod client;
 pub mod cors_server;
 pub mod daemon;
 pub mod env;
+pub mod gate;
+pub mod history;
 pub mod pki;
 pub mod s3;
+pub mod s3_auth;
 pub mod servers;
+pub mod smtp;
 
 // Convenience re-exports; each test binary uses only some of them.
 #[allow(unused_imports)]

@@ -18,12 +18,12 @@ use toml::Spanned;
 use super::cx::Cx;
 use super::{base_dir, MIN_INTERVAL, MIN_POSITIVE};
 use crate::check::{
-    Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName, TlsExpect,
-    DEFAULT_CRITICAL_DAYS,
+    AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
+    TlsExpect, DEFAULT_CRITICAL_DAYS,
 };
 use crate::config::decode::{backticked, key_as_written, Decoded};
 use crate::config::error::Diagnostics;
-use crate::config::raw::{RawCheck, RawExpect, RawTls};
+use crate::config::raw::{RawCheck, RawCheckAlert, RawExpect, RawTls};
 use crate::config::source::Source;
 
 /// Cadence of a check that sets neither `every` nor `schedule`: often
@@ -102,6 +102,7 @@ fn check(
     // TLS expectations are resolved whatever the URL's scheme: a `[check.tls]`
     // on an http:// check is inert, not wrong, and may precede a move to https.
     let tls = tls(cx, raw.tls.as_ref());
+    let alert = alert(cx, raw.alert.as_ref());
     // The one place a kind's own keys are read: adding a kind is one arm.
     // Without a known kind its own keys cannot be judged; the common keys
     // above have been, so their problems are already reported.
@@ -119,6 +120,7 @@ fn check(
         timeout,
         labels,
         tls,
+        alert,
         kind,
     })
 }
@@ -253,6 +255,42 @@ fn tls(cx: &mut Cx<'_>, raw: Option<&RawTls>) -> TlsExpect {
         critical_days,
         issuer: raw.issuer.as_ref().and_then(|i| cx.regex("tls.issuer", i)),
         ca_file: raw.ca_file.as_ref().and_then(|f| cx.file("tls.ca_file", f)),
+    }
+}
+
+/// `[check.alert]`. `repeat = "0s"` turns reminders off for this check.
+fn alert(cx: &mut Cx<'_>, raw: Option<&RawCheckAlert>) -> AlertOverrides {
+    let Some(raw) = raw else {
+        return AlertOverrides::default();
+    };
+    let threshold = |cx: &mut Cx<'_>, key: &str, value: Option<&Spanned<u32>>| {
+        let value = value?;
+        if *value.get_ref() == 0 {
+            cx.error(&value.span(), key, "must be at least 1");
+            return None;
+        }
+        Some(*value.get_ref())
+    };
+    AlertOverrides {
+        failure_threshold: threshold(
+            cx,
+            "alert.failure_threshold",
+            raw.failure_threshold.as_ref(),
+        ),
+        recovery_threshold: threshold(
+            cx,
+            "alert.recovery_threshold",
+            raw.recovery_threshold.as_ref(),
+        ),
+        repeat: raw
+            .repeat
+            .as_ref()
+            .and_then(|r| cx.duration("alert.repeat", r)),
+        to: raw
+            .to
+            .as_deref()
+            .map(|to| cx.mailboxes("alert.to", Some(to))),
+        page: raw.page.as_ref().map(|p| *p.get_ref()),
     }
 }
 

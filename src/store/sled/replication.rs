@@ -56,6 +56,9 @@ const PENDING_KEY: &[u8] = b"replication_pending";
 /// Queue entries written per sled batch when seeding or renumbering.
 const WRITE_CHUNK: usize = 10_000;
 
+/// Shipped queue entries removed per sled batch.
+const REMOVE_CHUNK: usize = 1_000;
+
 /// Queue bookkeeping held by the [`SledStore`]; see the module docs.
 pub(super) struct Queue {
     tree: Tree,
@@ -92,10 +95,32 @@ pub struct Shipment {
     pub last: u64,
     /// When the batch was first formed; the same on a retry after a crash.
     pub formed_at: OffsetDateTime,
-    /// The results, by seq; a result queued twice (same check, same
-    /// millisecond) appears once, under its last seq, with its current value.
+    /// The results, in the order the store reads them (by check id, then
+    /// time; see [`SledStore::read_shipment`]); a result queued twice (same
+    /// check, same millisecond) appears once, under its last seq, with its
+    /// current value.
     pub results: Vec<Shipped>,
     /// Queue entries whose result no longer exists.
+    pub gone: u64,
+}
+
+/// A batch handed out by [`SledStore::next_shipment_range`], to be read
+/// with [`SledStore::read_shipment`]: a [`Shipment`] without its results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShipmentRange {
+    pub after: u64,
+    pub first: u64,
+    pub last: u64,
+    pub formed_at: OffsetDateTime,
+}
+
+/// What [`SledStore::read_shipment`] handed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShipmentRead {
+    /// Results handed to the caller.
+    pub results: u64,
+    /// Queue entries whose result no longer exists (or was handed under a
+    /// later seq of the same batch).
     pub gone: u64,
 }
 
@@ -315,18 +340,34 @@ impl SledStore {
         max: usize,
         now: OffsetDateTime,
     ) -> Result<Option<Shipment>, StoreError> {
+        let Some(range) = self.next_shipment_range(max, now)? else {
+            return Ok(None);
+        };
+        let mut results = Vec::new();
+        let read = self.read_shipment(&range, &mut |shipped| results.push(shipped))?;
+        Ok(Some(Shipment {
+            after: range.after,
+            first: range.first,
+            last: range.last,
+            formed_at: range.formed_at,
+            results,
+            gone: read.gone,
+        }))
+    }
+
+    /// [`Self::next_shipment`] without reading the results: the range, to
+    /// be read with [`Self::read_shipment`] (as often as needed).
+    pub fn next_shipment_range(
+        &self,
+        max: usize,
+        now: OffsetDateTime,
+    ) -> Result<Option<ShipmentRange>, StoreError> {
         let queue = &self.replication;
         let pending = queue
             .pending()
             .map_err(self.io("read the replication batch in flight"))?;
-        let (pending, entries) = match pending {
-            Some(pending) => {
-                let range = seq_key(pending.after.saturating_add(1))..=seq_key(pending.last);
-                (
-                    pending,
-                    self.queue_entries(queue.tree.range(range), usize::MAX)?,
-                )
-            }
+        let pending = match pending {
+            Some(pending) => pending,
             None => {
                 let cursor = queue.cursor.load(Ordering::Acquire);
                 // Every seq below this bound has been written: appends
@@ -352,19 +393,33 @@ impl SledStore {
                 // Durable before anything leaves the machine: what is
                 // uploaded is on disk here, and a retry finds the same batch.
                 self.flush()?;
-                (pending, entries)
+                pending
             }
         };
-        let first = entries.first().map_or(pending.last, |&(seq, _)| seq);
-        let (results, gone) = self.resolve(&entries)?;
-        Ok(Some(Shipment {
+        let range = seq_key(pending.after.saturating_add(1))..=seq_key(pending.last);
+        let first = self.queue_entries(queue.tree.range(range), 1)?;
+        Ok(Some(ShipmentRange {
             after: pending.after,
-            first,
+            first: first.first().map_or(pending.last, |&(seq, _)| seq),
             last: pending.last,
             formed_at: time_of_millis(pending.formed_ms),
-            results,
-            gone,
         }))
+    }
+
+    /// Hands each result of `range` to `each` as soon as it is read (one
+    /// check at a time, by check id then time, not in seq order), so that a
+    /// caller encoding them at once never holds a batch of decoded
+    /// outcomes. The same range gives the same results in the same order.
+    pub fn read_shipment(
+        &self,
+        range: &ShipmentRange,
+        each: &mut dyn FnMut(Shipped),
+    ) -> Result<ShipmentRead, StoreError> {
+        let queue = &self.replication;
+        let keys = seq_key(range.after.saturating_add(1))..=seq_key(range.last);
+        let entries = self.queue_entries(queue.tree.range(keys), usize::MAX)?;
+        let (results, gone) = self.resolve(&entries, each)?;
+        Ok(ShipmentRead { results, gone })
     }
 
     /// (seq, results key) of up to `max` queue entries.
@@ -386,8 +441,13 @@ impl SledStore {
         Ok(entries)
     }
 
-    /// Reads the results the entries name, one range read per check.
-    fn resolve(&self, entries: &[(u64, [u8; 12])]) -> Result<(Vec<Shipped>, u64), StoreError> {
+    /// Reads the results the entries name, one range read per check, and
+    /// hands them to `each`; returns (handed, gone).
+    fn resolve(
+        &self,
+        entries: &[(u64, [u8; 12])],
+        each: &mut dyn FnMut(Shipped),
+    ) -> Result<(u64, u64), StoreError> {
         // A key queued twice is shipped once, under its last seq.
         let mut last_seq: BTreeMap<[u8; 12], u64> = BTreeMap::new();
         for &(seq, key) in entries {
@@ -407,7 +467,7 @@ impl SledStore {
             .iter()
             .map(|(name, &id)| (id, name.clone()))
             .collect();
-        let mut results = Vec::with_capacity(last_seq.len());
+        let mut handed = 0;
         let mut gone = (entries.len() - last_seq.len()) as u64;
         for (id, wanted) in per_check {
             let Some(name) = names.get(&id) else {
@@ -424,13 +484,15 @@ impl SledStore {
                 .collect();
             for (millis, seq, key) in wanted {
                 match found.remove(&millis) {
-                    Some(outcome) => results.push(Shipped { seq, key, outcome }),
+                    Some(outcome) => {
+                        each(Shipped { seq, key, outcome });
+                        handed += 1;
+                    }
                     None => gone += 1,
                 }
             }
         }
-        results.sort_by_key(|shipped| shipped.seq);
-        Ok((results, gone))
+        Ok((handed, gone))
     }
 
     /// Outcomes of check `id` with `from <= started_at millis <= to`.
@@ -466,35 +528,50 @@ impl SledStore {
     /// its last seq (one atomic write with clearing the batch in flight),
     /// then its queue entries are removed.
     pub fn shipped(&self, shipment: &Shipment) -> Result<(), StoreError> {
+        self.shipped_through(shipment.last)
+    }
+
+    /// [`Self::shipped`] by the batch's last seq.
+    pub fn shipped_through(&self, last: u64) -> Result<(), StoreError> {
         let queue = &self.replication;
         let mut meta = Batch::default();
-        meta.insert(CURSOR_KEY, &shipment.last.to_be_bytes()[..]);
+        meta.insert(CURSOR_KEY, &last.to_be_bytes()[..]);
         meta.remove(PENDING_KEY);
         queue
             .meta
             .apply_batch(meta)
             .map_err(self.io("advance the replication cursor"))?;
-        let before = queue.cursor.swap(shipment.last, Ordering::AcqRel);
-        self.drop_queue_through(shipment.last, before)
+        let before = queue.cursor.swap(last, Ordering::AcqRel);
+        self.drop_queue_through(last, before)
     }
 
     /// Removes the queue entries at or below `last`; those above `before`
     /// were counted in the backlog.
     fn drop_queue_through(&self, last: u64, before: u64) -> Result<(), StoreError> {
         let queue = &self.replication;
-        let mut batch = Batch::default();
         let mut counted = 0;
-        for key in queue.tree.range(..=seq_key(last)).keys() {
-            let key = key.map_err(self.io("read the replication queue"))?;
-            if be_u64(&key).is_some_and(|seq| seq > before) {
-                counted += 1;
+        // In chunks: entries at or below the cursor are ignored everywhere,
+        // so removing them need not be atomic, and a batch of 20,000
+        // removals costs sled far more memory than twenty of 1,000.
+        loop {
+            let mut batch = Batch::default();
+            let mut in_batch = 0;
+            for key in queue.tree.range(..=seq_key(last)).keys().take(REMOVE_CHUNK) {
+                let key = key.map_err(self.io("read the replication queue"))?;
+                if be_u64(&key).is_some_and(|seq| seq > before) {
+                    counted += 1;
+                }
+                batch.remove(key);
+                in_batch += 1;
             }
-            batch.remove(key);
+            if in_batch == 0 {
+                break;
+            }
+            queue
+                .tree
+                .apply_batch(batch)
+                .map_err(self.io("remove shipped entries from the replication queue"))?;
         }
-        queue
-            .tree
-            .apply_batch(batch)
-            .map_err(self.io("remove shipped entries from the replication queue"))?;
         let _ = queue
             .backlog
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -625,7 +702,6 @@ impl SledStore {
                     None => restored.added += 1,
                 }
                 self.append(&outcome)?;
-                existing.insert(millis, as_stored(&outcome));
             }
         }
         Ok(restored)

@@ -1,0 +1,190 @@
+//! [`Engine`]: the alerting pieces wired together the way the daemon uses
+//! them, in memory and without I/O.
+//!
+//! It owns the states of every check (and of vigie's network alert), the
+//! grouper and the blind gate's latest verdict. The daemon feeds it
+//! outcomes and canary rounds, ticks it on a timer, polls it for mails, and
+//! persists exactly what each call returns: states after `observe`,
+//! `canaries` and `tick`; each mail *together with* its states after `poll`
+//! (one transaction, DESIGN.md). Built from the stored states at startup,
+//! it re-queues whatever was due and never sent.
+//!
+//! If a write fails, the engine's memory is ahead of the store: rebuild it
+//! with [`Engine::new`] from the store, which re-queues what is still due.
+//!
+//! Config, silences and maintenance windows stay outside: every call is
+//! given the check's [`Policy`] and [`Hold`] (or a lookup for them), so a
+//! reload or a new silence takes effect at the next call.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::blind::{self, Connectivity, NETWORK_CHECK};
+use super::group::Grouper;
+use super::policy::Policy;
+use super::render::{self, Email};
+use super::silence::Hold;
+use super::state::{self, AlertState};
+use crate::outcome::Outcome;
+
+/// The alert engine of one daemon.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    host: String,
+    states: BTreeMap<String, AlertState>,
+    grouper: Grouper,
+    connectivity: Connectivity,
+}
+
+/// A mail and the states that record it as sent: to be written in one
+/// transaction (outbox entry + `alert_state` entries).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outbound {
+    pub email: Email,
+    pub states: Vec<AlertState>,
+}
+
+impl Engine {
+    /// An engine resuming from `states` (as stored; empty on a first run).
+    /// Events that were due but not in the outbox when vigie stopped are
+    /// queued again, in a group opening at `now`.
+    pub fn new(
+        host: &str,
+        group_window: Duration,
+        states: Vec<AlertState>,
+        now: OffsetDateTime,
+        policy_of: impl Fn(&str) -> Policy,
+    ) -> Self {
+        let mut grouper = Grouper::new(group_window);
+        for s in &states {
+            for event in state::pending(s, now, &policy_of(&s.check)) {
+                grouper.push(event, now);
+            }
+        }
+        Self {
+            host: host.to_string(),
+            states: states.into_iter().map(|s| (s.check.clone(), s)).collect(),
+            grouper,
+            // Until canaries are probed, nothing says vigie is blind.
+            connectivity: Connectivity::Ungated,
+        }
+    }
+
+    pub fn state(&self, check: &str) -> Option<&AlertState> {
+        self.states.get(check)
+    }
+
+    /// Every state, by check name.
+    pub fn states(&self) -> impl Iterator<Item = &AlertState> {
+        self.states.values()
+    }
+
+    /// The blind gate's latest verdict (for `/healthz` and the heartbeat).
+    pub fn connectivity(&self) -> Connectivity {
+        self.connectivity
+    }
+
+    /// A round of canary outcomes: sets the gate for the checks judged
+    /// after it and feeds vigie's own network alert. Returns that alert's
+    /// state to persist; `None` without canaries.
+    pub fn canaries(
+        &mut self,
+        outcomes: &[Outcome],
+        now: OffsetDateTime,
+        policy: &Policy,
+        hold: Option<&Hold>,
+    ) -> Option<AlertState> {
+        self.connectivity = blind::connectivity(outcomes);
+        let observation = blind::network_observation(outcomes, now)?;
+        Some(self.step(NETWORK_CHECK, observation, now, policy, hold))
+    }
+
+    /// One judged check outcome, through the blind gate. Returns the
+    /// check's state to persist.
+    pub fn observe(
+        &mut self,
+        outcome: &Outcome,
+        now: OffsetDateTime,
+        policy: &Policy,
+        hold: Option<&Hold>,
+    ) -> AlertState {
+        let observation = blind::gate(self.connectivity, outcome);
+        self.step(&outcome.name, observation, now, policy, hold)
+    }
+
+    /// Releases held pages whose hold ended and queues reminders that are
+    /// due; call it every few seconds. Returns the states that changed.
+    /// The lookups are asked about every firing check, [`NETWORK_CHECK`]
+    /// included (give it `Policy::global`).
+    pub fn tick(
+        &mut self,
+        now: OffsetDateTime,
+        policy_of: impl Fn(&str) -> Policy,
+        hold_of: impl Fn(&str) -> Option<Hold>,
+    ) -> Vec<AlertState> {
+        let mut changed = Vec::new();
+        for (name, s) in self.states.iter_mut() {
+            if !s.is_firing() {
+                continue;
+            }
+            let step = state::tick(s.clone(), now, &policy_of(name), hold_of(name).as_ref());
+            if step.events.is_empty() {
+                continue;
+            }
+            *s = step.state;
+            changed.push(s.clone());
+            for event in step.events {
+                self.grouper.push(event, now);
+            }
+        }
+        changed
+    }
+
+    /// The mails whose grouping window has closed, each with the states
+    /// that record it as sent.
+    pub fn poll(&mut self, now: OffsetDateTime) -> Vec<Outbound> {
+        let mut out = Vec::new();
+        for notification in self.grouper.poll(now) {
+            let email = render::notification(&notification, &self.host);
+            let mut states: Vec<AlertState> = Vec::new();
+            for event in &notification.events {
+                let Some(s) = self.states.get_mut(&event.check) else {
+                    continue;
+                };
+                *s = state::mark_sent(s.clone(), event, &email.message_id, now);
+                // One check appears once per mail, but stay safe if not.
+                states.retain(|kept| kept.check != s.check);
+                states.push(s.clone());
+            }
+            out.push(Outbound { email, states });
+        }
+        out
+    }
+
+    /// When the next mail's window closes: the latest time to poll.
+    pub fn next_due(&self) -> Option<OffsetDateTime> {
+        self.grouper.next_due()
+    }
+
+    fn step(
+        &mut self,
+        check: &str,
+        observation: state::Observation,
+        now: OffsetDateTime,
+        policy: &Policy,
+        hold: Option<&Hold>,
+    ) -> AlertState {
+        let current = self
+            .states
+            .remove(check)
+            .unwrap_or_else(|| AlertState::new(check));
+        let step = state::transition(current, observation, now, policy, hold);
+        for event in step.events {
+            self.grouper.push(event, now);
+        }
+        self.states.insert(check.to_string(), step.state.clone());
+        step.state
+    }
+}

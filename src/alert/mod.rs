@@ -1,0 +1,58 @@
+//! Alerting, pure: who is paged, when, about what, and with which words.
+//!
+//! This module decides; it never reads the clock, the store or the network.
+//! The daemon hands it judged outcomes and `now`, persists the states it
+//! returns, and puts the mails it renders in the outbox, in one transaction
+//! (DESIGN.md: "state transition and message are one transaction").
+//!
+//! - `policy`: [`Policy`], the alerting settings of one check (`[alerting]`
+//!   merged with the check's overrides).
+//! - `event`: what the state machine says happened ([`Event`]) and the
+//!   [`Snapshot`] of a probe it keeps for the mail.
+//! - `state`: [`AlertState`], one check's persisted incident state machine:
+//!   thresholds, reminders, holds, and the bookkeeping that makes a restart
+//!   neither re-page nor forget.
+//! - `group`: [`Grouper`], events that fire together share one mail.
+//! - `silence`: [`Silence`]s and `[[maintenance]]` windows, as a [`Hold`]
+//!   on a check's pages.
+//! - `blind`: the blind-monitor gate (canaries) and vigie's own
+//!   "cannot reach the network" alert.
+//! - `engine`: [`Engine`], the above wired together the way the daemon uses
+//!   them, still in memory and without I/O; the timeline tests drive it.
+//! - `doc`: a mail laid out once, written as text and as escaped HTML.
+//! - `render`: [`Email`] and what alert mails say.
+//! - `report`: the daily certificate report: its data and JSON (`mod.rs`),
+//!   certificate change detection (`changes.rs`), text/HTML/mail
+//!   (`render.rs`).
+//!
+//! Probes, history and the outbox are not here: holds and blindness change
+//! what is mailed, never what is probed or recorded.
+
+mod blind;
+mod doc;
+mod engine;
+mod event;
+mod group;
+mod policy;
+pub mod render;
+pub mod report;
+mod silence;
+mod state;
+
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod timeline;
+
+pub use blind::{
+    canary_failed, connectivity, gate, network_observation, Connectivity, NETWORK_CHECK,
+};
+pub use engine::{Engine, Outbound};
+pub use event::{Event, EventKind, Held, IncidentId, Snapshot};
+pub use group::{Grouper, Notification};
+pub use policy::{Overrides, Policy};
+pub use render::Email;
+pub use silence::{hold, maintenance_end, Hold, HoldCause, Silence};
+pub use state::{
+    mark_sent, pending, tick, transition, AlertState, Incident, Last, Observation, Page, Step,
+};

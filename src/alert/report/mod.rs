@@ -1,0 +1,482 @@
+//! The daily certificate report: what it says ([`Report`], also the JSON
+//! of `vigie report --json` and `/api/v1/report`) and how it is built from
+//! what the daemon gathered ([`build`]). `changes.rs` finds certificate
+//! changes in history; `render.rs` writes the report as text, HTML and a
+//! mail.
+//!
+//! The report doubles as a daily proof that vigie is alive, so it always
+//! goes out, with vigie's own health at the end. Reading the store,
+//! measuring the outbox and sending are the daemon's job: everything here
+//! is handed in.
+
+mod changes;
+mod render;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::silence::Silence;
+use super::state::AlertState;
+use crate::cert;
+use crate::outcome::{CertInfo, Outcome, Status};
+
+pub use changes::{changes, leaf_change, CertChange, ChangeKind, Leaf};
+pub use render::{email, html, text};
+
+/// Everything the report needs, gathered by the daemon.
+#[derive(Debug, Clone)]
+pub struct ReportInput<'a> {
+    pub now: OffsetDateTime,
+    /// The machine vigie runs on.
+    pub host: &'a str,
+    /// The latest outcome of every configured check.
+    pub latest: &'a [Outcome],
+    /// Alert states (for "down since"); missing ones are fine.
+    pub states: &'a [AlertState],
+    /// Certificate changes of the last 24 h ([`changes`] per check).
+    pub changes: &'a [CertChange],
+    /// Silences; expired ones are left out.
+    pub silences: &'a [Silence],
+    pub health: Health,
+    /// Checks using a `danger_*` escape hatch, listed every day.
+    pub escape_hatches: &'a [EscapeHatch],
+}
+
+/// The daily report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    #[serde(with = "time::serde::rfc3339")]
+    pub generated_at: OffsetDateTime,
+    pub host: String,
+    /// Every check that served a certificate, soonest expiry first.
+    pub certificates: Vec<CertRow>,
+    /// https checks whose latest probe saw no certificate.
+    pub unseen: Vec<Unseen>,
+    pub changes: Vec<CertChange>,
+    /// Checks whose latest probe is `down` or `warn`, down first.
+    pub problems: Vec<Problem>,
+    pub silences: Vec<Silence>,
+    pub health: Health,
+    pub escape_hatches: Vec<EscapeHatch>,
+}
+
+/// One TLS-bearing check's leaf certificate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertRow {
+    pub check: String,
+    /// The name sent as SNI.
+    pub host: String,
+    pub subject: String,
+    pub issuer: String,
+    /// Set when browsers would not accept the chain.
+    pub issuer_flag: Option<IssuerFlag>,
+    /// Why the chain was not trusted, in words.
+    pub trust_problem: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+    /// Whole days from the report's time, negative once expired.
+    pub days_left: i64,
+    pub renewal: Renewal,
+    /// A chain certificate that expires before the leaf (it breaks the
+    /// site first).
+    pub expires_first: Option<ChainExpiry>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub probed_at: OffsetDateTime,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssuerFlag {
+    /// A "(STAGING)" CA: the ACME issuer points at a staging endpoint.
+    Staging,
+    /// Not trusted for another reason (unknown CA, incomplete chain...).
+    Untrusted,
+}
+
+/// Where a certificate stands in its renewal cycle. ACME clients renew
+/// once a third of the lifetime remains, so less than a third left means
+/// renewal should be happening now, and less than a quarter means it has
+/// been failing for a while.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Renewal {
+    Ok,
+    Due,
+    Overdue,
+    Expired,
+}
+
+impl Renewal {
+    fn of(leaf: &CertInfo, now: OffsetDateTime) -> Self {
+        let lifetime = leaf.not_after - leaf.not_before;
+        if leaf.not_after <= now {
+            Renewal::Expired
+        } else if cert::renewal_overdue(leaf, now) {
+            Renewal::Overdue
+        } else if leaf.not_after - now < lifetime / 3 {
+            Renewal::Due
+        } else {
+            Renewal::Ok
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Renewal::Ok => "ok",
+            Renewal::Due => "due",
+            Renewal::Overdue => "overdue",
+            Renewal::Expired => "expired",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChainExpiry {
+    pub subject: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+}
+
+/// An https check whose latest probe got no certificate (unreachable).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unseen {
+    pub check: String,
+    pub target: String,
+    pub reason: String,
+}
+
+/// A check whose latest probe is `down` or `warn`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Problem {
+    pub check: String,
+    pub status: Status,
+    pub target: String,
+    pub headline: String,
+    /// The first failed probe of the current streak, when known.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub since: Option<OffsetDateTime>,
+    /// An incident is open (it paged, or would have but for a hold).
+    pub firing: bool,
+}
+
+/// vigie's own health; `None` where the daemon did not measure it (or the
+/// feature is not configured, for replication).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    #[serde(with = "opt_secs", rename = "uptime_seconds")]
+    pub uptime: Option<Duration>,
+    pub outbox_backlog: Option<u64>,
+    pub dead_letters: Option<Vec<DeadLetter>>,
+    #[serde(with = "opt_secs", rename = "replication_lag_seconds")]
+    pub replication_lag: Option<Duration>,
+}
+
+/// A mail the SMTP server refused for good.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub subject: String,
+    pub to: Vec<String>,
+    pub error: String,
+}
+
+/// A check using a `danger_*` key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EscapeHatch {
+    pub check: String,
+    pub key: String,
+}
+
+/// The report from what the daemon gathered.
+pub fn build(input: &ReportInput<'_>) -> Report {
+    let now = input.now;
+    let mut certificates: Vec<CertRow> = input
+        .latest
+        .iter()
+        .filter_map(|o| cert_row(o, now))
+        .collect();
+    certificates.sort_by(|a, b| (a.not_after, &a.check).cmp(&(b.not_after, &b.check)));
+    let unseen = input
+        .latest
+        .iter()
+        .filter(|o| o.target.starts_with("https://") && o.leaf().is_none())
+        .map(|o| Unseen {
+            check: o.name.clone(),
+            target: o.target.clone(),
+            reason: o
+                .first_failure()
+                .map_or("no certificate seen".to_string(), |f| f.message.clone()),
+        })
+        .collect();
+    let mut problems: Vec<Problem> = input
+        .latest
+        .iter()
+        .filter(|o| o.status != Status::Up)
+        .map(|o| problem(o, input.states))
+        .collect();
+    problems.sort_by(|a, b| (b.status, &a.check).cmp(&(a.status, &b.check)));
+    let mut changes = input.changes.to_vec();
+    changes.sort_by(|a, b| (a.at, &a.check).cmp(&(b.at, &b.check)));
+    Report {
+        generated_at: now,
+        host: input.host.to_string(),
+        certificates,
+        unseen,
+        changes,
+        problems,
+        silences: input
+            .silences
+            .iter()
+            .filter(|s| s.is_active(now))
+            .cloned()
+            .collect(),
+        health: input.health.clone(),
+        escape_hatches: input.escape_hatches.to_vec(),
+    }
+}
+
+fn cert_row(outcome: &Outcome, now: OffsetDateTime) -> Option<CertRow> {
+    let tls = outcome.tls.as_ref()?;
+    let leaf = tls.chain.first()?;
+    let issuer_flag = if cert::is_staging(&leaf.issuer) {
+        Some(IssuerFlag::Staging)
+    } else if !tls.trusted {
+        Some(IssuerFlag::Untrusted)
+    } else {
+        None
+    };
+    let expires_first = cert::earliest_expiry(&tls.chain)
+        .filter(|c| c.not_after < leaf.not_after)
+        .map(|c| ChainExpiry {
+            subject: c.subject.clone(),
+            not_after: c.not_after,
+        });
+    Some(CertRow {
+        check: outcome.name.clone(),
+        host: tls.server_name.clone(),
+        subject: leaf.subject.clone(),
+        issuer: leaf.issuer.clone(),
+        issuer_flag,
+        trust_problem: tls.verify_error.as_ref().map(ToString::to_string),
+        not_after: leaf.not_after,
+        days_left: (leaf.not_after - now).whole_days(),
+        renewal: Renewal::of(leaf, now),
+        expires_first,
+        probed_at: outcome.started_at,
+    })
+}
+
+fn problem(outcome: &Outcome, states: &[AlertState]) -> Problem {
+    let state = states.iter().find(|s| s.check == outcome.name);
+    Problem {
+        check: outcome.name.clone(),
+        status: outcome.status,
+        target: outcome.target.clone(),
+        headline: outcome
+            .first_failure()
+            .map_or(String::new(), |f| f.message.clone()),
+        since: state.and_then(AlertState::failing_since),
+        firing: state.is_some_and(AlertState::is_firing),
+    }
+}
+
+/// `Option<Duration>` as whole seconds in JSON.
+mod opt_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_secs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::alert::testing::{chain, down, golden, renewed, staging, up, with_leaf, T0};
+    use crate::outcome::{Assertion, VerifyError};
+    use render::subject;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn renewal_status_follows_the_lifetime_left() {
+        let leaf = &chain("site", datetime!(2027-01-28 06:12:09 UTC), T0)[0];
+        // 90-day leaf: a third is 30 days, a quarter 22.5.
+        assert_eq!(
+            Renewal::of(leaf, leaf.not_after - Duration::from_secs(40 * 86400)),
+            Renewal::Ok
+        );
+        assert_eq!(
+            Renewal::of(leaf, leaf.not_after - Duration::from_secs(25 * 86400)),
+            Renewal::Due
+        );
+        assert_eq!(
+            Renewal::of(leaf, leaf.not_after - Duration::from_secs(10 * 86400)),
+            Renewal::Overdue
+        );
+        assert_eq!(Renewal::of(leaf, leaf.not_after), Renewal::Expired);
+    }
+
+    /// Every section filled: the report an on-call person reads on a bad
+    /// morning.
+    fn sample() -> Report {
+        let now = T0;
+        let mut app = with_leaf("app", now - HOUR, staging);
+        if let Some(tls) = app.tls.as_mut() {
+            tls.trusted = false;
+            tls.verify_error = Some(VerifyError::StagingIssuer {
+                issuer: tls.chain[0].issuer.clone(),
+            });
+        }
+        app.status = Status::Down;
+        app.failures = vec![crate::alert::testing::failure(Assertion::TlsTrusted)];
+        let api = with_leaf("api", now - HOUR, |leaf| {
+            leaf.not_after = datetime!(2026-12-04 09:00 UTC);
+            leaf.not_before = leaf.not_after - time::Duration::days(90);
+        });
+        let mut old = with_leaf("legacy", now - HOUR, |leaf| {
+            leaf.not_after = datetime!(2026-12-18 09:00 UTC);
+            leaf.not_before = leaf.not_after - time::Duration::days(90);
+        });
+        old.status = Status::Warn;
+        old.failures = vec![crate::alert::testing::failure(Assertion::TlsRenewalOverdue)];
+        let cdn = with_leaf("cdn", now - HOUR, |leaf| {
+            leaf.not_after = datetime!(2027-06-01 00:00 UTC);
+            leaf.not_before = datetime!(2026-06-01 00:00 UTC);
+        });
+        let latest = vec![
+            up("site", now - HOUR),
+            app,
+            api,
+            old,
+            cdn,
+            down(
+                "uploads-cors",
+                now - Duration::from_secs(60),
+                Assertion::Connect,
+            ),
+        ];
+        let mut cors_state = AlertState::new("uploads-cors");
+        cors_state.streak_first = Some(crate::alert::Snapshot::of(&latest[5]));
+        cors_state.streak_first.as_mut().unwrap().started_at = now - Duration::from_secs(150);
+        // app has been paging since its leaf went to staging.
+        let mut app_state = AlertState::new("app");
+        for minutes in [62, 61] {
+            let mut probe = latest[1].clone();
+            probe.started_at = now - Duration::from_secs(minutes * 60);
+            let step = crate::alert::transition(
+                app_state,
+                crate::alert::Observation::judged(&probe),
+                probe.started_at,
+                &crate::alert::testing::policy(),
+                None,
+            );
+            app_state = step.state;
+        }
+        assert!(app_state.is_firing());
+        let changes = vec![
+            leaf_change(
+                &up("site", now - 20 * HOUR),
+                &with_leaf("site", now - 19 * HOUR, renewed),
+            )
+            .unwrap(),
+            leaf_change(
+                &up("app", now - 4 * HOUR),
+                &with_leaf("app", now - 3 * HOUR, staging),
+            )
+            .unwrap(),
+        ];
+        let silences = vec![
+            Silence::new("staging-*", 8 * HOUR, "load test <until noon>", now - HOUR),
+            Silence::new("expired", HOUR, "", now - 2 * HOUR),
+        ];
+        let health = Health {
+            uptime: Some(Duration::from_secs(3 * 86400 + 4 * 3600 + 120)),
+            outbox_backlog: Some(0),
+            dead_letters: Some(vec![DeadLetter {
+                at: now - 5 * HOUR,
+                subject: "[vigie] DOWN app: certificate comes from the Let's Encrypt staging CA"
+                    .to_string(),
+                to: vec!["old-oncall@example.com".to_string()],
+                error:
+                    "550 5.1.1 <old-oncall@example.com>: Recipient address rejected: User unknown"
+                        .to_string(),
+            }]),
+            replication_lag: Some(Duration::from_secs(4 * 60 + 10)),
+        };
+        let hatches = vec![EscapeHatch {
+            check: "legacy".to_string(),
+            key: "danger_accept_invalid_certs".to_string(),
+        }];
+        build(&ReportInput {
+            now,
+            host: "probe-1.example.net",
+            latest: &latest,
+            states: &[cors_state, app_state],
+            changes: &changes,
+            silences: &silences,
+            health,
+            escape_hatches: &hatches,
+        })
+    }
+
+    #[test]
+    fn the_daily_report_matches_its_golden_files() {
+        let report = sample();
+        let order: Vec<&str> = report
+            .certificates
+            .iter()
+            .map(|r| r.check.as_str())
+            .collect();
+        assert_eq!(order, ["api", "legacy", "app", "site", "cdn"]);
+        assert_eq!(report.silences.len(), 1, "the expired silence is left out");
+        let mail = email(&report, &["team@example.com".to_string()]);
+        golden(
+            "report/daily.txt",
+            &format!(
+                "Subject: {}\nMessage-ID: {}\n\n{}",
+                mail.subject, mail.message_id, mail.text
+            ),
+        );
+        golden("report/daily.html", &mail.html);
+        let json = serde_json::to_string_pretty(&report).unwrap() + "\n";
+        golden("report/daily.json", &json);
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, report, "the CLI can read the API's JSON back");
+    }
+
+    #[test]
+    fn an_empty_report_still_proves_vigie_is_alive() {
+        let report = build(&ReportInput {
+            now: T0,
+            host: "probe-1.example.net",
+            latest: &[],
+            states: &[],
+            changes: &[],
+            silences: &[],
+            health: Health::default(),
+            escape_hatches: &[],
+        });
+        let text = text(&report);
+        assert!(text.contains("No check serves a certificate."));
+        assert!(text.contains("uptime           not measured"), "{text}");
+        assert_eq!(
+            subject(&report),
+            "[vigie] daily report from probe-1.example.net: all checks up"
+        );
+    }
+}

@@ -1,0 +1,343 @@
+//! The daily report in words: plain text (`vigie report`), HTML, and the
+//! mail that carries both.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::{CertChange, CertRow, Health, IssuerFlag, Leaf, Problem, Report};
+use crate::alert::doc::{self, days_left, span, Block, Doc, Item, Tone};
+use crate::alert::render::{domain, Email};
+use crate::alert::silence::Silence;
+use crate::cert::{self, format_date};
+use crate::outcome::Status;
+
+/// The report as a mail to `to`. Its Message-ID names the report's time
+/// to the second, so that `vigie report --send` next to the scheduled one
+/// is a distinct message, not a duplicate a client would hide. A report
+/// starts no thread: each day stands alone.
+pub fn email(report: &Report, to: &[String]) -> Email {
+    let doc = doc(report);
+    let t = report.generated_at;
+    Email {
+        subject: doc::one_line(&subject(report)),
+        text: doc::text(&doc),
+        html: doc::html(&doc),
+        message_id: format!(
+            "<vigie.report.{:04}{:02}{:02}T{:02}{:02}{:02}Z@{}>",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            domain(&report.host)
+        ),
+        in_reply_to: None,
+        references: Vec::new(),
+        to: to.to_vec(),
+    }
+}
+
+/// The report as plain text (`vigie report`).
+pub fn text(report: &Report) -> String {
+    doc::text(&doc(report))
+}
+
+/// The report as HTML.
+pub fn html(report: &Report) -> String {
+    doc::html(&doc(report))
+}
+
+/// "[vigie] daily report from HOST: 1 down, 1 warn; next expiry site in 5
+/// days": the state of things, readable from the inbox list.
+pub(super) fn subject(report: &Report) -> String {
+    let down = count(report, Status::Down);
+    let warn = count(report, Status::Warn);
+    let state = match (down, warn) {
+        (0, 0) => "all checks up".to_string(),
+        (d, 0) => format!("{d} down"),
+        (0, w) => format!("{w} warn"),
+        (d, w) => format!("{d} down, {w} warn"),
+    };
+    let next = match report.certificates.first() {
+        Some(row) => format!(
+            "; next expiry {} ({})",
+            row.check,
+            days_left(row.not_after, report.generated_at)
+        ),
+        None => String::new(),
+    };
+    format!("[vigie] daily report from {}: {state}{next}", report.host)
+}
+
+fn count(report: &Report, status: Status) -> usize {
+    report
+        .problems
+        .iter()
+        .filter(|p| p.status == status)
+        .count()
+}
+
+/// The sections in the order an on-call person acts on them: what will
+/// expire, what changed, what is broken now, what is muted, and last
+/// whether vigie itself is healthy (the report's proof of life).
+fn doc(report: &Report) -> Doc {
+    let now = report.generated_at;
+    let mut blocks = Vec::new();
+    certificate_blocks(report, &mut blocks);
+    blocks.push(Block::Section(
+        "Certificate changes in the last 24 h".to_string(),
+    ));
+    // Empty sections say "None." rather than vanish: a missing section
+    // would read as "not checked".
+    match report.changes.is_empty() {
+        true => blocks.push(Block::Para("None.".to_string())),
+        false => blocks.push(Block::Items(
+            report.changes.iter().map(change_item).collect(),
+        )),
+    }
+    blocks.push(Block::Section("Checks down or warning".to_string()));
+    match report.problems.is_empty() {
+        true => blocks.push(Block::Para("None: every check is up.".to_string())),
+        false => blocks.push(Block::Items(
+            report
+                .problems
+                .iter()
+                .map(|p| problem_item(p, now))
+                .collect(),
+        )),
+    }
+    blocks.push(Block::Section("Active silences".to_string()));
+    match report.silences.is_empty() {
+        true => blocks.push(Block::Para("None.".to_string())),
+        false => blocks.push(Block::Items(
+            report.silences.iter().map(silence_item).collect(),
+        )),
+    }
+    // Listed every day while in use, so that a `danger_` key added for an
+    // emergency is not forgotten there.
+    if !report.escape_hatches.is_empty() {
+        blocks.push(Block::Section(
+            "Checks using a danger_ escape hatch".to_string(),
+        ));
+        blocks.push(Block::Fields(
+            report
+                .escape_hatches
+                .iter()
+                .map(|h| (h.check.clone(), h.key.clone()))
+                .collect(),
+        ));
+    }
+    blocks.push(Block::Section("vigie's own health".to_string()));
+    health_blocks(&report.health, &mut blocks);
+    Doc {
+        title: format!(
+            "vigie daily report from {}, {}",
+            report.host,
+            format_date(now)
+        ),
+        tone: Tone::Neutral,
+        blocks,
+        footer: vec![format!("vigie on {}", report.host)],
+    }
+}
+
+fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
+    let now = report.generated_at;
+    blocks.push(Block::Section(
+        "Certificates, soonest expiry first".to_string(),
+    ));
+    if report.certificates.is_empty() && report.unseen.is_empty() {
+        blocks.push(Block::Para("No check serves a certificate.".to_string()));
+        return;
+    }
+    let mut rows: Vec<Vec<String>> = report
+        .certificates
+        .iter()
+        .map(|row| {
+            vec![
+                row.check.clone(),
+                row.host.clone(),
+                row.days_left.to_string(),
+                format_date(row.not_after),
+                row.renewal.as_str().to_string(),
+                issuer_cell(row),
+            ]
+        })
+        .collect();
+    // A check whose latest probe read no certificate keeps its row, last
+    // and marked "?": a certificate vigie cannot read can still expire.
+    rows.extend(report.unseen.iter().map(|u| {
+        vec![
+            u.check.clone(),
+            host_of(&u.target),
+            "?".to_string(),
+            "-".to_string(),
+            "unknown".to_string(),
+            format!("no certificate seen: {}", u.reason),
+        ]
+    }));
+    blocks.push(Block::Table {
+        head: ["check", "host", "days", "not after", "renewal", "issuer"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    });
+    let notes: Vec<Item> = report
+        .certificates
+        .iter()
+        .filter_map(|row| {
+            let mut fields = Vec::new();
+            if let Some(problem) = &row.trust_problem {
+                fields.push(("untrusted".to_string(), problem.clone()));
+            }
+            if let Some(first) = &row.expires_first {
+                fields.push((
+                    "expires first".to_string(),
+                    format!(
+                        "{} on {} ({})",
+                        first.subject,
+                        format_date(first.not_after),
+                        days_left(first.not_after, now)
+                    ),
+                ));
+            }
+            (!fields.is_empty()).then(|| Item {
+                title: row.check.clone(),
+                fields,
+            })
+        })
+        .collect();
+    if !notes.is_empty() {
+        blocks.push(Block::Items(notes));
+    }
+}
+
+/// The issuer's CN, flagged when browsers would refuse it. Full DNs do not
+/// fit a table row; they are in the JSON and in the "untrusted" note.
+fn issuer_cell(row: &CertRow) -> String {
+    let name = cert::common_name(&row.issuer);
+    match row.issuer_flag {
+        Some(IssuerFlag::Staging) => format!("{name} [STAGING, untrusted]"),
+        Some(IssuerFlag::Untrusted) => format!("{name} [untrusted]"),
+        None => name.to_string(),
+    }
+}
+
+fn host_of(target: &str) -> String {
+    url::Url::parse(target)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| target.to_string())
+}
+
+fn change_item(c: &CertChange) -> Item {
+    let leaf = |l: &Leaf| {
+        format!(
+            "{} from {}, until {}, sha256 {}",
+            l.subject,
+            cert::common_name(&l.issuer),
+            format_date(l.not_after),
+            // 64 bits tell two leaves apart at a glance; the JSON has all.
+            l.sha256.get(..16).unwrap_or(&l.sha256)
+        )
+    };
+    Item {
+        title: format!("{}: {} at {}", c.check, c.kind.as_str(), format_date(c.at)),
+        fields: vec![
+            ("before".to_string(), leaf(&c.before)),
+            ("after".to_string(), leaf(&c.after)),
+        ],
+    }
+}
+
+fn problem_item(p: &Problem, now: OffsetDateTime) -> Item {
+    let mut fields = vec![("target".to_string(), p.target.clone())];
+    if let Some(since) = p.since {
+        fields.push((
+            "since".to_string(),
+            format!("{} ({})", format_date(since), span(now - since)),
+        ));
+    }
+    // Without a state (a check vigie has not tracked yet) there is
+    // nothing to say about alerting.
+    if p.status == Status::Down && (p.firing || p.since.is_some()) {
+        let paging = match p.firing {
+            true => "incident open",
+            false => "below the failure threshold",
+        };
+        fields.push(("alert".to_string(), paging.to_string()));
+    }
+    Item {
+        title: format!("{} {}: {}", p.check, p.status, p.headline),
+        fields,
+    }
+}
+
+fn silence_item(s: &Silence) -> Item {
+    let mut fields = vec![
+        ("until".to_string(), format_date(s.until)),
+        ("created".to_string(), format_date(s.created)),
+    ];
+    if !s.reason.is_empty() {
+        fields.push(("reason".to_string(), s.reason.clone()));
+    }
+    Item {
+        title: s.pattern.clone(),
+        fields,
+    }
+}
+
+fn health_blocks(health: &Health, blocks: &mut Vec<Block>) {
+    let unknown = || "not measured".to_string();
+    // `None` means the daemon did not measure it, except for replication,
+    // where it means there is none to measure.
+    let fields = vec![
+        (
+            "uptime".to_string(),
+            health
+                .uptime
+                .map_or_else(unknown, |d| span(time_duration(d))),
+        ),
+        (
+            "outbox backlog".to_string(),
+            health
+                .outbox_backlog
+                .map_or_else(unknown, |n| format!("{n} messages")),
+        ),
+        (
+            "dead letters".to_string(),
+            match &health.dead_letters {
+                None => unknown(),
+                Some(list) if list.is_empty() => "none".to_string(),
+                Some(list) => format!("{} (listed below)", list.len()),
+            },
+        ),
+        (
+            "replication lag".to_string(),
+            health
+                .replication_lag
+                .map_or("not configured".to_string(), |d| span(time_duration(d))),
+        ),
+    ];
+    blocks.push(Block::Fields(fields));
+    if let Some(letters) = health.dead_letters.as_ref().filter(|l| !l.is_empty()) {
+        blocks.push(Block::Items(
+            letters
+                .iter()
+                .map(|l| Item {
+                    title: format!("{}: {}", format_date(l.at), l.subject),
+                    fields: vec![
+                        ("to".to_string(), l.to.join(", ")),
+                        ("refused".to_string(), l.error.clone()),
+                    ],
+                })
+                .collect(),
+        ));
+    }
+}
+
+fn time_duration(d: Duration) -> time::Duration {
+    time::Duration::try_from(d).unwrap_or(time::Duration::MAX)
+}

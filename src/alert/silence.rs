@@ -1,0 +1,304 @@
+//! Holds on pages: silences (`vigie silence PATTERN --for 8h`) and
+//! recurring `[[maintenance]]` windows, answering one question: is a page
+//! about this check held at `now`, and until when?
+//!
+//! A hold only delays mail. Probes run and history records as usual, and
+//! the state machine keeps counting; a check still firing when its hold
+//! ends pages then (`state.rs` models that). Persisting silences and
+//! expiring them from the store is the daemon's job; this module only reads
+//! them.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::cert::format_date;
+use crate::config::MaintenanceWindow;
+
+/// A silence, as `vigie silence` creates it and the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Silence {
+    /// Check-name glob (`*` any run, `?` one character), as in
+    /// `[[maintenance]] checks`.
+    pub pattern: String,
+    /// The silence ends by itself at this time.
+    #[serde(with = "time::serde::rfc3339")]
+    pub until: OffsetDateTime,
+    pub reason: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created: OffsetDateTime,
+}
+
+impl Silence {
+    /// A silence of `pattern` for `duration` from `now`.
+    pub fn new(pattern: &str, duration: Duration, reason: &str, now: OffsetDateTime) -> Self {
+        Self {
+            pattern: pattern.to_string(),
+            until: now + duration,
+            reason: reason.to_string(),
+            created: now,
+        }
+    }
+
+    pub fn covers(&self, check: &str) -> bool {
+        glob_match(&self.pattern, check)
+    }
+
+    /// Still in force at `now` (an expired silence is inert even before the
+    /// daemon deletes it).
+    pub fn is_active(&self, now: OffsetDateTime) -> bool {
+        self.created <= now && now < self.until
+    }
+}
+
+/// Why a check's pages are held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HoldCause {
+    Silence {
+        pattern: String,
+        reason: String,
+    },
+    /// An open `[[maintenance]]` window, named by its check globs.
+    Maintenance {
+        checks: Vec<String>,
+    },
+    /// The check says `page = false`: tracked, never paged.
+    NoPage,
+}
+
+/// A check's pages are held, by `cause`, until `until` (`None`: for as
+/// long as the config says so).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    pub cause: HoldCause,
+    #[serde(with = "super::event::opt_rfc3339")]
+    pub until: Option<OffsetDateTime>,
+}
+
+impl Hold {
+    pub fn no_page() -> Self {
+        Self {
+            cause: HoldCause::NoPage,
+            until: None,
+        }
+    }
+
+    /// The hold in words, for mails and logs.
+    pub fn describe(&self) -> String {
+        let until = match self.until {
+            Some(t) => format!(" until {}", format_date(t)),
+            None => String::new(),
+        };
+        match &self.cause {
+            HoldCause::Silence { pattern, reason } if reason.is_empty() => {
+                format!("silence {pattern}{until}")
+            }
+            HoldCause::Silence { pattern, reason } => {
+                format!("silence {pattern}{until} ({reason})")
+            }
+            HoldCause::Maintenance { checks } => {
+                format!("maintenance window {}{until}", checks.join(", "))
+            }
+            HoldCause::NoPage => "page = false".to_string(),
+        }
+    }
+}
+
+/// The hold on `check`'s pages at `now`, if any: of every silence and
+/// window in force, the one that ends last, since that is when the page
+/// would go out.
+pub fn hold(
+    check: &str,
+    now: OffsetDateTime,
+    silences: &[Silence],
+    maintenance: &[MaintenanceWindow],
+) -> Option<Hold> {
+    let silenced = silences
+        .iter()
+        .filter(|s| s.is_active(now) && s.covers(check))
+        .map(|s| Hold {
+            cause: HoldCause::Silence {
+                pattern: s.pattern.clone(),
+                reason: s.reason.clone(),
+            },
+            until: Some(s.until),
+        });
+    let in_maintenance = maintenance
+        .iter()
+        .filter(|w| w.covers(check))
+        .filter_map(|w| {
+            maintenance_end(w, now).map(|end| Hold {
+                cause: HoldCause::Maintenance {
+                    checks: w.checks.clone(),
+                },
+                until: Some(end),
+            })
+        });
+    silenced.chain(in_maintenance).max_by_key(|h| h.until)
+}
+
+/// When the window open at `now` closes, or `None` when it is closed.
+///
+/// The window is open when the schedule fired within the last `duration`
+/// (start included, end excluded). Of overlapping openings (an hourly
+/// schedule with a 2 h duration) the latest decides the end. Schedules are
+/// read in UTC, like checks' cron expressions.
+pub fn maintenance_end(window: &MaintenanceWindow, now: OffsetDateTime) -> Option<OffsetDateTime> {
+    let opened = latest_at_or_before(&window.schedule, now)?;
+    let end = opened + window.duration;
+    (now < end).then_some(end)
+}
+
+/// The schedule's latest time at or before `now`.
+fn latest_at_or_before(schedule: &cron::Schedule, now: OffsetDateTime) -> Option<OffsetDateTime> {
+    // The cron crate walks backwards from a start it excludes, at whole
+    // seconds; starting one second late and skipping anything after `now`
+    // makes `now` itself count without caring how it rounds.
+    let start = to_chrono(now + Duration::from_secs(1));
+    schedule
+        .after(&start)
+        .rev()
+        .take(3)
+        .map(from_chrono)
+        .find(|t| *t <= now)
+}
+
+fn to_chrono(t: OffsetDateTime) -> DateTime<Utc> {
+    DateTime::from_timestamp_nanos(t.unix_timestamp_nanos() as i64)
+}
+
+fn from_chrono(t: DateTime<Utc>) -> OffsetDateTime {
+    let nanos = t.timestamp_nanos_opt().unwrap_or(i64::MAX);
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// `*` matches any run of characters (including none), `?` exactly one.
+///
+/// The same rule as `[[maintenance]] checks` (config's private
+/// `glob_match`); a copy only until config exposes its own, so that a
+/// silence and a window written alike match alike.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    // On a mismatch, the last `*` swallows one more character and matching
+    // resumes after it; a later star can absorb anything an earlier one
+    // would have, so remembering one star is enough.
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    star = Some((sp, sn + 1));
+                    pi = sp + 1;
+                    ni = sn + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use time::macros::datetime;
+
+    use super::*;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn window(checks: &[&str], cron: &str, duration: Duration) -> MaintenanceWindow {
+        MaintenanceWindow {
+            checks: checks.iter().map(|c| c.to_string()).collect(),
+            schedule: cron::Schedule::from_str(cron).unwrap(),
+            duration,
+        }
+    }
+
+    #[test]
+    fn a_weeknight_window_opens_at_its_time_and_closes_after_its_duration() {
+        // 2026-11-30 is a Monday.
+        let w = window(&["staging-*"], "0 0 20 * * Mon-Fri", 11 * HOUR);
+        assert_eq!(
+            maintenance_end(&w, datetime!(2026-11-30 19:59:59 UTC)),
+            None
+        );
+        let end = Some(datetime!(2026-12-01 07:00 UTC));
+        assert_eq!(maintenance_end(&w, datetime!(2026-11-30 20:00 UTC)), end);
+        assert_eq!(maintenance_end(&w, datetime!(2026-12-01 03:00 UTC)), end);
+        assert_eq!(
+            maintenance_end(&w, datetime!(2026-12-01 06:59:59.9 UTC)),
+            end
+        );
+        assert_eq!(maintenance_end(&w, datetime!(2026-12-01 07:00 UTC)), None);
+        // Saturday evening: no window.
+        assert_eq!(maintenance_end(&w, datetime!(2026-12-05 21:00 UTC)), None);
+    }
+
+    #[test]
+    fn overlapping_openings_end_with_the_latest() {
+        let w = window(&["*"], "0 0 * * * *", 2 * HOUR);
+        assert_eq!(
+            maintenance_end(&w, datetime!(2026-11-30 10:30 UTC)),
+            Some(datetime!(2026-11-30 12:00 UTC))
+        );
+    }
+
+    #[test]
+    fn the_hold_that_ends_last_wins_and_only_covered_checks_are_held() {
+        let now = datetime!(2026-11-30 21:00 UTC);
+        let silences = vec![
+            Silence::new("staging-api", 8 * HOUR, "migration", now - HOUR),
+            Silence::new("prod-*", HOUR, "", now - 2 * HOUR),
+        ];
+        let windows = vec![window(&["staging-*"], "0 0 20 * * Mon-Fri", 11 * HOUR)];
+        let h = hold("staging-api", now, &silences, &windows).unwrap();
+        assert_eq!(h.until, Some(datetime!(2026-12-01 07:00 UTC)));
+        assert!(matches!(h.cause, HoldCause::Maintenance { .. }));
+        assert_eq!(
+            h.describe(),
+            "maintenance window staging-* until 2026-12-01 07:00 UTC"
+        );
+        let h = hold("staging-api", now, &silences, &[]).unwrap();
+        assert_eq!(
+            h.describe(),
+            "silence staging-api until 2026-12-01 04:00 UTC (migration)"
+        );
+        assert_eq!(hold("prod-api", now, &silences, &windows), None, "expired");
+        assert_eq!(hold("site", now, &silences, &windows), None);
+    }
+
+    #[test]
+    fn a_silence_is_active_from_creation_to_until() {
+        let now = datetime!(2026-11-30 21:00 UTC);
+        let s = Silence::new("site", HOUR, "", now);
+        assert!(!s.is_active(now - Duration::from_secs(1)));
+        assert!(s.is_active(now));
+        assert!(s.is_active(now + HOUR - Duration::from_millis(1)));
+        assert!(!s.is_active(now + HOUR));
+        assert!(s.covers("site") && !s.covers("site2"));
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("staging-*", "staging-api"));
+        assert!(!glob_match("staging-*", "prod-api"));
+        assert!(glob_match("s?te", "site"));
+        assert!(glob_match("*a*b*", "xxaxxbxx"));
+        assert!(!glob_match("*a*b", "xxaxxbxx"));
+        assert!(glob_match("*", "vigie:network"));
+    }
+}

@@ -1,0 +1,574 @@
+//! One check's alert state machine, persisted between probes and restarts.
+//!
+//! A check is *quiet* until `failure_threshold` consecutive `down` probes
+//! open an [`Incident`] (*firing*); `recovery_threshold` consecutive probes
+//! that are not `down` resolve it. `warn` counts as not down, both ways: it
+//! never pages (it goes to the daily report) and it does resolve a DOWN,
+//! because the thing that paged (the site failing) is over. A probe vigie
+//! could not judge because it was blind ([`Observation::Unknown`]) moves
+//! neither counter.
+//!
+//! Every mail an incident causes goes through three stages, recorded in the
+//! state so that a crash at any point neither loses nor repeats a page:
+//! *due* (the event was handed to the grouper), *sent* (its mail is in the
+//! outbox: [`mark_sent`], written in the same transaction as the outbox
+//! entry), and, for RESOLVED, the incident is kept in `resolving` until its
+//! mail is in the outbox. After a restart, [`pending`] gives back every
+//! event that was due but not sent.
+//!
+//! A DOWN that fires during a hold (silence, maintenance window, `page =
+//! false`) is *held*, not dropped: [`tick`] (or the next probe) releases it
+//! once the hold is gone and the check is still firing. An incident that
+//! resolves while still held was never announced, so nothing is sent about
+//! it. A RESOLVED for an incident that was announced is always sent, hold
+//! or not: it closes a thread the on-call person has seen, and wakes nobody
+//! that a silence was meant to spare.
+//!
+//! Not here: grouping (`group.rs`), what holds a page (`silence.rs`),
+//! deciding blindness (`blind.rs`), and reading config (`policy.rs`).
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::event::{Event, EventKind, Held, IncidentId, Snapshot};
+use super::policy::Policy;
+use super::silence::Hold;
+use crate::outcome::{Outcome, Status};
+
+/// A probe as the state machine receives it, after the blind gate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// An outcome that counts: `down` advances the failure streak, `up` and
+    /// `warn` the recovery streak.
+    Judged(Snapshot),
+    /// `unknown (vigie blind)`: failed for lack of network while every
+    /// canary failed too. Recorded, counted neither way.
+    Unknown(Snapshot),
+}
+
+impl Observation {
+    /// An outcome taken as it is (no blind gate).
+    pub fn judged(outcome: &Outcome) -> Self {
+        Observation::Judged(Snapshot::of(outcome))
+    }
+
+    fn snapshot(&self) -> &Snapshot {
+        match self {
+            Observation::Judged(s) | Observation::Unknown(s) => s,
+        }
+    }
+}
+
+/// The latest probe, and whether it could be judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Last {
+    pub snapshot: Snapshot,
+    /// `unknown (vigie blind)`.
+    pub unknown: bool,
+}
+
+/// Where an incident's DOWN page stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Page {
+    /// Not announced: a hold was in force when it fired (or since).
+    Held {
+        #[serde(with = "time::serde::rfc3339")]
+        since: OffsetDateTime,
+        by: String,
+    },
+    /// Handed to the grouper, not yet in the outbox.
+    Due {
+        #[serde(with = "time::serde::rfc3339")]
+        at: OffsetDateTime,
+    },
+    /// In the outbox as `message_id`.
+    Sent {
+        #[serde(with = "time::serde::rfc3339")]
+        at: OffsetDateTime,
+        message_id: String,
+    },
+}
+
+/// One firing (or resolving) incident.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Incident {
+    pub id: IncidentId,
+    /// The first failed probe.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+    /// The probe that crossed `failure_threshold`.
+    #[serde(with = "time::serde::rfc3339")]
+    pub fired_at: OffsetDateTime,
+    pub first_failure: Snapshot,
+    /// The last `up` or `warn` probe before it began.
+    #[serde(with = "super::event::opt_rfc3339")]
+    pub last_success: Option<OffsetDateTime>,
+    /// `down` probes since `since`, in a row or not.
+    pub failed_probes: u32,
+    pub page: Page,
+    /// What held the DOWN, once released: the DOWN mail says so.
+    pub held: Option<Held>,
+    pub reminders_sent: u32,
+    /// A reminder was handed to the grouper and is not in the outbox yet.
+    pub reminder_due: bool,
+    /// When the latest mail about it entered the outbox.
+    #[serde(with = "super::event::opt_rfc3339")]
+    pub last_sent: Option<OffsetDateTime>,
+    /// Message-IDs sent about it, oldest first (mail threading).
+    pub thread: Vec<String>,
+    #[serde(with = "super::event::opt_rfc3339")]
+    pub resolved_at: Option<OffsetDateTime>,
+    /// The probe that completed recovery.
+    pub resolution: Option<Snapshot>,
+}
+
+/// One check's persisted alert state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertState {
+    pub check: String,
+    pub consecutive_failures: u32,
+    /// Consecutive probes that were not `down`.
+    pub consecutive_successes: u32,
+    /// The first `down` probe of the current failure streak.
+    pub streak_first: Option<Snapshot>,
+    /// The latest `up` or `warn` probe.
+    #[serde(with = "super::event::opt_rfc3339")]
+    pub last_success: Option<OffsetDateTime>,
+    pub last: Option<Last>,
+    pub incident: Option<Incident>,
+    /// Resolved incidents whose RESOLVED is not in the outbox yet.
+    pub resolving: Vec<Incident>,
+}
+
+impl AlertState {
+    /// A check never seen before.
+    pub fn new(check: &str) -> Self {
+        Self {
+            check: check.to_string(),
+            consecutive_failures: 0,
+            consecutive_successes: 0,
+            streak_first: None,
+            last_success: None,
+            last: None,
+            incident: None,
+            resolving: Vec::new(),
+        }
+    }
+
+    pub fn is_firing(&self) -> bool {
+        self.incident.is_some()
+    }
+
+    /// Since when the check has been failing: its incident's start, or the
+    /// current streak's below the threshold.
+    pub fn failing_since(&self) -> Option<OffsetDateTime> {
+        match &self.incident {
+            Some(incident) => Some(incident.since),
+            None => self.streak_first.as_ref().map(|s| s.started_at),
+        }
+    }
+}
+
+/// A new state and what it asks to be mailed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub state: AlertState,
+    pub events: Vec<Event>,
+}
+
+/// Takes one probe into account. `hold` is the check's hold at `now`
+/// (see `silence::hold`); `policy.page = false` holds as well.
+pub fn transition(
+    state: AlertState,
+    observation: Observation,
+    now: OffsetDateTime,
+    policy: &Policy,
+    hold: Option<&Hold>,
+) -> Step {
+    let mut state = state;
+    let mut events = Vec::new();
+    state.last = Some(Last {
+        snapshot: observation.snapshot().clone(),
+        unknown: matches!(observation, Observation::Unknown(_)),
+    });
+    match &observation {
+        // Blind: nothing learnt about the target, so no counter moves; the
+        // probe is still the latest one shown.
+        Observation::Unknown(_) => {}
+        Observation::Judged(s) if s.status == Status::Down => {
+            count_failure(&mut state, s);
+            if state.incident.is_none() && state.consecutive_failures >= policy.failure_threshold {
+                open(&mut state, s, now, policy, hold, &mut events);
+            }
+        }
+        Observation::Judged(s) => {
+            count_success(&mut state, s);
+            if state.is_firing() && state.consecutive_successes >= policy.recovery_threshold {
+                resolve(&mut state, s, now, policy, &mut events);
+            }
+        }
+    }
+    let timed = tick(state, now, policy, hold);
+    events.extend(timed.events);
+    Step {
+        state: timed.state,
+        events,
+    }
+}
+
+/// What time alone changes: a held DOWN released when its hold is gone, a
+/// reminder once `repeat` has passed since the last mail. Call it on a
+/// timer for every firing check; the state is unchanged when no event is
+/// returned.
+pub fn tick(state: AlertState, now: OffsetDateTime, policy: &Policy, hold: Option<&Hold>) -> Step {
+    let mut state = state;
+    let mut events = Vec::new();
+    let held = effective_hold(policy, hold).is_some();
+    let Some(incident) = state.incident.as_mut() else {
+        return Step { state, events };
+    };
+    match &incident.page {
+        Page::Held { since, by } if !held => {
+            incident.held = Some(Held {
+                since: *since,
+                by: by.clone(),
+            });
+            incident.page = Page::Due { at: now };
+            let incident = incident.clone();
+            events.push(event(EventKind::Down, &state, &incident, now, policy));
+        }
+        Page::Sent { .. }
+            if !held && !incident.reminder_due && reminder_is_due(incident, now, policy) =>
+        {
+            incident.reminder_due = true;
+            let incident = incident.clone();
+            events.push(event(EventKind::Reminder, &state, &incident, now, policy));
+        }
+        _ => {}
+    }
+    Step { state, events }
+}
+
+/// Records that `event`'s mail entered the outbox as `message_id`; to be
+/// written in the same transaction as the outbox entry. Events of other
+/// incidents, and repeats, change nothing.
+pub fn mark_sent(
+    state: AlertState,
+    event: &Event,
+    message_id: &str,
+    now: OffsetDateTime,
+) -> AlertState {
+    let mut state = state;
+    match event.kind {
+        EventKind::Down | EventKind::Reminder => {
+            let Some(incident) = state.incident.as_mut().filter(|i| i.id == event.incident) else {
+                return state;
+            };
+            match event.kind {
+                EventKind::Down if matches!(incident.page, Page::Due { .. }) => {
+                    incident.page = Page::Sent {
+                        at: now,
+                        message_id: message_id.to_string(),
+                    };
+                }
+                EventKind::Reminder if incident.reminder_due => {
+                    incident.reminder_due = false;
+                    incident.reminders_sent = incident.reminders_sent.max(event.reminder);
+                }
+                _ => return state,
+            }
+            incident.last_sent = Some(now);
+            incident.thread.push(message_id.to_string());
+        }
+        // Once its RESOLVED is in the outbox, nothing more is owed about
+        // the incident.
+        EventKind::Resolved => state.resolving.retain(|i| i.id != event.incident),
+    }
+    state
+}
+
+/// The events that were due but never reached the outbox (vigie stopped
+/// in between): hand them to a fresh grouper at startup.
+pub fn pending(state: &AlertState, now: OffsetDateTime, policy: &Policy) -> Vec<Event> {
+    let mut events = Vec::new();
+    if let Some(incident) = &state.incident {
+        if matches!(incident.page, Page::Due { .. }) {
+            events.push(event(EventKind::Down, state, incident, now, policy));
+        }
+        if incident.reminder_due {
+            events.push(event(EventKind::Reminder, state, incident, now, policy));
+        }
+    }
+    for incident in &state.resolving {
+        events.push(event(EventKind::Resolved, state, incident, now, policy));
+    }
+    events
+}
+
+fn count_failure(state: &mut AlertState, snapshot: &Snapshot) {
+    state.consecutive_failures = state.consecutive_failures.saturating_add(1);
+    state.consecutive_successes = 0;
+    if state.streak_first.is_none() {
+        state.streak_first = Some(snapshot.clone());
+    }
+    if let Some(incident) = state.incident.as_mut() {
+        incident.failed_probes = incident.failed_probes.saturating_add(1);
+    }
+}
+
+fn count_success(state: &mut AlertState, snapshot: &Snapshot) {
+    state.consecutive_successes = state.consecutive_successes.saturating_add(1);
+    state.consecutive_failures = 0;
+    state.streak_first = None;
+    state.last_success = Some(snapshot.started_at);
+}
+
+fn open(
+    state: &mut AlertState,
+    crossing: &Snapshot,
+    now: OffsetDateTime,
+    policy: &Policy,
+    hold: Option<&Hold>,
+    events: &mut Vec<Event>,
+) {
+    let first = state
+        .streak_first
+        .clone()
+        .unwrap_or_else(|| crossing.clone());
+    // The crossing probe's start names the incident: unique per check
+    // (the store keeps one result per check and millisecond) and the same
+    // if the transition is replayed.
+    let page = match effective_hold(policy, hold) {
+        Some(hold) => Page::Held {
+            since: now,
+            by: hold.describe(),
+        },
+        None => Page::Due { at: now },
+    };
+    let incident = Incident {
+        id: IncidentId::new(&state.check, crossing.started_at),
+        since: first.started_at,
+        fired_at: crossing.started_at,
+        first_failure: first,
+        last_success: state.last_success,
+        failed_probes: state.consecutive_failures,
+        page,
+        held: None,
+        reminders_sent: 0,
+        reminder_due: false,
+        last_sent: None,
+        thread: Vec::new(),
+        resolved_at: None,
+        resolution: None,
+    };
+    if matches!(incident.page, Page::Due { .. }) {
+        events.push(event(EventKind::Down, state, &incident, now, policy));
+    }
+    state.incident = Some(incident);
+}
+
+fn resolve(
+    state: &mut AlertState,
+    recovery: &Snapshot,
+    now: OffsetDateTime,
+    policy: &Policy,
+    events: &mut Vec<Event>,
+) {
+    let Some(mut incident) = state.incident.take() else {
+        return;
+    };
+    incident.resolved_at = Some(recovery.started_at);
+    incident.resolution = Some(recovery.clone());
+    incident.reminder_due = false;
+    match incident.page {
+        // Nobody was told: nothing to take back.
+        Page::Held { .. } => {}
+        // Its DOWN is still in the grouper: the RESOLVED withdraws it there
+        // (`Grouper::push`), and nothing stays owed.
+        Page::Due { .. } => {
+            events.push(event(EventKind::Resolved, state, &incident, now, policy));
+        }
+        Page::Sent { .. } => {
+            events.push(event(EventKind::Resolved, state, &incident, now, policy));
+            state.resolving.push(incident);
+        }
+    }
+}
+
+/// `page = false` is a hold that never ends.
+fn effective_hold(policy: &Policy, hold: Option<&Hold>) -> Option<Hold> {
+    match policy.page {
+        false => Some(Hold::no_page()),
+        true => hold.cloned(),
+    }
+}
+
+fn reminder_is_due(incident: &Incident, now: OffsetDateTime, policy: &Policy) -> bool {
+    if policy.repeat.is_zero() {
+        return false;
+    }
+    match incident.last_sent {
+        Some(last) => now >= last + policy.repeat,
+        None => false,
+    }
+}
+
+/// The event of `kind` about `incident`, with what the mail shows.
+fn event(
+    kind: EventKind,
+    state: &AlertState,
+    incident: &Incident,
+    now: OffsetDateTime,
+    policy: &Policy,
+) -> Event {
+    let (latest, latest_unknown) = match (kind, &incident.resolution, &state.last) {
+        (EventKind::Resolved, Some(resolution), _) => (resolution.clone(), false),
+        (_, _, Some(last)) => (last.snapshot.clone(), last.unknown),
+        _ => (incident.first_failure.clone(), false),
+    };
+    Event {
+        kind,
+        check: state.check.clone(),
+        incident: incident.id.clone(),
+        at: now,
+        reminder: match kind {
+            EventKind::Reminder => incident.reminders_sent.saturating_add(1),
+            _ => 0,
+        },
+        to: policy.to.clone(),
+        labels: policy.labels.clone(),
+        since: incident.since,
+        consecutive_failures: match kind {
+            EventKind::Resolved => 0,
+            _ => state.consecutive_failures,
+        },
+        failed_probes: incident.failed_probes,
+        last_success: match kind {
+            // The recovery is the latest success by then; the RESOLVED
+            // mail shows the one before the incident instead.
+            EventKind::Resolved => incident.last_success,
+            _ => state.last_success,
+        },
+        first_failure: incident.first_failure.clone(),
+        latest,
+        latest_unknown,
+        resolved_at: incident.resolved_at,
+        held: incident.held.clone(),
+        thread: incident.thread.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::alert::testing::{down, policy, up, T0};
+    use crate::outcome::Assertion;
+
+    const PROBE: Duration = Duration::from_secs(30);
+
+    fn feed(state: AlertState, outcomes: &[Outcome]) -> (AlertState, Vec<Event>) {
+        let mut state = state;
+        let mut events = Vec::new();
+        for o in outcomes {
+            let step = transition(state, Observation::judged(o), o.started_at, &policy(), None);
+            state = step.state;
+            events.extend(step.events);
+        }
+        (state, events)
+    }
+
+    #[test]
+    fn an_unknown_probe_moves_no_counter() {
+        let (state, _) = feed(
+            AlertState::new("site"),
+            &[down("site", T0, Assertion::Connect)],
+        );
+        let blind =
+            Observation::Unknown(Snapshot::of(&down("site", T0 + PROBE, Assertion::Timeout)));
+        let step = transition(state, blind, T0 + PROBE, &policy(), None);
+        assert_eq!(step.state.consecutive_failures, 1);
+        assert!(step.events.is_empty());
+        assert!(step.state.last.as_ref().is_some_and(|l| l.unknown));
+    }
+
+    #[test]
+    fn the_crossing_probe_names_the_incident_and_the_first_failure_is_kept() {
+        let first = down("site", T0 + PROBE, Assertion::Connect);
+        let crossing = down("site", T0 + PROBE * 2, Assertion::Timeout);
+        let (state, events) = feed(
+            AlertState::new("site"),
+            &[up("site", T0), first.clone(), crossing.clone()],
+        );
+        let incident = state.incident.as_ref().unwrap();
+        assert_eq!(incident.id, IncidentId::new("site", crossing.started_at));
+        assert_eq!(incident.since, first.started_at);
+        assert_eq!(incident.last_success, Some(T0));
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].first_failure, Snapshot::of(&first));
+        assert_eq!(events[0].latest, Snapshot::of(&crossing));
+    }
+
+    #[test]
+    fn mark_sent_ignores_other_incidents_and_repeats() {
+        let (state, events) = feed(
+            AlertState::new("site"),
+            &[
+                down("site", T0, Assertion::Connect),
+                down("site", T0 + PROBE, Assertion::Connect),
+            ],
+        );
+        let mut other = events[0].clone();
+        other.incident = IncidentId::new("site", T0 - PROBE);
+        assert_eq!(mark_sent(state.clone(), &other, "<x@h>", T0), state);
+        let sent = mark_sent(state, &events[0], "<down@h>", T0 + PROBE);
+        let again = mark_sent(sent.clone(), &events[0], "<again@h>", T0 + PROBE * 2);
+        assert_eq!(again, sent, "a DOWN is sent once");
+        assert_eq!(sent.incident.as_ref().unwrap().thread, ["<down@h>"]);
+        assert!(pending(&sent, T0, &policy()).is_empty());
+    }
+
+    #[test]
+    fn pending_gives_back_what_is_due_and_not_sent() {
+        let (state, events) = feed(
+            AlertState::new("site"),
+            &[
+                down("site", T0, Assertion::Connect),
+                down("site", T0 + PROBE, Assertion::Connect),
+            ],
+        );
+        let again = pending(&state, T0 + PROBE * 3, &policy());
+        assert_eq!(again.len(), 1);
+        assert_eq!(
+            (again[0].kind, &again[0].incident),
+            (EventKind::Down, &events[0].incident)
+        );
+    }
+
+    #[test]
+    fn a_held_incident_that_recovers_leaves_nothing_owed() {
+        let hold = Hold::no_page();
+        let mut state = AlertState::new("site");
+        let mut events = Vec::new();
+        let outcomes = [
+            down("site", T0, Assertion::Connect),
+            down("site", T0 + PROBE, Assertion::Connect),
+            up("site", T0 + PROBE * 2),
+            up("site", T0 + PROBE * 3),
+        ];
+        for o in &outcomes {
+            let step = transition(
+                state,
+                Observation::judged(o),
+                o.started_at,
+                &policy(),
+                Some(&hold),
+            );
+            state = step.state;
+            events.extend(step.events);
+        }
+        assert!(events.is_empty());
+        assert!(!state.is_firing() && state.resolving.is_empty());
+    }
+}

@@ -1,0 +1,458 @@
+//! The replication bucket: an S3-compatible object store reached through
+//! `object_store` (S3 API, SigV4 signing), with vigie's own TLS setup and
+//! credentials read from files.
+//!
+//! This file owns how the bucket is addressed and how its failures are
+//! told to the operator; it knows nothing of segments or the store.
+//!
+//! Transport. The HTTP client is built by `probe::client::service_client`
+//! (rustls, aws-lc-rs, the Mozilla roots plus `extra_ca_file`), handed to
+//! `object_store` through its connector hook, so the bucket is trusted
+//! exactly like everything else vigie talks to and the dependency tree
+//! keeps one crypto provider. Plain `http://` endpoints are refused unless
+//! the host is a loopback address (a test server, or a local gateway):
+//! SigV4 signs requests but does not encrypt them, and the history names
+//! every target.
+//!
+//! Addressing. Path style (`https://endpoint/bucket/key`) is what every
+//! S3-compatible server accepts and the default with an `endpoint`;
+//! virtual-host style (`https://bucket.endpoint/key`) is the default for AWS
+//! itself (no `endpoint`), where new regions require it.
+
+use std::error::Error as StdError;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::client::{HttpClient, HttpConnector};
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
+};
+use url::Url;
+
+use super::ReplicateError;
+use crate::config::ReplicationConfig;
+use crate::redact::redact;
+
+pub use crate::config::Addressing;
+
+/// The region signed into requests when none is configured: what AWS and
+/// most S3-compatible servers expect when they do not care.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// S3 error codes that mean "these credentials may not do this".
+const AUTH_CODES: [&str; 6] = [
+    "SignatureDoesNotMatch",
+    "InvalidAccessKeyId",
+    "AccessDenied",
+    "InvalidToken",
+    "ExpiredToken",
+    "AuthorizationHeaderMalformed",
+];
+
+/// Everything needed to reach the bucket.
+#[derive(Debug, Clone)]
+pub struct BucketSettings {
+    /// `s3://bucket/node`.
+    pub url: Url,
+    /// `None`: AWS S3, found from the region.
+    pub endpoint: Option<Url>,
+    pub region: Option<String>,
+    /// Both or neither; neither means object_store's environment chain
+    /// (`AWS_ACCESS_KEY_ID`..., then instance metadata on AWS).
+    pub access_key_id_file: Option<PathBuf>,
+    pub secret_access_key_file: Option<PathBuf>,
+    pub addressing: Addressing,
+    /// Added to the Mozilla roots (a private endpoint's CA).
+    pub extra_ca_file: Option<PathBuf>,
+    /// One request, connect to last byte.
+    pub request_timeout: Duration,
+    /// Retries of one request (connection errors, 5xx), and how long they
+    /// may go on: a cycle that cannot reach the bucket gives up within
+    /// this and tries again at the next interval.
+    pub max_retries: usize,
+    pub retry_timeout: Duration,
+}
+
+impl BucketSettings {
+    /// `[replication]` as configured; `extra_ca_file` is the top-level key.
+    pub fn from_config(config: &ReplicationConfig, extra_ca_file: Option<&Path>) -> BucketSettings {
+        BucketSettings {
+            url: config.url.clone(),
+            endpoint: config.endpoint.clone(),
+            region: config.region.clone(),
+            access_key_id_file: config.access_key_id_file.clone(),
+            secret_access_key_file: config.secret_access_key_file.clone(),
+            addressing: config
+                .addressing
+                .unwrap_or_else(|| Addressing::default_for(config.endpoint.as_ref())),
+            extra_ca_file: extra_ca_file.map(Path::to_path_buf),
+            request_timeout: Duration::from_secs(60),
+            max_retries: 3,
+            retry_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The same endpoint and credentials, another `s3://bucket/node` (for
+    /// `vigie restore --from`).
+    pub fn with_url(mut self, url: &str) -> Result<BucketSettings, ReplicateError> {
+        let parsed = Url::parse(url).map_err(|_| ReplicateError::BadUrl {
+            url: url.to_string(),
+        })?;
+        if parsed.scheme() != "s3" || parsed.host_str().is_none_or(str::is_empty) {
+            return Err(ReplicateError::BadUrl {
+                url: url.to_string(),
+            });
+        }
+        self.url = parsed;
+        Ok(self)
+    }
+}
+
+/// One node's place in one bucket.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    store: Arc<dyn ObjectStore>,
+    bucket: String,
+    node: String,
+    /// Where requests go, for messages.
+    endpoint: String,
+}
+
+/// Hands object_store the client vigie built (see the module docs).
+#[derive(Debug)]
+struct Connector(reqwest::Client);
+
+impl HttpConnector for Connector {
+    fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
+        Ok(HttpClient::new(self.0.clone()))
+    }
+}
+
+impl Bucket {
+    /// Reads the key files and builds the client; sends nothing.
+    pub fn open(settings: &BucketSettings) -> Result<Bucket, ReplicateError> {
+        let bucket = settings.url.host_str().unwrap_or_default().to_string();
+        let node = settings.url.path().trim_matches('/').to_string();
+        if bucket.is_empty() {
+            return Err(ReplicateError::BadUrl {
+                url: settings.url.to_string(),
+            });
+        }
+        if node.is_empty() {
+            return Err(ReplicateError::NoNode {
+                url: settings.url.to_string(),
+            });
+        }
+        let plain_http = match &settings.endpoint {
+            Some(endpoint) if endpoint.scheme() == "http" => {
+                if !is_loopback(endpoint) {
+                    return Err(ReplicateError::PlainHttp {
+                        endpoint: redact(endpoint),
+                    });
+                }
+                true
+            }
+            _ => false,
+        };
+        let region = settings
+            .region
+            .clone()
+            .unwrap_or_else(|| DEFAULT_REGION.to_string());
+        let virtual_host = settings.addressing == Addressing::VirtualHost;
+        let endpoint = settings
+            .endpoint
+            .as_ref()
+            .map(|e| endpoint_for(e, &bucket, virtual_host));
+        let shown_endpoint = match &endpoint {
+            Some(e) => e.clone(),
+            None => format!("https://s3.{region}.amazonaws.com"),
+        };
+
+        let client = crate::probe::client::service_client(settings.extra_ca_file.as_deref())?
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(settings.request_timeout)
+            .https_only(!plain_http)
+            .build()
+            .map_err(|e| ReplicateError::Setup {
+                bucket: bucket.clone(),
+                detail: e.to_string(),
+            })?;
+
+        let mut builder = match (
+            &settings.access_key_id_file,
+            &settings.secret_access_key_file,
+        ) {
+            (Some(id_file), Some(secret_file)) => AmazonS3Builder::new()
+                .with_access_key_id(read_key("access_key_id_file", id_file)?)
+                .with_secret_access_key(read_key("secret_access_key_file", secret_file)?),
+            _ => AmazonS3Builder::from_env(),
+        };
+        builder = builder
+            .with_bucket_name(&bucket)
+            .with_region(&region)
+            .with_virtual_hosted_style_request(virtual_host)
+            .with_allow_http(plain_http)
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig {
+                    init_backoff: Duration::from_millis(200),
+                    max_backoff: Duration::from_secs(5),
+                    base: 2.0,
+                },
+                max_retries: settings.max_retries,
+                retry_timeout: settings.retry_timeout,
+            })
+            .with_http_connector(Connector(client));
+        if let Some(endpoint) = &endpoint {
+            builder = builder.with_endpoint(endpoint);
+        }
+        let store = builder.build().map_err(|e| ReplicateError::Setup {
+            bucket: bucket.clone(),
+            detail: e.to_string(),
+        })?;
+        Ok(Bucket {
+            store: Arc::new(store),
+            bucket,
+            node,
+            endpoint: shown_endpoint,
+        })
+    }
+
+    /// The node: the URL's path, naming this vigie's history in the bucket.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// `s3://bucket/node`, for messages.
+    pub fn shown(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.node)
+    }
+
+    /// Writes (or rewrites) one object.
+    pub async fn put(&self, name: &str, bytes: Vec<u8>) -> Result<(), ReplicateError> {
+        let action = format!("uploading {name}");
+        self.store
+            .put(&ObjectPath::from(name), PutPayload::from(bytes))
+            .await
+            .map_err(|e| self.error(&action, e))?;
+        Ok(())
+    }
+
+    /// Reads one object whole.
+    pub async fn get(&self, name: &str) -> Result<Bytes, ReplicateError> {
+        let action = format!("downloading {name}");
+        let got = self
+            .store
+            .get(&ObjectPath::from(name))
+            .await
+            .map_err(|e| self.error(&action, e))?;
+        got.bytes().await.map_err(|e| self.error(&action, e))
+    }
+
+    /// Every object name under `prefix` (a folder path ending in `/`).
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, ReplicateError> {
+        let action = format!("listing {prefix}");
+        let mut listing = self.store.list(Some(&ObjectPath::from(prefix)));
+        let mut names = Vec::new();
+        while let Some(meta) = listing.next().await {
+            names.push(
+                meta.map_err(|e| self.error(&action, e))?
+                    .location
+                    .to_string(),
+            );
+        }
+        Ok(names)
+    }
+
+    /// The first object name under `prefix`, if any (one list request).
+    pub async fn first(&self, prefix: &str) -> Result<Option<String>, ReplicateError> {
+        let action = format!("listing {prefix}");
+        let mut listing = self.store.list(Some(&ObjectPath::from(prefix)));
+        match listing.next().await {
+            Some(meta) => Ok(Some(
+                meta.map_err(|e| self.error(&action, e))?
+                    .location
+                    .to_string(),
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// An object_store error in the operator's terms: refused credentials,
+    /// a missing bucket, an unreachable endpoint, or what the server said.
+    fn error(&self, action: &str, err: object_store::Error) -> ReplicateError {
+        let detail = detail(&err);
+        // A transport error (no HTTP answer at all: refused, reset, cut,
+        // timed out, a pooled connection that died) means the endpoint is
+        // away; only a garbled answer (Decode) is the server's fault.
+        let unreachable = source_chain(&err).any(|e| {
+            e.downcast_ref::<object_store::client::HttpError>()
+                .is_some_and(|h| !matches!(h.kind(), object_store::client::HttpErrorKind::Decode))
+        });
+        // object_store maps 401/403 to these two variants for some calls
+        // and leaves others (listing) as generic errors: the S3 error code
+        // decides too.
+        let refused = AUTH_CODES.iter().any(|code| detail.starts_with(code));
+        match &err {
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => ReplicateError::Denied {
+                bucket: self.shown(),
+                endpoint: self.endpoint.clone(),
+                action: action.to_string(),
+                detail,
+            },
+            _ if refused => ReplicateError::Denied {
+                bucket: self.shown(),
+                endpoint: self.endpoint.clone(),
+                action: action.to_string(),
+                detail,
+            },
+            _ if detail.starts_with("NoSuchBucket") => ReplicateError::NoBucket {
+                bucket: self.bucket.clone(),
+                endpoint: self.endpoint.clone(),
+            },
+            _ if unreachable => ReplicateError::Unreachable {
+                endpoint: self.endpoint.clone(),
+                action: action.to_string(),
+                detail,
+            },
+            _ => ReplicateError::Failed {
+                bucket: self.shown(),
+                action: action.to_string(),
+                detail,
+            },
+        }
+    }
+}
+
+/// The credential in `path`, trimmed (files usually end with a newline).
+fn read_key(key: &'static str, path: &Path) -> Result<String, ReplicateError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReplicateError::KeyFile {
+        key,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(ReplicateError::EmptyKeyFile {
+            key,
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(text.to_string())
+}
+
+/// The endpoint object_store is given: as configured for path style; with
+/// the bucket prepended to the host for virtual-host style, which is how
+/// object_store expects a custom virtual-host endpoint.
+fn endpoint_for(endpoint: &Url, bucket: &str, virtual_host: bool) -> String {
+    let mut url = endpoint.clone();
+    if virtual_host {
+        if let Some(host) = endpoint.host_str() {
+            let _ = url.set_host(Some(&format!("{bucket}.{host}")));
+        }
+    }
+    url.as_str().trim_end_matches('/').to_string()
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+fn source_chain<'a>(
+    err: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(err), |&e| e.source())
+}
+
+/// What went wrong, shortest useful form: the S3 error code and message
+/// when the server sent one (`SignatureDoesNotMatch (The request signature
+/// we calculated does not match...)`), else the root cause (`Connection
+/// refused (os error 111)`).
+fn detail(err: &object_store::Error) -> String {
+    let texts: Vec<String> = source_chain(err).map(|e| e.to_string()).collect();
+    let all = texts.join(": ");
+    if let Some(code) = between(&all, "<Code>", "</Code>") {
+        return match between(&all, "<Message>", "</Message>") {
+            Some(message) => format!("{code} ({message})"),
+            None => code.to_string(),
+        };
+    }
+    let status = texts.iter().find_map(|t| {
+        let at = t.find("status code: ")?;
+        Some(t[at + "status code: ".len()..].trim().to_string())
+    });
+    match (status, texts.last()) {
+        (Some(status), _) => status,
+        (None, Some(root)) => root.clone(),
+        (None, None) => err.to_string(),
+    }
+}
+
+fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = text.find(open)? + open.len();
+    let end = text[start..].find(close)? + start;
+    Some(&text[start..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtual_host_endpoints_carry_the_bucket() {
+        let endpoint = Url::parse("https://s3.nl-ams.scw.cloud").unwrap();
+        assert_eq!(
+            endpoint_for(&endpoint, "b", true),
+            "https://b.s3.nl-ams.scw.cloud"
+        );
+        assert_eq!(
+            endpoint_for(&endpoint, "b", false),
+            "https://s3.nl-ams.scw.cloud"
+        );
+    }
+
+    #[test]
+    fn plain_http_is_refused_except_to_loopback() {
+        let settings = |endpoint: &str| BucketSettings {
+            url: Url::parse("s3://bucket/node").unwrap(),
+            endpoint: Some(Url::parse(endpoint).unwrap()),
+            region: None,
+            access_key_id_file: None,
+            secret_access_key_file: None,
+            addressing: Addressing::Path,
+            extra_ca_file: None,
+            request_timeout: Duration::from_secs(1),
+            max_retries: 0,
+            retry_timeout: Duration::from_secs(1),
+        };
+        let err = Bucket::open(&settings("http://s3.example.com")).unwrap_err();
+        assert!(matches!(err, ReplicateError::PlainHttp { .. }), "{err}");
+        assert!(Bucket::open(&settings("http://127.0.0.1:9000")).is_ok());
+        assert!(Bucket::open(&settings("http://[::1]:9000")).is_ok());
+        let err = Bucket::open(&BucketSettings {
+            url: Url::parse("s3://bucket").unwrap(),
+            ..settings("https://s3.example.com")
+        })
+        .unwrap_err();
+        assert!(matches!(err, ReplicateError::NoNode { .. }), "{err}");
+    }
+
+    #[test]
+    fn s3_error_bodies_become_code_and_message() {
+        let text = "Server returned non-2xx status code: 403 Forbidden: <?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we calculated does not match</Message></Error>";
+        assert_eq!(
+            between(text, "<Code>", "</Code>"),
+            Some("SignatureDoesNotMatch")
+        );
+    }
+}
