@@ -15,14 +15,17 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::alert::Silence;
+use crate::alerting::{AlertStatus, Request as AlertRequest};
 use crate::clock::Clock;
 use crate::health::{Health, Verdict};
 use crate::heartbeat::HeartbeatStats;
+use crate::mail::{MailSnapshot, MailStats};
 use crate::outcome::{Outcome, Status};
 use crate::replicate::{ReplicationSnapshot, ReplicationStatus};
 use crate::scheduler::{Latest, Slots};
@@ -43,6 +46,17 @@ pub struct ApiState {
     pub replication: Option<Arc<ReplicationStatus>>,
     /// With `[heartbeat]`: ping counters.
     pub heartbeat: Option<Arc<HeartbeatStats>>,
+    /// The outbox and its sender.
+    pub mail: Option<Arc<MailStats>>,
+    /// The alerter: its status, and where report and silence requests go.
+    pub alerts: Option<Alerts>,
+}
+
+/// The API's line to the alerter, which owns alert states and silences.
+#[derive(Clone)]
+pub struct Alerts {
+    pub status: Arc<AlertStatus>,
+    pub requests: tokio::sync::mpsc::Sender<AlertRequest>,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -51,6 +65,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/v1/checks", get(checks))
         .route("/api/v1/history/{name}", get(history))
+        .route("/api/v1/report", get(report))
+        .route("/api/v1/silences", get(silences).post(add_silence))
+        .route("/api/v1/silences/{pattern}", delete(remove_silence))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .with_state(state)
 }
@@ -111,6 +128,41 @@ struct Healthz {
     degraded: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     replication: Option<ReplicationSnapshot>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outbox: Option<OutboxHealth>,
+}
+
+/// The outbox in `/healthz`: counts only, never a subject or an address.
+#[derive(Serialize)]
+struct OutboxHealth {
+    backlog: u64,
+    #[serde(with = "time::serde::rfc3339::option")]
+    oldest_pending: Option<OffsetDateTime>,
+    dead_letters: u64,
+    failing: bool,
+}
+
+/// Mail or alerting troubles that leave vigie monitoring but may keep a
+/// page from its reader, in words fit for `/healthz` and the heartbeat's
+/// `/fail` body (no server name, subject or address).
+pub fn mail_and_alert_degradations(mail: &MailSnapshot, alerts: &AlertStatus) -> Vec<String> {
+    let mut out = Vec::new();
+    if mail.failing {
+        out.push(format!(
+            "mail delivery failing ({} failures in a row, {} messages waiting in the outbox)",
+            mail.consecutive_failures, mail.backlog
+        ));
+    }
+    if mail.dead_letters > 0 {
+        out.push(format!(
+            "{} message(s) refused for good by the mail server (dead letters; see the daily report and the log)",
+            mail.dead_letters
+        ));
+    }
+    if alerts.blind() {
+        out.push("vigie is blind: every canary fails, network failures are not judged".to_string());
+    }
+    out
 }
 
 async fn healthz(State(state): State<ApiState>) -> Response {
@@ -121,16 +173,26 @@ async fn healthz(State(state): State<ApiState>) -> Response {
         false => StatusCode::SERVICE_UNAVAILABLE,
     };
     let replication = state.replication.as_ref().map(|r| r.snapshot(now));
-    let degraded = replication
+    let mail = state.mail.as_ref().map(|m| m.snapshot());
+    let mut degraded: Vec<String> = replication
         .as_ref()
         .and_then(ReplicationSnapshot::reason)
         .map(|reason| redact_reason(&reason))
         .into_iter()
         .collect();
+    if let (Some(mail), Some(alerts)) = (&mail, &state.alerts) {
+        degraded.extend(mail_and_alert_degradations(mail, &alerts.status));
+    }
     let body = Healthz {
         verdict,
         degraded,
         replication,
+        outbox: mail.map(|m| OutboxHealth {
+            backlog: m.backlog,
+            oldest_pending: m.oldest_pending,
+            dead_letters: m.dead_letters,
+            failing: m.failing,
+        }),
     };
     (code, Json(body)).into_response()
 }
@@ -219,6 +281,110 @@ async fn history(
         .into_response(),
         Ok(Err(err)) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
         Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
+}
+
+/// Asks the alerter; `None` when it is gone (the daemon is stopping).
+async fn ask<T>(
+    state: &ApiState,
+    request: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> AlertRequest,
+) -> Result<T, Response> {
+    let unavailable = || {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "alerting is not running (the daemon is stopping?)",
+        )
+    };
+    let alerts = state.alerts.as_ref().ok_or_else(unavailable)?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    alerts
+        .requests
+        .send(request(reply))
+        .await
+        .map_err(|_| unavailable())?;
+    answer.await.map_err(|_| unavailable())
+}
+
+/// `GET /api/v1/report`: the daily certificate report, built now.
+async fn report(State(state): State<ApiState>) -> Response {
+    match ask(&state, AlertRequest::Report).await {
+        Ok(report) => Json(report).into_response(),
+        Err(response) => response,
+    }
+}
+
+async fn silences(State(state): State<ApiState>) -> Response {
+    match ask(&state, AlertRequest::Silences).await {
+        Ok(silences) => Json(serde_json::json!({ "silences": silences })).into_response(),
+        Err(response) => response,
+    }
+}
+
+/// `POST /api/v1/silences` body.
+#[derive(Serialize, Deserialize)]
+pub struct SilenceRequest {
+    pub pattern: String,
+    /// humantime, e.g. "8h".
+    #[serde(rename = "for")]
+    pub duration: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// Silencing changes who is woken up: it needs the token even on loopback,
+/// where any local user could otherwise mute the pager.
+fn refuse_mutation(state: &ApiState) -> Option<Response> {
+    match state.token.current() {
+        Some(_) => None,
+        None => Some(error(
+            StatusCode::FORBIDDEN,
+            "silences through the API need a token: set [api] token_file (the CLI reads it from the same config), or stop the daemon and run the command again",
+        )),
+    }
+}
+
+async fn add_silence(State(state): State<ApiState>, Json(body): Json<SilenceRequest>) -> Response {
+    if let Some(refused) = refuse_mutation(&state) {
+        return refused;
+    }
+    let duration = match humantime::parse_duration(&body.duration) {
+        Ok(d) if !d.is_zero() => d,
+        Ok(_) => return error(StatusCode::BAD_REQUEST, "for: must be longer than 0s"),
+        Err(err) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("for: {err} (a duration such as \"8h\")"),
+            )
+        }
+    };
+    if body.pattern.trim().is_empty() {
+        return error(StatusCode::BAD_REQUEST, "pattern: must not be empty");
+    }
+    let silence = Silence::new(&body.pattern, duration, &body.reason, state.clock.now());
+    let stored = silence.clone();
+    match ask(&state, |reply| AlertRequest::AddSilence(silence, reply)).await {
+        Ok(Ok(())) => (StatusCode::CREATED, Json(stored)).into_response(),
+        Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+        Err(response) => response,
+    }
+}
+
+async fn remove_silence(State(state): State<ApiState>, Path(pattern): Path<String>) -> Response {
+    if let Some(refused) = refuse_mutation(&state) {
+        return refused;
+    }
+    match ask(&state, |reply| {
+        AlertRequest::RemoveSilence(pattern.clone(), reply)
+    })
+    .await
+    {
+        Ok(Ok(true)) => Json(serde_json::json!({ "removed": pattern })).into_response(),
+        Ok(Ok(false)) => error(
+            StatusCode::NOT_FOUND,
+            &format!("no silence with the pattern {pattern:?}"),
+        ),
+        Ok(Err(message)) => error(StatusCode::INTERNAL_SERVER_ERROR, &message),
+        Err(response) => response,
     }
 }
 
@@ -462,6 +628,27 @@ fn render_daemon_metrics(
     if let Some(heartbeat) = &state.heartbeat {
         heartbeat.write_metrics(&mut m.0);
     }
+    if let Some(mail) = &state.mail {
+        mail_metrics(&mut m, &mail.snapshot(), now);
+    }
+    if let Some(alerts) = &state.alerts {
+        m.help(
+            "vigie_alerts_firing",
+            "gauge",
+            "checks with an open incident (DOWN sent, or held by a silence or window)",
+        );
+        m.sample("vigie_alerts_firing", &[], alerts.status.firing() as f64);
+        m.help(
+            "vigie_blind",
+            "gauge",
+            "1 when every canary fails and network failures are not judged",
+        );
+        m.sample(
+            "vigie_blind",
+            &[],
+            f64::from(u8::from(alerts.status.blind())),
+        );
+    }
     m.help("vigie_build_info", "gauge", "the running vigie version");
     m.sample(
         "vigie_build_info",
@@ -469,6 +656,65 @@ fn render_daemon_metrics(
         1.0,
     );
     text.push_str(&m.0);
+}
+
+fn mail_metrics(m: &mut Metrics, mail: &MailSnapshot, now: OffsetDateTime) {
+    let gauges = [
+        (
+            "vigie_mail_outbox_backlog",
+            "messages waiting in the outbox",
+            mail.backlog,
+        ),
+        (
+            "vigie_mail_dead_letters",
+            "messages refused for good, kept in the dead-letter tree",
+            mail.dead_letters,
+        ),
+        (
+            "vigie_mail_failing",
+            "1 while the mail server cannot be reached or refuses vigie",
+            u64::from(mail.failing),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        m.help(name, "gauge", help);
+        m.sample(name, &[], value as f64);
+    }
+    let counters = [
+        (
+            "vigie_mail_delivered_total",
+            "messages the mail server accepted (or written to the maildir)",
+            mail.delivered_total,
+        ),
+        (
+            "vigie_mail_deferred_total",
+            "temporary refusals, retried with backoff",
+            mail.deferred_total,
+        ),
+        (
+            "vigie_mail_dead_lettered_total",
+            "messages given up (permanent refusal, or deferred too long)",
+            mail.dead_lettered_total,
+        ),
+        (
+            "vigie_mail_transport_failures_total",
+            "failures to reach or talk to the mail server",
+            mail.transport_failures_total,
+        ),
+    ];
+    for (name, help, value) in counters {
+        m.help(name, "counter", help);
+        m.sample(name, &[], value as f64);
+    }
+    m.help(
+        "vigie_mail_oldest_pending_age_seconds",
+        "gauge",
+        "age of the oldest message in the outbox (0 when empty)",
+    );
+    let age = mail
+        .oldest_pending
+        .map_or(0.0, |t| (now - t).as_seconds_f64().max(0.0));
+    m.sample("vigie_mail_oldest_pending_age_seconds", &[], age);
 }
 
 /// Prometheus text exposition format 0.0.4.

@@ -79,6 +79,10 @@ pub enum RunError {
     Replication(#[from] crate::replicate::ReplicateError),
     #[error(transparent)]
     Heartbeat(#[from] crate::heartbeat::HeartbeatError),
+    #[error(transparent)]
+    Mail(#[from] crate::mail::MailError),
+    #[error(transparent)]
+    Alerting(#[from] crate::alerting::AlertingError),
 }
 
 /// sled flushes this often in the background: the most an unclean stop
@@ -138,6 +142,73 @@ pub async fn run(
     }
     let shutdown = tokio_util::sync::CancellationToken::new();
     let tasks = tokio_util::task::TaskTracker::new();
+    // Mail, the alerter and replication outlive the other tasks: the last
+    // results the recorder stores must still be judged, mailed and shipped.
+    let late_stop = tokio_util::sync::CancellationToken::new();
+    let started = clock.now();
+
+    let outbox = Arc::new(crate::mail::Outbox::open(sled.db(), sled.path())?);
+    let alert_store = crate::alerting::AlertStore::open(sled.db(), sled.path())?;
+    let (sender, sender_handle) = crate::mail::Sender::new(
+        outbox.clone(),
+        crate::mail::Delivery::from_config(&config)?,
+        clock.clone(),
+        crate::mail::Backoff::DEFAULT,
+    );
+    let sender_task = tokio::spawn(sender.run(late_stop.clone()));
+    let (alert_config, alert_config_rx) = tokio::sync::watch::channel(Arc::new(config.clone()));
+    let host = crate::mail::hostname();
+    let engine = crate::alert::Engine::new(
+        &host,
+        config.alerting.group_window,
+        alert_store.states()?,
+        clock.now(),
+        |check| crate::alerting::policy_of(&config, check),
+    );
+    let (round_tx, rounds) = tokio::sync::mpsc::channel(4);
+    let canary_now = match config.connectivity.canaries.is_empty() {
+        true => None,
+        false => {
+            let now = Arc::new(tokio::sync::Notify::new());
+            tasks.spawn(crate::alerting::canary_rounds(
+                prober(&config, clock.clone())?,
+                crate::alerting::canary_checks(&config),
+                clock.clone(),
+                now.clone(),
+                round_tx,
+                shutdown.clone(),
+            ));
+            Some(now)
+        }
+    };
+    let alert_status = Arc::new(crate::alerting::AlertStatus::default());
+    let (alert_requests, requests) = tokio::sync::mpsc::channel(16);
+    let (alert_tx, alert_rx) = tokio::sync::mpsc::channel::<Outcome>(1024);
+    let report_health: crate::alerting::HealthSource = {
+        let outbox = outbox.clone();
+        let replication = replication.clone();
+        Arc::new(move |now| crate::alert::report::Health {
+            uptime: (now - started).try_into().ok(),
+            outbox_backlog: Some(outbox.stats().snapshot().backlog),
+            dead_letters: Some(crate::alerting::dead_letters(&outbox)),
+            replication_lag: replication
+                .as_ref()
+                .map(|r| std::time::Duration::from_secs_f64(r.snapshot(now).lag_seconds)),
+        })
+    };
+    let alerter = crate::alerting::Alerter {
+        engine,
+        store: alert_store,
+        outbox: outbox.clone(),
+        config: alert_config_rx,
+        clock: clock.clone(),
+        host,
+        latest: latest.clone(),
+        health: report_health,
+        canary_now,
+        status: alert_status.clone(),
+    };
+    let alerter_task = tokio::spawn(alerter.run(alert_rx, rounds, requests));
 
     let token = crate::api::Token::default();
     token.set(api_token(&config)?);
@@ -156,6 +227,11 @@ pub async fn run(
         token: token.clone(),
         replication: replication.clone(),
         heartbeat: heartbeat.as_ref().map(|h| h.stats()),
+        mail: Some(outbox.stats()),
+        alerts: Some(crate::api::Alerts {
+            status: alert_status.clone(),
+            requests: alert_requests,
+        }),
     });
     let api_shutdown = shutdown.clone();
     tasks.spawn(async move {
@@ -180,22 +256,33 @@ pub async fn run(
                     tracing::error!(check = %outcome.name, error = %err, "cannot store result");
                 }
             }
-            recorder_latest.record(outcome);
+            recorder_latest.record(outcome.clone());
+            if alert_tx.send(outcome).await.is_err() {
+                tracing::error!("the alerter stopped; outcomes are stored but not alerted on");
+            }
         }
     });
 
-    // Replication outlives the other tasks: its last shipment at shutdown
-    // must see the results the recorder stores last.
-    let replication_stop = tokio_util::sync::CancellationToken::new();
-    let replication_task = replicator.map(|r| tokio::spawn(r.run(replication_stop.clone())));
+    let replication_task = replicator.map(|r| tokio::spawn(r.run(late_stop.clone())));
     if let Some(heartbeat) = heartbeat {
         let health = health.clone();
         let replication = replication.clone();
+        let mail = outbox.stats();
+        let alerts = alert_status.clone();
         let clock = clock.clone();
         let signal = move || {
             let now = clock.now();
             let replication = replication.as_ref().map(|r| r.snapshot(now));
-            crate::heartbeat::signal(&health.verdict(now), replication.as_ref())
+            match crate::heartbeat::signal(&health.verdict(now), replication.as_ref()) {
+                crate::heartbeat::Signal::Alive => {
+                    match crate::api::mail_and_alert_degradations(&mail.snapshot(), &alerts).first()
+                    {
+                        Some(reason) => crate::heartbeat::Signal::Degraded(reason.clone()),
+                        None => crate::heartbeat::Signal::Alive,
+                    }
+                }
+                other => other,
+            }
         };
         tasks.spawn(heartbeat.run(signal, shutdown.clone()));
     }
@@ -259,8 +346,15 @@ pub async fn run(
             Control::Reload => {
                 crate::notify::reloading();
                 match reload(config_path, &config, clock.clone()) {
-                    Ok((fresh, plan, fresh_token)) => {
+                    Ok(Reloaded {
+                        config: fresh,
+                        plan,
+                        token: fresh_token,
+                        delivery,
+                    }) => {
                         token.set(fresh_token);
+                        sender_handle.reconfigure(delivery);
+                        alert_config.send_replace(Arc::new(fresh.clone()));
                         let old = std::mem::replace(
                             &mut generation,
                             scheduler::spawn(plan, clock.clone(), sink.clone(), &slots, &shutdown),
@@ -297,7 +391,9 @@ pub async fn run(
     tasks.wait().await;
     drop(sink);
     let _ = recorder.await;
-    replication_stop.cancel();
+    let _ = alerter_task.await;
+    late_stop.cancel();
+    let _ = sender_task.await;
     if let Some(task) = replication_task {
         let _ = task.await;
     }
@@ -323,26 +419,41 @@ fn plan(config: &Config, clock: Arc<dyn Clock>) -> Result<Plan, ClientError> {
     })
 }
 
+/// A new config and what was built from it, ready to swap in.
+struct Reloaded {
+    config: Config,
+    plan: Plan,
+    token: Option<Arc<str>>,
+    delivery: crate::mail::Delivery,
+}
+
 /// Loads and prepares a new config; any problem is reported as text lines
 /// and the caller keeps the old one.
-fn reload(
-    path: &std::path::Path,
-    old: &Config,
-    clock: Arc<dyn Clock>,
-) -> Result<(Config, Plan, Option<Arc<str>>), String> {
+fn reload(path: &std::path::Path, old: &Config, clock: Arc<dyn Clock>) -> Result<Reloaded, String> {
     let fresh = crate::config::load(path).map_err(|errors| errors.to_string())?;
     let plan = plan(&fresh, clock).map_err(|err| err.to_string())?;
     let token = api_token(&fresh).map_err(|err| err.to_string())?;
+    let delivery = crate::mail::Delivery::from_config(&fresh).map_err(|err| err.to_string())?;
     if fresh.api.listen != old.api.listen || fresh.state_dir != old.state_dir {
         tracing::warn!("[api] listen and state_dir changes take effect at the next restart");
     }
-    if fresh.replication != old.replication || fresh.heartbeat != old.heartbeat {
-        tracing::warn!("[replication] and [heartbeat] changes take effect at the next restart");
+    if fresh.replication != old.replication
+        || fresh.heartbeat != old.heartbeat
+        || fresh.connectivity != old.connectivity
+    {
+        tracing::warn!(
+            "[replication], [heartbeat] and [connectivity] changes take effect at the next restart"
+        );
     }
-    Ok((fresh, plan, token))
+    Ok(Reloaded {
+        config: fresh,
+        plan,
+        token,
+        delivery,
+    })
 }
 
-fn api_token(config: &Config) -> Result<Option<Arc<str>>, RunError> {
+pub(crate) fn api_token(config: &Config) -> Result<Option<Arc<str>>, RunError> {
     let Some(path) = &config.api.token_file else {
         return Ok(None);
     };

@@ -29,6 +29,9 @@
 //!   (thresholds, reminders, restarts), grouping, silences and maintenance
 //!   holds, the blind-monitor gate, and the text of alert mails and the
 //!   daily certificate report. No I/O: the daemon persists and sends.
+//! - [`alerting`]: the daemon side of `alert`: alert states, silences and
+//!   certificate changes in sled, one transaction per state change and its
+//!   mail, canary rounds, the daily report's schedule.
 //! - [`mail`]: delivery: the durable outbox (sled trees `outbox`,
 //!   `dead_letters`) and the sender task draining it over SMTP (lettre,
 //!   vigie's own rustls) or into `<state_dir>/maildir`; `vigie test-email`.
@@ -48,6 +51,7 @@
 //! - [`clock`]: wall-clock time as a dependency.
 
 pub mod alert;
+pub mod alerting;
 pub mod api;
 pub mod app;
 pub mod cert;

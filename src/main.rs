@@ -67,6 +67,30 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The certificate report (asks the running daemon, else reads the store; probes now if nothing is stored).
+    Report {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also mail it now to [report] to.
+        #[arg(long)]
+        send: bool,
+    },
+    /// Hold pages for checks matching PATTERN (glob: * and ?); probes and history go on.
+    Silence {
+        /// Check-name glob, e.g. "staging-*"; "*" silences everything.
+        pattern: String,
+        /// How long, e.g. "8h".
+        #[arg(long = "for", value_parser = humantime::parse_duration)]
+        duration: std::time::Duration,
+        /// Why (shown in the daily report and the held pages).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Remove the silence of PATTERN before it ends.
+    Unsilence { pattern: String },
+    /// Send one message through the configured delivery and say what happened.
+    TestEmail,
     /// Rebuild the local history from the off-region replica (stop the daemon first).
     Restore {
         /// Another replica than `[replication] url`, same endpoint and keys:
@@ -90,6 +114,14 @@ fn main() -> ExitCode {
         Command::Run => run(&cli.config),
         Command::History { name, since, json } => history(&cli.config, &name, since, json),
         Command::Restore { from } => restore(&cli.config, from.as_deref()),
+        Command::Report { json, send } => report(&cli.config, json, send),
+        Command::Silence {
+            pattern,
+            duration,
+            reason,
+        } => silence(&cli.config, &pattern, duration, &reason),
+        Command::Unsilence { pattern } => unsilence(&cli.config, &pattern),
+        Command::TestEmail => test_email(&cli.config),
     }
 }
 
@@ -186,6 +218,130 @@ fn history(path: &std::path::Path, name: &str, since: std::time::Duration, json:
         }
         Err(err) => {
             eprintln!("vigie: {err}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+/// Loads the config and builds a runtime, or says why not.
+fn setup(path: &std::path::Path) -> Option<(config::Config, tokio::runtime::Runtime)> {
+    let config = load_or_report(path)?;
+    let runtime = runtime()?;
+    Some((config, runtime))
+}
+
+fn report(path: &std::path::Path, json: bool, send: bool) -> ExitCode {
+    let Some((config, runtime)) = setup(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let report = match runtime.block_on(vigie::alerting::report_command(&config, clock.clone())) {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("vigie: {err}");
+            return ExitCode::from(EXIT_UNKNOWN);
+        }
+    };
+    match json {
+        true => out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        )),
+        false => out(&vigie::alert::report::text(&report)),
+    }
+    if send {
+        let to: Vec<String> = config.report.to.iter().map(ToString::to_string).collect();
+        if to.is_empty() {
+            eprintln!(
+                "vigie: not sent: set `to` in [report] or [alerting] of {}",
+                path.display()
+            );
+            return ExitCode::from(EXIT_UNKNOWN);
+        }
+        let message = vigie::mail::OutgoingMessage::from(vigie::alert::report::email(&report, &to));
+        match runtime.block_on(vigie::mail::send_direct(&config, &message, clock.as_ref())) {
+            Ok(how) => eprintln!("sent to {} via {how}", to.join(", ")),
+            Err(err) => {
+                eprintln!("vigie: the report was not sent: {err}");
+                return ExitCode::from(EXIT_UNKNOWN);
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn silence(
+    path: &std::path::Path,
+    pattern: &str,
+    duration: std::time::Duration,
+    reason: &str,
+) -> ExitCode {
+    let Some((config, runtime)) = setup(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let clock = SystemClock;
+    match runtime.block_on(vigie::alerting::silence_command(
+        &config, pattern, duration, reason, &clock,
+    )) {
+        Ok(silence) => {
+            let until = silence
+                .until
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default();
+            let covered: Vec<&str> = config
+                .checks
+                .iter()
+                .filter(|c| silence.covers(&c.name))
+                .map(|c| c.name.as_str())
+                .collect();
+            out(&format!(
+                "silenced {:?} until {until}: {}\n",
+                silence.pattern,
+                match covered.is_empty() {
+                    true => "matches no configured check (yet)".to_string(),
+                    false => covered.join(", "),
+                }
+            ));
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("vigie: {err}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+fn unsilence(path: &std::path::Path, pattern: &str) -> ExitCode {
+    let Some((config, runtime)) = setup(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    match runtime.block_on(vigie::alerting::unsilence_command(&config, pattern)) {
+        Ok(true) => {
+            out(&format!("removed the silence {pattern:?}\n"));
+            ExitCode::SUCCESS
+        }
+        Ok(false) => {
+            eprintln!("vigie: no silence with the pattern {pattern:?}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+        Err(err) => {
+            eprintln!("vigie: {err}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+fn test_email(path: &std::path::Path) -> ExitCode {
+    let Some((config, runtime)) = setup(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    match runtime.block_on(vigie::mail::send_test(&config, &SystemClock)) {
+        Ok(report) => {
+            out(&format!("{report}\n"));
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("vigie: test message not sent: {err}");
             ExitCode::from(EXIT_UNKNOWN)
         }
     }

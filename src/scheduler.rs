@@ -282,6 +282,12 @@ impl Latest {
             .cloned()
     }
 
+    /// Every check's latest outcome, by name.
+    pub fn all(&self) -> Vec<Arc<Outcome>> {
+        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
+        map.values().cloned().collect()
+    }
+
     /// Drops checks that are no longer configured.
     pub fn retain(&self, keep: impl Fn(&str) -> bool) {
         let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());

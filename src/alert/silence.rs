@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::cert::format_date;
-use crate::config::MaintenanceWindow;
+use crate::config::{glob_match, MaintenanceWindow};
 
 /// A silence, as `vigie silence` creates it and the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,41 +173,6 @@ fn from_chrono(t: DateTime<Utc>) -> OffsetDateTime {
     let nanos = t.timestamp_nanos_opt().unwrap_or(i64::MAX);
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
         .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-}
-
-/// `*` matches any run of characters (including none), `?` exactly one.
-///
-/// The same rule as `[[maintenance]] checks` (config's private
-/// `glob_match`); a copy only until config exposes its own, so that a
-/// silence and a window written alike match alike.
-fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    let (mut pi, mut ni) = (0, 0);
-    // On a mismatch, the last `*` swallows one more character and matching
-    // resumes after it; a later star can absorb anything an earlier one
-    // would have, so remembering one star is enough.
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ni));
-                pi += 1;
-            }
-            Some(&c) if c == '?' || c == n[ni] => {
-                pi += 1;
-                ni += 1;
-            }
-            _ => match star {
-                Some((sp, sn)) => {
-                    star = Some((sp, sn + 1));
-                    pi = sp + 1;
-                    ni = sn + 1;
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
 }
 
 #[cfg(test)]

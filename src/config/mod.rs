@@ -389,7 +389,7 @@ fn checks_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// `*` matches any run of characters (including none), `?` exactly one;
 /// everything else matches itself.
-fn glob_match(pattern: &str, name: &str) -> bool {
+pub fn glob_match(pattern: &str, name: &str) -> bool {
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
     let (mut pi, mut ni) = (0, 0);
     // Where the last `*` was and what it had matched up to: on a mismatch

@@ -152,7 +152,8 @@ fn angle(id: &str) -> String {
 }
 
 /// This machine's name, as lettre sends it in EHLO.
-pub(crate) fn hostname() -> String {
+/// This machine's name, as mails and Message-IDs show it.
+pub fn hostname() -> String {
     match ClientId::default() {
         ClientId::Domain(name) => name,
         other => other.to_string(),

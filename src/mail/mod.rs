@@ -44,7 +44,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 
 pub use self::maildir::{Maildir, MaildirError};
-pub use self::message::OutgoingMessage;
+pub use self::message::{hostname, OutgoingMessage};
 pub use self::outbox::{DeadLetter, MessageId, Outbox, Pending};
 pub use self::sender::{Backoff, Delivery, MailSnapshot, MailStats, Sender, SenderHandle};
 pub use self::smtp::{DeliveryError, Failure, Session, SmtpTransport, Stage, DEFAULT_TIMEOUT};
@@ -162,4 +162,17 @@ fn test_html(host: &str, via: &str) -> String {
          If you can read it, alerts will reach you the same way.</p>\
          </body></html>"
     )
+}
+
+/// Sends `message` now through the configured delivery, not through the
+/// outbox (the daemon may hold the store): `vigie report --send`. Returns
+/// how it went, e.g. `smtp 127.0.0.1:587 (...): 250 2.0.0 Ok`.
+pub async fn send_direct(
+    config: &Config,
+    message: &OutgoingMessage,
+    clock: &dyn Clock,
+) -> Result<String, MailError> {
+    let delivery = Delivery::from_config(config)?;
+    let accepted = delivery.send_now(message, clock.now()).await?;
+    Ok(format!("{}: {}", accepted.via, accepted.outcome))
 }
