@@ -12,6 +12,7 @@ mod common;
 mod targets;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -58,7 +59,23 @@ fn measure(n: usize, every: Duration, window: Duration) {
     )
     .expect("write config");
     let log = std::fs::File::create(dir.join("vigie.log")).expect("log file");
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_vigie"))
+    // VIGIE_BENCH_WRAP="heaptrack -o /tmp/vigie-daemon" runs the daemon
+    // under a wrapper (a memory profiler); the figures are then the
+    // wrapped daemon's, found among the wrapper's descendants.
+    let wrap: Vec<String> = std::env::var("VIGIE_BENCH_WRAP")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let mut command = match wrap.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(env!("CARGO_BIN_EXE_vigie"));
+            command
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_vigie")),
+    };
+    let mut daemon = command
         .arg("--config")
         .arg(dir.join("config.toml"))
         .arg("run")
@@ -66,7 +83,21 @@ fn measure(n: usize, every: Duration, window: Duration) {
         .stderr(log)
         .spawn()
         .expect("start vigie run");
-    let pid = daemon.id();
+    let pid = if wrap.is_empty() {
+        daemon.id()
+    } else {
+        let started = Instant::now();
+        loop {
+            if let Some(pid) = descendant_running(daemon.id(), env!("CARGO_BIN_EXE_vigie")) {
+                break pid;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "no vigie under the wrapper"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -100,7 +131,7 @@ fn measure(n: usize, every: Duration, window: Duration) {
     // VIGIE_BENCH_PERF=1 records a CPU profile of the daemon over the window.
     let perf = std::env::var_os("VIGIE_BENCH_PERF").map(|_| {
         Command::new("perf")
-            .args(["record", "-g", "-o"])
+            .args(["record", "-F", "199", "--call-graph", "dwarf,16384", "-o"])
             .arg(dir.join("perf.data"))
             .args(["-p", &pid_text])
             .stdout(Stdio::null())
@@ -152,6 +183,7 @@ fn measure(n: usize, every: Duration, window: Duration) {
     let targets_cpu = targets::process_cpu_time(targets.pid()) - targets_cpu_before;
     let elapsed = window_start.elapsed();
     let peak = targets::proc_mib(&pid_text, "VmHWM");
+    let memory_detail = memory_detail(pid);
     let expected = elapsed.as_secs_f64() / every.as_secs_f64() * n as f64;
     let probes = delays.len();
     delays.sort_by(|a, b| a.total_cmp(b));
@@ -214,6 +246,7 @@ fn measure(n: usize, every: Duration, window: Duration) {
         targets_cpu.as_secs_f64() / elapsed.as_secs_f64() * 100.0,
     );
     println!("  RSS: mean {mean_rss:.1} MiB, max {max_rss:.1} MiB, peak (VmHWM) {peak:.1} MiB");
+    println!("  memory at the end: {memory_detail}");
     println!(
         "  schedule: start delay (start - due) over every run seen: p50 {:.3} s, p99 {:.3} s, max {max_delay:.3} s; \
          worst wait of a not-yet-started check at a scrape {worst_waiting:.3} s; checks with no run in the last {:.0} s: {stale} of {checks_seen}",
@@ -235,6 +268,49 @@ fn measure(n: usize, every: Duration, window: Duration) {
         verdict(peak * 1024.0 * 1024.0 < 100e6)
     );
     println!("  SIGTERM -> exit {:?}", status.code());
+}
+
+/// A process below `parent` (itself excluded) whose executable is `exe`.
+fn descendant_running(parent: u32, exe: &str) -> Option<u32> {
+    let children = std::fs::read_dir(format!("/proc/{parent}/task"))
+        .ok()?
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|pid| pid.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>();
+    children.iter().find_map(|&child| {
+        let target = std::fs::read_link(format!("/proc/{child}/exe")).ok()?;
+        (target == Path::new(exe))
+            .then_some(child)
+            .or_else(|| descendant_running(child, exe))
+    })
+}
+
+/// Where the daemon's resident memory is: anonymous (heap, arenas, stacks)
+/// vs file-backed (the binary), from /proc/PID/smaps_rollup, and its thread
+/// count.
+fn memory_detail(pid: u32) -> String {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let kib = |field: &str| -> f64 {
+        rollup
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+            / 1024.0
+    };
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    format!(
+        "RSS {:.1} MiB = anonymous {:.1} MiB + file-backed {:.1} MiB; {threads} threads",
+        kib("Rss"),
+        kib("Anonymous"),
+        kib("Rss") - kib("Anonymous"),
+    )
 }
 
 /// One value per `check` label of a metric in Prometheus text (enough for

@@ -1,0 +1,144 @@
+//! From the probe that crosses the threshold to the SMTP server's
+//! acceptance, through the real daemon (`vigie run`, release build).
+//!
+//! A loopback HTTPS target is switched between 200 and 503; one check
+//! probes it every second with `failure_threshold = 2`,
+//! `recovery_threshold = 2` and `group_window = 1s`; the daemon mails
+//! aiosmtpd over plain SMTP. For each incident the crossing probe is the
+//! second `down` outcome of the streak (read back from the daemon's history
+//! API: its start plus its duration is when vigie knew), and the acceptance
+//! is when aiosmtpd wrote the message to its spool (just before its 250).
+//! The same for the RESOLVED. Target: under 1 s plus `group_window`.
+//!
+//! Run: `cargo bench --bench alert_latency [-- INCIDENTS]` (default 5).
+//! Needs aiosmtpd (`python3 -m pip install aiosmtpd`).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use common::daemon::{api_section, free_addr, Daemon};
+use common::env::{check_toml, Env};
+use common::servers::{TlsOpts, TlsServer};
+use common::smtp::{SmtpOpts, SmtpServer};
+
+const GROUP_WINDOW: Duration = Duration::from_secs(1);
+const THRESHOLD: usize = 2;
+
+fn main() {
+    let incidents: usize = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(5);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(bench(incidents));
+}
+
+async fn bench(incidents: usize) {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let status = Arc::new(AtomicU16::new(200));
+    let answer = status.clone();
+    let target = TlsServer::start_with(
+        &common::pki::valid_leaf(),
+        TlsOpts::default(),
+        Arc::new(move |_| (answer.load(Ordering::SeqCst), vec![], "ok".to_string())),
+    );
+    let api = free_addr();
+    let env = Env::with_config(&api_section(api, None));
+    env.append_config(&format!(
+        "[alerting]\nto = [\"oncall@example.com\"]\nfailure_threshold = {THRESHOLD}\n\
+         recovery_threshold = {THRESHOLD}\ngroup_window = \"{}s\"\n\
+         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n",
+        GROUP_WINDOW.as_secs(),
+        smtp.port
+    ));
+    env.write_checks(
+        "site.toml",
+        &check_toml(
+            "site",
+            &target.url("/"),
+            "every = \"1s\"\ntimeout = \"5s\"\n[check.expect]\nstatus = [200]",
+        ),
+    );
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    println!(
+        "alert latency: crossing probe -> SMTP acceptance, {incidents} incidents, \
+         threshold {THRESHOLD}, group_window {}s, checks every 1 s",
+        GROUP_WINDOW.as_secs()
+    );
+    let mut down = Vec::new();
+    let mut resolved = Vec::new();
+    for i in 0..incidents {
+        for (code, want_down, sink) in [(503, true, &mut down), (200, false, &mut resolved)] {
+            status.store(code, Ordering::SeqCst);
+            let n = 2 * i + usize::from(!want_down) + 1;
+            let mails = smtp.wait_for(n, Duration::from_secs(60));
+            let accepted = acceptance(&smtp, mails[n - 1].seq);
+            let history = daemon.history("site").await.expect("history");
+            let crossing = crossing_probe(&history, want_down);
+            let latency = (accepted - crossing).as_seconds_f64();
+            let kind = if want_down { "DOWN" } else { "RESOLVED" };
+            println!("  incident {}: {kind:<8} {latency:.3} s", i + 1);
+            sink.push(latency);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    for (kind, values) in [("DOWN", &mut down), ("RESOLVED", &mut resolved)] {
+        values.sort_by(f64::total_cmp);
+        println!(
+            "{kind:<8} median {:.3} s, max {:.3} s (target < {:.1} s)",
+            values[values.len() / 2],
+            values[values.len() - 1],
+            1.0 + GROUP_WINDOW.as_secs_f64()
+        );
+    }
+    daemon.stop(Duration::from_secs(30)).await;
+}
+
+/// When aiosmtpd accepted message `seq` (its spool file's mtime).
+fn acceptance(smtp: &SmtpServer, seq: u64) -> OffsetDateTime {
+    let file = smtp.spool.join(format!("{seq:06}.json"));
+    let modified = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let since_epoch = modified
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("mtime after 1970");
+    OffsetDateTime::from_unix_timestamp_nanos(since_epoch.as_nanos() as i128).expect("a time")
+}
+
+/// The end of the probe that crossed the threshold in the latest streak of
+/// `down` (or not-down) outcomes.
+fn crossing_probe(history: &[Value], down: bool) -> OffsetDateTime {
+    let is_down = |o: &Value| o["status"] == "down";
+    let streak_start = history
+        .iter()
+        .rposition(|o| is_down(o) != down)
+        .map_or(0, |i| i + 1);
+    let crossing = history
+        .get(streak_start + THRESHOLD - 1)
+        .unwrap_or_else(|| {
+            panic!(
+                "no crossing probe in the last streak of {} outcomes",
+                history.len()
+            )
+        });
+    let started = OffsetDateTime::parse(
+        crossing["started_at"].as_str().expect("started_at"),
+        &Rfc3339,
+    )
+    .expect("RFC 3339");
+    let took = crossing["duration_ms"].as_f64().unwrap_or(0.0);
+    started + Duration::from_secs_f64(took / 1000.0)
+}
