@@ -374,10 +374,11 @@ impl AlertStatus {
 
 struct Run {
     silences: Vec<Silence>,
-    /// The last leaf-bearing outcome of each check, for certificate changes.
-    last_leaf: HashMap<String, Outcome>,
+    /// The last leaf-bearing outcome of each check, for certificate changes
+    /// (the `Arc` the recorder also keeps as the latest).
+    last_leaf: HashMap<String, Arc<Outcome>>,
     /// Network failures waiting for a fresh canary round.
-    gated: Vec<Outcome>,
+    gated: Vec<Arc<Outcome>>,
     last_round: Option<OffsetDateTime>,
     next_report: Option<OffsetDateTime>,
 }
@@ -386,7 +387,7 @@ impl Alerter {
     /// Runs until `outcomes` closes (the recorder stopped).
     pub async fn run(
         mut self,
-        mut outcomes: mpsc::Receiver<Outcome>,
+        mut outcomes: mpsc::Receiver<Arc<Outcome>>,
         mut rounds: mpsc::Receiver<Round>,
         mut requests: mpsc::Receiver<Request>,
     ) {
@@ -403,8 +404,7 @@ impl Alerter {
         };
         for outcome in self.latest.all() {
             if outcome.leaf().is_some() {
-                run.last_leaf
-                    .insert(outcome.name.clone(), (*outcome).clone());
+                run.last_leaf.insert(outcome.name.clone(), outcome);
             }
         }
         let mut tick = tokio::time::interval(TICK);
@@ -439,7 +439,7 @@ impl Alerter {
         .min(TICK)
     }
 
-    fn outcome(&mut self, run: &mut Run, outcome: Outcome) {
+    fn outcome(&mut self, run: &mut Run, outcome: Arc<Outcome>) {
         self.record_change(run, &outcome);
         if self.needs_fresh_round(run, &outcome) {
             run.gated.push(outcome);
@@ -570,7 +570,7 @@ impl Alerter {
         }
     }
 
-    fn record_change(&mut self, run: &mut Run, outcome: &Outcome) {
+    fn record_change(&mut self, run: &mut Run, outcome: &Arc<Outcome>) {
         if outcome.leaf().is_none() {
             return;
         }

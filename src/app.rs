@@ -138,7 +138,7 @@ pub async fn run(
     let slots = Slots::default();
     let latest = crate::scheduler::Latest::default();
     for outcome in store.latest_all()? {
-        latest.record(outcome);
+        latest.record(Arc::new(outcome));
     }
     let shutdown = tokio_util::sync::CancellationToken::new();
     let tasks = tokio_util::task::TaskTracker::new();
@@ -183,7 +183,7 @@ pub async fn run(
     };
     let alert_status = Arc::new(crate::alerting::AlertStatus::default());
     let (alert_requests, requests) = tokio::sync::mpsc::channel(16);
-    let (alert_tx, alert_rx) = tokio::sync::mpsc::channel::<Outcome>(1024);
+    let (alert_tx, alert_rx) = tokio::sync::mpsc::channel::<Arc<Outcome>>(1024);
     let report_health: crate::alerting::HealthSource = {
         let outbox = outbox.clone();
         let replication = replication.clone();
@@ -256,6 +256,7 @@ pub async fn run(
                     tracing::error!(check = %outcome.name, error = %err, "cannot store result");
                 }
             }
+            let outcome = Arc::new(outcome);
             recorder_latest.record(outcome.clone());
             if alert_tx.send(outcome).await.is_err() {
                 tracing::error!("the alerter stopped; outcomes are stored but not alerted on");

@@ -78,6 +78,15 @@ pub enum KindName {
     Cors,
 }
 
+impl KindName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KindName::Http => "http",
+            KindName::Cors => "cors",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct HttpCheck {
     pub follow_redirects: bool,

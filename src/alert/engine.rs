@@ -180,9 +180,16 @@ impl Engine {
             .states
             .remove(check)
             .unwrap_or_else(|| AlertState::new(check));
-        let step = state::transition(current, observation, now, policy, hold);
+        let mut step = state::transition(current, observation, now, policy, hold);
         for event in step.events {
             self.grouper.push(event, now);
+        }
+        // The latest probe's chain is only ever shown in a mail about an
+        // incident; a quiet check does not keep (or persist) a copy of it.
+        if !step.state.is_firing() && step.state.resolving.is_empty() {
+            if let Some(last) = step.state.last.as_mut() {
+                last.snapshot.chain = Vec::new();
+            }
         }
         self.states.insert(check.to_string(), step.state.clone());
         step.state

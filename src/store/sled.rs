@@ -56,7 +56,7 @@ pub use self::replication::{Backlog, Restored, Shipment, ShipmentRange, Shipment
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// sled's page cache budget.
-pub const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+pub const CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// How results are grouped into blocks.
 #[derive(Debug, Clone, Copy)]
