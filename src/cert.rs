@@ -7,10 +7,17 @@
 
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
+use x509_parser::asn1_rs::Tag;
+use x509_parser::certificate::X509CertificateParser;
 use x509_parser::der_parser::oid::Oid;
-use x509_parser::extensions::GeneralName;
+use x509_parser::extensions::{GeneralName, SubjectAlternativeName};
+use x509_parser::nom::Parser;
+use x509_parser::oid_registry::{
+    OID_EC_P256, OID_NIST_EC_P384, OID_NIST_EC_P521, OID_SIG_ED25519, OID_X509_EXT_SUBJECT_ALT_NAME,
+};
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::public_key::PublicKey;
+use x509_parser::x509::X509Name;
 
 use crate::outcome::CertInfo;
 
@@ -35,7 +42,14 @@ impl Presented {
 /// reported, by fingerprint, so the operator sees that *something* was sent.
 pub fn read(der: &[u8], now: OffsetDateTime) -> Presented {
     let sha256 = hex(&Sha256::digest(der));
-    match X509Certificate::from_der(der) {
+    // Extensions are split but not decoded: only the SAN is read (see
+    // `sans`), and decoding the others (SCT lists, policies, AIA) is most of
+    // x509-parser's work on a real leaf. An undecodable extension never
+    // failed the certificate, so nothing else changes.
+    let parsed = X509CertificateParser::new()
+        .with_deep_parse_extensions(false)
+        .parse(der);
+    match parsed {
         Ok((_, cert)) => Presented {
             info: describe(&cert, sha256, now),
             subject_der: name_contents(cert.subject().as_raw()).to_vec(),
@@ -64,8 +78,8 @@ fn describe(cert: &X509Certificate<'_>, sha256: String, now: OffsetDateTime) -> 
     let not_before = cert.validity().not_before.to_datetime();
     let not_after = cert.validity().not_after.to_datetime();
     CertInfo {
-        subject: cert.subject().to_string(),
-        issuer: cert.issuer().to_string(),
+        subject: name_string(cert.subject()),
+        issuer: name_string(cert.issuer()),
         not_before,
         not_after,
         days_left: (not_after - now).whole_days(),
@@ -77,12 +91,60 @@ fn describe(cert: &X509Certificate<'_>, sha256: String, now: OffsetDateTime) -> 
     }
 }
 
+/// A DN the way x509-parser prints it ("C=US, O=X, CN=R11"), written into
+/// one string. Names with anything but text values or attribute types
+/// without an abbreviation (rare) are left to x509-parser, so the output is
+/// the same either way.
+fn name_string(name: &X509Name<'_>) -> String {
+    plain_name_string(name).unwrap_or_else(|| name.to_string())
+}
+
+fn plain_name_string(name: &X509Name<'_>) -> Option<String> {
+    let registry = x509_parser::objects::oid_registry();
+    let mut out = String::with_capacity(name.as_raw().len());
+    for rdn in name.iter() {
+        // x509-parser separates with ", " only after a non-empty prefix.
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        for (i, attr) in rdn.iter().enumerate() {
+            let value = attr.attr_value();
+            match value.tag() {
+                Tag::NumericString
+                | Tag::VisibleString
+                | Tag::PrintableString
+                | Tag::GeneralString
+                | Tag::ObjectDescriptor
+                | Tag::GraphicString
+                | Tag::T61String
+                | Tag::VideotexString
+                | Tag::Utf8String
+                | Tag::Ia5String => {}
+                _ => return None,
+            }
+            let text = std::str::from_utf8(value.data).ok()?;
+            let abbrev = x509_parser::objects::oid2abbrev(attr.attr_type(), registry).ok()?;
+            if i > 0 {
+                out.push_str(" + ");
+            }
+            out.push_str(abbrev);
+            out.push('=');
+            out.push_str(text);
+        }
+    }
+    Some(out)
+}
+
+/// The DNS names and IP addresses of the SAN extension; none when it is
+/// absent, repeated or undecodable.
 fn sans(cert: &X509Certificate<'_>) -> Vec<String> {
-    let Ok(Some(ext)) = cert.subject_alternative_name() else {
+    let Ok(Some(ext)) = cert.get_extension_unique(&OID_X509_EXT_SUBJECT_ALT_NAME) else {
         return Vec::new();
     };
-    ext.value
-        .general_names
+    let Ok((_, san)) = SubjectAlternativeName::from_der(ext.value) else {
+        return Vec::new();
+    };
+    san.general_names
         .iter()
         .filter_map(|name| match name {
             GeneralName::DNSName(dns) => Some(dns.to_string()),
@@ -110,8 +172,8 @@ fn key_description(cert: &X509Certificate<'_>) -> String {
                 .parameters
                 .as_ref()
                 .and_then(|p| p.as_oid().ok())
-                .map(|oid| curve_name(&oid.to_id_string()))
-                .unwrap_or_else(|| "unknown curve".to_string());
+                .map(|oid| curve_name(&oid))
+                .unwrap_or_else(|| "unknown curve".into());
             format!("ECDSA {curve}")
         }
         Ok(PublicKey::DSA(_)) => "DSA".to_string(),
@@ -120,12 +182,15 @@ fn key_description(cert: &X509Certificate<'_>) -> String {
     }
 }
 
-fn curve_name(oid: &str) -> String {
-    match oid {
-        "1.2.840.10045.3.1.7" => "P-256".to_string(),
-        "1.3.132.0.34" => "P-384".to_string(),
-        "1.3.132.0.35" => "P-521".to_string(),
-        other => other.to_string(),
+fn curve_name(oid: &Oid<'_>) -> std::borrow::Cow<'static, str> {
+    if *oid == OID_EC_P256 {
+        "P-256".into()
+    } else if *oid == OID_NIST_EC_P384 {
+        "P-384".into()
+    } else if *oid == OID_NIST_EC_P521 {
+        "P-521".into()
+    } else {
+        oid.to_id_string().into()
     }
 }
 
@@ -134,12 +199,12 @@ fn signature_name(cert: &X509Certificate<'_>) -> String {
 }
 
 fn oid_name(oid: &Oid<'_>) -> String {
-    match oid.to_id_string().as_str() {
-        "1.3.101.112" => "ED25519".to_string(),
-        _ => x509_parser::objects::oid2sn(oid, x509_parser::objects::oid_registry())
-            .map(str::to_string)
-            .unwrap_or_else(|_| oid.to_id_string()),
+    if *oid == OID_SIG_ED25519 {
+        return "ED25519".to_string();
     }
+    x509_parser::objects::oid2sn(oid, x509_parser::objects::oid_registry())
+        .map(str::to_string)
+        .unwrap_or_else(|_| oid.to_id_string())
 }
 
 /// Strips the outer SEQUENCE tag and length from a DER Name. WebPKI stores
@@ -160,19 +225,20 @@ pub fn name_contents(der: &[u8]) -> &[u8] {
 /// browsers apply them: case-insensitive, a wildcard only as the whole
 /// left-most label and matching exactly one label, no fallback to the CN.
 pub fn covers(sans: &[String], host: &str) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    sans.iter()
-        .any(|san| san_matches(&san.to_ascii_lowercase(), &host))
+    let host = host.trim_end_matches('.');
+    sans.iter().any(|san| san_matches(san, host))
 }
 
+/// Case-insensitive (ASCII, as DNS names are compared), without lowering
+/// copies.
 fn san_matches(san: &str, host: &str) -> bool {
     if let Some(suffix) = san.strip_prefix("*.") {
         return match host.split_once('.') {
-            Some((label, rest)) => !label.is_empty() && rest == suffix,
+            Some((label, rest)) => !label.is_empty() && rest.eq_ignore_ascii_case(suffix),
             None => false,
         };
     }
-    san == host
+    san.eq_ignore_ascii_case(host)
 }
 
 /// The certificate that expires first among those served: the one that

@@ -2,9 +2,10 @@
 //!
 //! Every request gets its own TCP connection and its own TLS handshake: a
 //! pooled or resumed connection would show an old handshake and hide the
-//! chain the server serves *now*. Trust (root stores, WebPKI verifiers) is
-//! built once per distinct CA set and shared; per probe we only allocate a
-//! small `ClientConfig` whose verifier records what it is shown.
+//! chain the server serves *now*. Trust (root stores, WebPKI verifiers and
+//! the rustls `ClientConfig`) is built once per distinct CA set and shared;
+//! each handshake runs inside `tls::recording`, which gives the shared
+//! verifier a per-connection place to record what it is shown.
 //!
 //! This module reports *what happened* (a response, or a classified
 //! [`ProbeError`]) and records progress in a [`Trace`] so that a timeout can
@@ -29,7 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use url::Url;
 
-use super::tls::{self, SeenChain, Trust};
+use super::tls::{self, Trust};
 use crate::cert;
 use crate::check::Check;
 use crate::clock::Clock;
@@ -216,11 +217,10 @@ impl Client {
         })?;
         let peer = tcp.peer_addr().ok();
         trace.phase = Phase::Handshaking(peer);
-        let seen = SeenChain::default();
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(trust.client_config(&seen)));
-        let result = connector.connect(server_name, tcp).await;
+        let connector = tokio_rustls::TlsConnector::from(trust.client_config());
+        let (result, seen) = tls::recording(connector.connect(server_name, tcp)).await;
         let now = self.clock.now();
-        let report = seen.take().map(|seen| {
+        let report = seen.map(|seen| {
             let presented: Vec<_> = seen.chain.iter().map(|der| cert::read(der, now)).collect();
             let verify_error = seen
                 .verdict
@@ -339,14 +339,19 @@ where
     // spawned: no task allocation and no cross-thread wake-up per probe, and
     // it dies with the probe (a timed-out probe must not leave a socket
     // behind). Its result is not needed: failures surface through the
-    // request. Once it finishes it is dropped, so that a response it never
-    // delivered fails at once instead of waiting for the timeout.
-    let mut conn = std::pin::pin!(Some(conn));
+    // request. Once HTTP is done with it (the response is in, or the
+    // connection failed) it is dropped, which closes the socket, so that a
+    // response it never delivered fails at once instead of waiting for the
+    // timeout. It is not shut down gracefully first: the request said
+    // `Connection: close` and the answer is complete, so a TLS close_notify
+    // and a shutdown(2) would only cost another record, write and wake-up
+    // per probe, and the outcome does not depend on them.
+    let mut conn = Some(conn);
     let mut answer = std::pin::pin!(read_response(&mut sender, request, trace));
     std::future::poll_fn(|cx| {
-        if let Some(driver) = conn.as_mut().as_pin_mut() {
-            if driver.poll(cx).is_ready() {
-                conn.set(None);
+        if let Some(driver) = conn.as_mut() {
+            if driver.poll_without_shutdown(cx).is_ready() {
+                conn = None;
             }
         }
         answer.as_mut().poll(cx)
@@ -363,7 +368,10 @@ async fn read_response(
     trace.phase = Phase::AwaitingHeaders;
     let response = sender.send_request(request).await.map_err(protocol_error)?;
     let (parts, mut body) = response.into_parts();
-    let mut bytes = Vec::new();
+    // One allocation when the length is announced, instead of regrowing per
+    // frame; never more than the cap, whatever the server claims.
+    let announced = hyper::body::Body::size_hint(&body).exact().unwrap_or(0);
+    let mut bytes = Vec::with_capacity(announced.min(BODY_CAP as u64) as usize);
     let mut truncated = false;
     trace.phase = Phase::ReadingBody(0);
     while let Some(frame) = body.frame().await {

@@ -131,15 +131,17 @@ fn report(
 }
 
 fn headers(map: &http::HeaderMap) -> Vec<(String, String)> {
-    map.keys()
-        .map(|name| {
-            let value = map
-                .get_all(name)
-                .iter()
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .collect::<Vec<_>>()
-                .join(", ");
-            (name.as_str().to_string(), value)
-        })
-        .collect()
+    let mut out = Vec::with_capacity(map.keys_len());
+    for name in map.keys() {
+        // Repeated headers are joined with ", ", in one string.
+        let mut value = String::new();
+        for (i, v) in map.get_all(name).iter().enumerate() {
+            if i > 0 {
+                value.push_str(", ");
+            }
+            value.push_str(&String::from_utf8_lossy(v.as_bytes()));
+        }
+        out.push((name.as_str().to_string(), value));
+    }
+    out
 }

@@ -10,9 +10,11 @@
 //! the only use of rustls's `danger` API in vigie, and it changes what is
 //! *recorded*, not what is *trusted*.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -27,8 +29,10 @@ use crate::outcome::VerifyError;
 /// One trust configuration (Mozilla roots plus any extra CAs), built once and
 /// shared by every probe that uses it.
 pub struct Trust {
-    provider: Arc<CryptoProvider>,
-    verifier: Arc<WebPkiServerVerifier>,
+    /// Shared by every connection made with this trust: its verifier
+    /// records into the task-local slot of the handshake being polled (see
+    /// [`recording`]), so nothing in it is per connection.
+    config: Arc<rustls::ClientConfig>,
     /// Subjects of the trust anchors, to tell "intermediate not served" from
     /// "issued by a CA nobody trusts".
     anchor_subjects: HashSet<Vec<u8>>,
@@ -64,29 +68,17 @@ impl Trust {
                 .build()
                 .map_err(|err| rustls::Error::General(err.to_string()))?;
         Ok(Self {
-            provider,
-            verifier,
+            config: Arc::new(client_config(provider, verifier)),
             anchor_subjects,
         })
     }
 
-    /// A client configuration for exactly one connection: its verifier
-    /// records into `seen`, and it has no session cache, so every probe does
-    /// a full handshake and sees the chain actually served.
-    pub fn client_config(&self, seen: &SeenChain) -> rustls::ClientConfig {
-        let verifier = RecordingVerifier {
-            inner: self.verifier.clone(),
-            seen: seen.clone(),
-        };
-        let mut config = rustls::ClientConfig::builder_with_provider(self.provider.clone())
-            .with_protocol_versions(rustls::ALL_VERSIONS)
-            .expect("the aws-lc-rs provider supports TLS 1.2 and 1.3")
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        config.resumption = rustls::client::Resumption::disabled();
-        config
+    /// The client configuration for probes. Its verifier records what it is
+    /// shown when the handshake runs inside [`recording`], and it has no
+    /// session cache, so every probe does a full handshake and sees the
+    /// chain actually served.
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        self.config.clone()
     }
 
     fn is_anchor(&self, subject_der: &[u8]) -> bool {
@@ -94,10 +86,39 @@ impl Trust {
     }
 }
 
-/// What the verifier was shown, and what WebPKI said about it.
-#[derive(Clone, Default)]
-pub struct SeenChain(Arc<Mutex<Option<Seen>>>);
+fn client_config(
+    provider: Arc<CryptoProvider>,
+    verifier: Arc<WebPkiServerVerifier>,
+) -> rustls::ClientConfig {
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(rustls::ALL_VERSIONS)
+        .expect("the aws-lc-rs provider supports TLS 1.2 and 1.3")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(RecordingVerifier { inner: verifier }))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.resumption = rustls::client::Resumption::disabled();
+    config
+}
 
+tokio::task_local! {
+    /// Where the verifier records, for the handshake being polled. The
+    /// verifier runs synchronously inside the handshake future's `poll`, so
+    /// the slot of the task polling it is the one of that connection: one
+    /// shared `ClientConfig` serves every probe.
+    static SEEN: RefCell<Option<Seen>>;
+}
+
+/// Runs `handshake` (a connect future using [`Trust::client_config`]) and
+/// returns its output with what the verifier was shown, if it got that far.
+pub async fn recording<F: Future>(handshake: F) -> (F::Output, Option<Seen>) {
+    let mut scoped = std::pin::pin!(SEEN.scope(RefCell::new(None), handshake));
+    let output = scoped.as_mut().await;
+    let seen = scoped.as_mut().take_value().and_then(RefCell::into_inner);
+    (output, seen)
+}
+
+/// What the verifier was shown, and what WebPKI said about it.
 #[derive(Clone)]
 pub struct Seen {
     /// Leaf first, then intermediates in the order served.
@@ -105,19 +126,8 @@ pub struct Seen {
     pub verdict: Result<(), rustls::Error>,
 }
 
-impl SeenChain {
-    pub fn take(&self) -> Option<Seen> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-
-    fn record(&self, seen: Seen) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(seen);
-    }
-}
-
 struct RecordingVerifier {
     inner: Arc<WebPkiServerVerifier>,
-    seen: SeenChain,
 }
 
 impl fmt::Debug for RecordingVerifier {
@@ -142,13 +152,17 @@ impl ServerCertVerifier for RecordingVerifier {
             ocsp_response,
             now,
         );
-        let chain = std::iter::once(end_entity)
-            .chain(intermediates)
-            .map(|c| c.clone().into_owned())
-            .collect();
-        self.seen.record(Seen {
-            chain,
-            verdict: verdict.as_ref().map(|_| ()).map_err(Clone::clone),
+        // Outside `recording` there is nowhere to record: nothing is lost
+        // but the report, and the decision is WebPKI's either way.
+        let _ = SEEN.try_with(|slot| {
+            let chain = std::iter::once(end_entity)
+                .chain(intermediates)
+                .map(|c| c.clone().into_owned())
+                .collect();
+            *slot.borrow_mut() = Some(Seen {
+                chain,
+                verdict: verdict.as_ref().map(|_| ()).map_err(Clone::clone),
+            });
         });
         verdict
     }

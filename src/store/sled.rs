@@ -937,8 +937,19 @@ mod tests {
     use super::*;
     use crate::store::contract::{chain, up, T0};
 
+    /// Opens `dir`, waiting briefly when a store of this process was just
+    /// dropped: sled's flusher thread lets go of the file lock a moment
+    /// after the last handle (a race a loaded machine shows).
     fn open(dir: &Path) -> SledStore {
-        SledStore::open(dir, Duration::from_millis(100)).unwrap()
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match SledStore::open(dir, Duration::from_millis(100)) {
+                Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => return other.unwrap(),
+            }
+        }
     }
 
     crate::store::contract::contract_tests!({
