@@ -381,6 +381,42 @@ struct Run {
     gated: Vec<Arc<Outcome>>,
     last_round: Option<OffsetDateTime>,
     next_report: Option<OffsetDateTime>,
+    policies: Policies,
+}
+
+/// Every check's policy, built once per config rather than looked up (a
+/// scan of every check) for each outcome.
+#[derive(Default)]
+struct Policies {
+    of: Option<Arc<Config>>,
+    by_check: HashMap<String, Policy>,
+    global: Option<Policy>,
+}
+
+impl Policies {
+    fn get(&mut self, config: &Arc<Config>, check: &str) -> Policy {
+        if !self.of.as_ref().is_some_and(|of| Arc::ptr_eq(of, config)) {
+            self.by_check = config
+                .checks
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        Policy::new(&config.alerting, &c.alert, &c.labels),
+                    )
+                })
+                .collect();
+            self.global = Some(Policy::global(&config.alerting));
+            self.of = Some(config.clone());
+        }
+        match self.by_check.get(check) {
+            Some(policy) => policy.clone(),
+            None => self
+                .global
+                .clone()
+                .unwrap_or_else(|| Policy::global(&config.alerting)),
+        }
+    }
 }
 
 impl Alerter {
@@ -401,6 +437,7 @@ impl Alerter {
             gated: Vec::new(),
             last_round: None,
             next_report: next_after(&self.config.borrow().report.schedule, now),
+            policies: Policies::default(),
         };
         for outcome in self.latest.all() {
             if outcome.leaf().is_some() {
@@ -462,10 +499,10 @@ impl Alerter {
                 .is_none_or(|at| at + ROUND_FRESH < outcome.started_at)
     }
 
-    fn observe(&mut self, run: &Run, outcome: &Outcome) {
+    fn observe(&mut self, run: &mut Run, outcome: &Outcome) {
         let now = self.clock.now();
         let config = self.config.borrow().clone();
-        let policy = policy_of(&config, &outcome.name);
+        let policy = run.policies.get(&config, &outcome.name);
         let hold = hold_of(&config, &run.silences, &outcome.name, now);
         let state = self.engine.observe(outcome, now, &policy, hold.as_ref());
         self.save(&[state]);
@@ -901,4 +938,112 @@ pub async fn report_command(
     report_offline(config, clock)
         .await
         .map_err(CommandError::Local)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::alert::report::{ChangeKind, Leaf};
+
+    const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
+
+    fn store() -> (AlertStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path()).unwrap();
+        (AlertStore::open(&db, dir.path()).unwrap(), dir)
+    }
+
+    fn leaf(sha: &str) -> Leaf {
+        Leaf {
+            subject: "CN=www.example.com".into(),
+            issuer: "C=US, O=Let's Encrypt, CN=R11".into(),
+            sans: vec!["www.example.com".into()],
+            not_after: T0 + Duration::from_secs(90 * 86_400),
+            sha256: sha.into(),
+        }
+    }
+
+    fn change(check: &str, at: OffsetDateTime) -> CertChange {
+        CertChange {
+            check: check.into(),
+            at,
+            kind: ChangeKind::Renewed,
+            before: leaf("aa"),
+            after: leaf("bb"),
+        }
+    }
+
+    #[test]
+    fn states_round_trip_and_a_damaged_one_is_skipped() {
+        let (store, _dir) = store();
+        let mut site = AlertState::new("site");
+        site.consecutive_failures = 1;
+        store.save(&[site.clone(), AlertState::new("app")]).unwrap();
+        store
+            .states
+            .insert("broken", b"{not json".to_vec())
+            .unwrap();
+        let mut states = store.states().unwrap();
+        states.sort_by(|a, b| a.check.cmp(&b.check));
+        assert_eq!(states, [AlertState::new("app"), site]);
+    }
+
+    #[test]
+    fn silences_are_added_replaced_removed_and_swept() {
+        let (store, _dir) = store();
+        let hour = Duration::from_secs(3600);
+        store
+            .add_silence(&Silence::new("staging-*", hour, "deploy", T0))
+            .unwrap();
+        store
+            .add_silence(&Silence::new("staging-*", 2 * hour, "longer", T0))
+            .unwrap();
+        store
+            .add_silence(&Silence::new("app", hour / 2, "", T0))
+            .unwrap();
+        let silences = store.silences().unwrap();
+        assert_eq!(silences.len(), 2, "one per pattern: {silences:?}");
+        assert!(silences.iter().any(|s| s.reason == "longer"));
+        store.sweep_silences(T0 + hour).unwrap();
+        let left: Vec<String> = store
+            .silences()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.pattern)
+            .collect();
+        assert_eq!(left, ["staging-*"]);
+        assert!(store.remove_silence("staging-*").unwrap());
+        assert!(!store.remove_silence("staging-*").unwrap());
+    }
+
+    #[test]
+    fn certificate_changes_of_the_last_day_are_listed_and_old_ones_dropped() {
+        let (store, _dir) = store();
+        let day = Duration::from_secs(86_400);
+        store.record_change(&change("old", T0 - 10 * day)).unwrap();
+        store.record_change(&change("app", T0 - day / 2)).unwrap();
+        store.record_change(&change("site", T0 - day / 4)).unwrap();
+        let listed: Vec<String> = store
+            .changes_since(T0 - day)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.check)
+            .collect();
+        assert_eq!(listed, ["app", "site"], "oldest first, last day only");
+        assert_eq!(store.changes.len(), 2, "older than a week is deleted");
+    }
+
+    #[test]
+    fn the_report_schedule_is_read_in_utc() {
+        let schedule: cron::Schedule = "0 0 7 * * *".parse().unwrap();
+        assert_eq!(
+            next_after(&schedule, T0),
+            Some(T0 + Duration::from_secs(86_400))
+        );
+        assert_eq!(next_after(&schedule, T0 - Duration::from_secs(1)), Some(T0));
+    }
 }
