@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alert::report::{self, CertChange, Report};
 use crate::alert::{self, AlertState, Engine, Hold, Outbound, Policy, Silence, NETWORK_CHECK};
+use crate::app::{ask_daemon, DaemonError};
 use crate::check::{Cadence, Check, CheckKind, HttpCheck, HttpExpect, TlsExpect};
 use crate::clock::{unix_millis, Clock};
 use crate::config::Config;
@@ -737,18 +738,20 @@ pub fn next_after(schedule: &cron::Schedule, now: OffsetDateTime) -> Option<Offs
 /// `vigie report` with no daemon running: the stored latest results (or
 /// probes now when there are none), the stored states, silences and
 /// certificate changes.
-pub async fn report_offline(config: &Config, clock: Arc<dyn Clock>) -> Result<Report, String> {
+pub async fn report_offline(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+) -> Result<Report, CommandError> {
+    let local = |e: &dyn std::fmt::Display| CommandError::Local(e.to_string());
     let now = clock.now();
     let path = crate::app::history_path(config);
     let names: std::collections::HashSet<&str> =
         config.checks.iter().map(|c| c.name.as_str()).collect();
     let (mut latest, states, silences, changes, health) = match path.exists() {
         true => {
-            let store = crate::store::SledStore::open(&path, crate::app::STORE_FLUSH_EVERY)
-                .map_err(|e| e.to_string())?;
-            let alerts = AlertStore::open(store.db(), &path).map_err(|e| e.to_string())?;
-            let outbox = Outbox::open(store.db(), &path).map_err(|e| e.to_string())?;
-            let latest = crate::store::Store::latest_all(&store).map_err(|e| e.to_string())?;
+            let (store, alerts) = local_store(config)?;
+            let outbox = Outbox::open(store.db(), &path).map_err(|e| local(&e))?;
+            let latest = crate::store::Store::latest_all(&store).map_err(|e| local(&e))?;
             let health = report::Health {
                 uptime: None,
                 outbox_backlog: Some(outbox.stats().snapshot().backlog),
@@ -757,11 +760,11 @@ pub async fn report_offline(config: &Config, clock: Arc<dyn Clock>) -> Result<Re
             };
             (
                 latest,
-                alerts.states().map_err(|e| e.to_string())?,
-                alerts.silences().map_err(|e| e.to_string())?,
+                alerts.states().map_err(|e| local(&e))?,
+                alerts.silences().map_err(|e| local(&e))?,
                 alerts
                     .changes_since(now - Duration::from_secs(86_400))
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| local(&e))?,
                 health,
             )
         }
@@ -769,7 +772,7 @@ pub async fn report_offline(config: &Config, clock: Arc<dyn Clock>) -> Result<Re
     };
     latest.retain(|o| names.contains(o.name.as_str()));
     if latest.is_empty() {
-        let prober = crate::app::prober(config, clock.clone()).map_err(|e| e.to_string())?;
+        let prober = crate::app::prober(config, clock.clone()).map_err(|e| local(&e))?;
         let checks: Vec<&Check> = config.checks.iter().collect();
         latest = crate::app::check_now(&prober, clock.as_ref(), &checks, config.concurrency).await;
     }
@@ -807,59 +810,10 @@ pub fn dead_letters(outbox: &Outbox) -> Vec<report::DeadLetter> {
 /// Why a command that talks to the daemon (or its store) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
-    #[error("the daemon at {addr} answered: {message}")]
-    Api {
-        addr: std::net::SocketAddr,
-        message: String,
-    },
-    #[error("cannot reach the daemon at {addr}: {source}")]
-    Unreachable {
-        addr: std::net::SocketAddr,
-        source: reqwest::Error,
-    },
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
     #[error("{0}")]
     Local(String),
-}
-
-/// Sends `request` to the running daemon's API with the configured token;
-/// `Ok(None)` when no daemon listens (the caller then opens the store).
-async fn ask_daemon(
-    config: &Config,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<serde_json::Value>,
-) -> Result<Option<serde_json::Value>, CommandError> {
-    let addr = config.api.listen;
-    let unreachable = |source| CommandError::Unreachable { addr, source };
-    let client = crate::probe::client::api_client().map_err(unreachable)?;
-    let mut url =
-        url::Url::parse(&format!("http://{addr}/")).expect("a socket address makes a URL");
-    url.path_segments_mut()
-        .expect("http URLs have a path")
-        .pop_if_empty()
-        .extend(path.split('/'));
-    let mut request = client.request(method, url);
-    if let Ok(Some(token)) = crate::app::api_token(config) {
-        request = request.bearer_auth(&*token);
-    }
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = match request.send().await {
-        Ok(response) => response,
-        Err(err) if err.is_connect() => return Ok(None),
-        Err(err) => return Err(unreachable(err)),
-    };
-    let status = response.status();
-    let value: serde_json::Value = response.json().await.unwrap_or_default();
-    if !status.is_success() {
-        let message = value["error"]
-            .as_str()
-            .unwrap_or(status.as_str())
-            .to_string();
-        return Err(CommandError::Api { addr, message });
-    }
-    Ok(Some(value))
 }
 
 fn local_store(config: &Config) -> Result<(crate::store::SledStore, AlertStore), CommandError> {
@@ -890,9 +844,8 @@ pub async fn silence_command(
         "for": humantime::format_duration(duration).to_string(),
         "reason": reason,
     });
-    if let Some(value) =
-        ask_daemon(config, reqwest::Method::POST, "api/v1/silences", Some(body)).await?
-    {
+    let path = ["api", "v1", "silences"];
+    if let Some(value) = ask_daemon(config, reqwest::Method::POST, &path, &[], Some(body)).await? {
         return serde_json::from_value(value).map_err(|e| CommandError::Local(e.to_string()));
     }
     let silence = Silence::new(pattern, duration, reason, clock.now());
@@ -905,19 +858,13 @@ pub async fn silence_command(
 
 /// `vigie unsilence`: `false` when no silence had that pattern.
 pub async fn unsilence_command(config: &Config, pattern: &str) -> Result<bool, CommandError> {
-    match ask_daemon(
-        config,
-        reqwest::Method::DELETE,
-        &format!("api/v1/silences/{pattern}"),
-        None,
-    )
-    .await
-    {
+    let path = ["api", "v1", "silences", pattern];
+    match ask_daemon(config, reqwest::Method::DELETE, &path, &[], None).await {
         Ok(Some(_)) => return Ok(true),
-        Err(CommandError::Api { message, .. }) if message.starts_with("no silence") => {
+        Err(DaemonError::Api { message, .. }) if message.starts_with("no silence") => {
             return Ok(false)
         }
-        Err(err) => return Err(err),
+        Err(err) => return Err(err.into()),
         Ok(None) => {}
     }
     let (_store, alerts) = local_store(config)?;
@@ -932,12 +879,11 @@ pub async fn report_command(
     config: &Config,
     clock: Arc<dyn Clock>,
 ) -> Result<Report, CommandError> {
-    if let Some(value) = ask_daemon(config, reqwest::Method::GET, "api/v1/report", None).await? {
+    let path = ["api", "v1", "report"];
+    if let Some(value) = ask_daemon(config, reqwest::Method::GET, &path, &[], None).await? {
         return serde_json::from_value(value).map_err(|e| CommandError::Local(e.to_string()));
     }
-    report_offline(config, clock)
-        .await
-        .map_err(CommandError::Local)
+    report_offline(config, clock).await
 }
 
 #[cfg(test)]

@@ -108,6 +108,8 @@ pub async fn run(
     use crate::scheduler::{self, Slots};
     use crate::store::{SledStore, Store};
 
+    // One copy, shared with the alerter (10,000 checks are megabytes).
+    let config = Arc::new(config);
     std::fs::create_dir_all(&config.state_dir).map_err(|source| RunError::StateDir {
         path: config.state_dir.clone(),
         source,
@@ -156,7 +158,7 @@ pub async fn run(
         crate::mail::Backoff::DEFAULT,
     );
     let sender_task = tokio::spawn(sender.run(late_stop.clone()));
-    let (alert_config, alert_config_rx) = tokio::sync::watch::channel(Arc::new(config.clone()));
+    let (alert_config, alert_config_rx) = tokio::sync::watch::channel(config.clone());
     let host = crate::mail::hostname();
     let engine = crate::alert::Engine::new(
         &host,
@@ -353,9 +355,10 @@ pub async fn run(
                         token: fresh_token,
                         delivery,
                     }) => {
+                        let fresh = Arc::new(fresh);
                         token.set(fresh_token);
                         sender_handle.reconfigure(delivery);
-                        alert_config.send_replace(Arc::new(fresh.clone()));
+                        alert_config.send_replace(fresh.clone());
                         let old = std::mem::replace(
                             &mut generation,
                             scheduler::spawn(plan, clock.clone(), sink.clone(), &slots, &shutdown),
@@ -487,9 +490,9 @@ async fn sweep(
     }
 }
 
-/// Why `vigie history` could not answer.
+/// Why a command could not get its answer from the running daemon.
 #[derive(Debug, thiserror::Error)]
-pub enum HistoryError {
+pub enum DaemonError {
     #[error("the daemon at {addr} answered: {message}")]
     Api {
         addr: std::net::SocketAddr,
@@ -500,6 +503,61 @@ pub enum HistoryError {
         addr: std::net::SocketAddr,
         source: reqwest::Error,
     },
+}
+
+/// Asks the running daemon's API (`path` as segments, each encoded; the
+/// configured token sent): `Ok(None)` when no daemon listens, so that the
+/// command opens the store itself (sled allows one process per database).
+pub async fn ask_daemon(
+    config: &Config,
+    method: reqwest::Method,
+    path: &[&str],
+    query: &[(&str, &str)],
+    body: Option<serde_json::Value>,
+) -> Result<Option<serde_json::Value>, DaemonError> {
+    let addr = config.api.listen;
+    let unreachable = |source| DaemonError::Unreachable { addr, source };
+    let client = crate::probe::client::api_client().map_err(unreachable)?;
+    let mut url =
+        url::Url::parse(&format!("http://{addr}/")).expect("a socket address makes a URL");
+    url.path_segments_mut()
+        .expect("http URLs have a path")
+        .pop_if_empty()
+        .extend(path);
+    if !query.is_empty() {
+        url.query_pairs_mut().extend_pairs(query);
+    }
+    let mut request = client.request(method, url);
+    if let Ok(Some(token)) = api_token(config) {
+        request = request.bearer_auth(&*token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(err) if err.is_connect() => return Ok(None),
+        Err(err) => return Err(unreachable(err)),
+    };
+    let status = response.status();
+    if !status.is_success() {
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        let message = body["error"]
+            .as_str()
+            .unwrap_or(status.as_str())
+            .to_string();
+        return Err(DaemonError::Api { addr, message });
+    }
+    response.json().await.map(Some).map_err(unreachable)
+}
+
+/// Why `vigie history` could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+    #[error("the daemon's answer is not a history: {0}")]
+    Answer(serde_json::Error),
     #[error("no history yet: {path} does not exist (has `vigie run` run with this config?)")]
     NoStore { path: std::path::PathBuf },
     #[error(transparent)]
@@ -516,9 +574,11 @@ pub async fn history(
     window: std::time::Duration,
     clock: &dyn Clock,
 ) -> Result<crate::api::HistoryView, HistoryError> {
-    match history_from_api(config, name, window).await {
-        Err(HistoryError::Unreachable { source, .. }) if source.is_connect() => {}
-        other => return other,
+    let since = humantime::format_duration(window).to_string();
+    let path = ["api", "v1", "history", name];
+    let query = [("since", since.as_str())];
+    if let Some(view) = ask_daemon(config, reqwest::Method::GET, &path, &query, None).await? {
+        return serde_json::from_value(view).map_err(HistoryError::Answer);
     }
     let path = history_path(config);
     if !path.exists() {
@@ -535,33 +595,4 @@ pub async fn history(
         since,
         outcomes,
     })
-}
-
-async fn history_from_api(
-    config: &Config,
-    name: &str,
-    window: std::time::Duration,
-) -> Result<crate::api::HistoryView, HistoryError> {
-    let addr = config.api.listen;
-    let unreachable = |source| HistoryError::Unreachable { addr, source };
-    let client = crate::probe::client::api_client().map_err(unreachable)?;
-    let url = format!(
-        "http://{addr}/api/v1/history/{name}?since={}",
-        humantime::format_duration(window)
-    );
-    let mut request = client.get(url);
-    if let Some(token) = api_token(config).ok().flatten() {
-        request = request.bearer_auth(&*token);
-    }
-    let response = request.send().await.map_err(unreachable)?;
-    if !response.status().is_success() {
-        let status = response.status();
-        let body: serde_json::Value = response.json().await.unwrap_or_default();
-        let message = body["error"]
-            .as_str()
-            .unwrap_or(status.as_str())
-            .to_string();
-        return Err(HistoryError::Api { addr, message });
-    }
-    response.json().await.map_err(unreachable)
 }

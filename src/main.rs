@@ -149,10 +149,7 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 }
 
 fn run(path: &std::path::Path) -> ExitCode {
-    let Some(config) = load_or_report(path) else {
-        return ExitCode::from(EXIT_UNKNOWN);
-    };
-    let Some(runtime) = runtime() else {
+    let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -198,20 +195,14 @@ fn forward_signals(control: tokio::sync::mpsc::Sender<app::Control>) -> std::io:
 }
 
 fn history(path: &std::path::Path, name: &str, since: std::time::Duration, json: bool) -> ExitCode {
-    let Some(config) = load_or_report(path) else {
-        return ExitCode::from(EXIT_UNKNOWN);
-    };
-    let Some(runtime) = runtime() else {
+    let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
     let clock = SystemClock;
     match runtime.block_on(app::history(&config, name, since, &clock)) {
         Ok(view) => {
             match json {
-                true => out(&format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&view).unwrap_or_default()
-                )),
+                true => out_json(&view),
                 false => out(&render::history_table(&view.outcomes)),
             }
             ExitCode::SUCCESS
@@ -243,10 +234,7 @@ fn report(path: &std::path::Path, json: bool, send: bool) -> ExitCode {
         }
     };
     match json {
-        true => out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        )),
+        true => out_json(&report),
         false => out(&vigie::alert::report::text(&report)),
     }
     if send {
@@ -351,10 +339,7 @@ fn test_email(path: &std::path::Path) -> ExitCode {
 /// corrupt or missing (what could be read is restored all the same), 3 when
 /// nothing could be done.
 fn restore(path: &std::path::Path, from: Option<&str>) -> ExitCode {
-    let Some(config) = load_or_report(path) else {
-        return ExitCode::from(EXIT_UNKNOWN);
-    };
-    let Some(runtime) = runtime() else {
+    let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
     match runtime.block_on(vigie::replicate::restore_command(&config, from)) {
@@ -373,30 +358,21 @@ fn restore(path: &std::path::Path, from: Option<&str>) -> ExitCode {
 }
 
 fn validate(path: &std::path::Path) -> ExitCode {
-    match config::load(path) {
-        Ok(config) => {
-            out(&format!(
-                "{}: OK ({} checks from {})\n",
-                path.display(),
-                config.checks.len(),
-                config.checks_dir.display()
-            ));
-            ExitCode::SUCCESS
-        }
-        Err(errors) => {
-            eprintln!("{errors}");
-            ExitCode::from(EXIT_UNKNOWN)
-        }
-    }
+    let Some(config) = load_or_report(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    out(&format!(
+        "{}: OK ({} checks from {})\n",
+        path.display(),
+        config.checks.len(),
+        config.checks_dir.display()
+    ));
+    ExitCode::SUCCESS
 }
 
 fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
-    let config = match config::load(path) {
-        Ok(config) => config,
-        Err(errors) => {
-            eprintln!("{errors}");
-            return ExitCode::from(EXIT_UNKNOWN);
-        }
+    let Some(config) = load_or_report(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
     };
     let selected = match config.select(names) {
         Ok(selected) => selected,
@@ -413,15 +389,8 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
             return ExitCode::from(EXIT_UNKNOWN);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("vigie: cannot start the async runtime: {err}");
-            return ExitCode::from(EXIT_UNKNOWN);
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(EXIT_UNKNOWN);
     };
     let outcomes = runtime.block_on(app::check_now(
         &prober,
@@ -454,6 +423,14 @@ fn out(text: &str) {
             eprintln!("vigie: cannot write to stdout: {err}");
         }
     }
+}
+
+/// Writes `value` as pretty JSON (`--json`).
+fn out_json(value: &impl serde::Serialize) {
+    out(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    ));
 }
 
 fn init_logging(format: LogFormat, default_level: &str) {
