@@ -101,6 +101,12 @@ if ! python3 -c 'import aiosmtpd' >/dev/null 2>&1; then
     fi
 fi
 
+# aws-lc (the TLS crypto provider) and zstd are C, built with cc: a brand-new
+# machine with only the Rust toolchain lacks a C compiler.
+if ! command -v cc >/dev/null 2>&1; then
+    apt_install build-essential
+fi
+
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
