@@ -394,156 +394,172 @@ fn error(code: StatusCode, message: &str) -> Response {
 
 async fn metrics(State(state): State<ApiState>) -> Response {
     let slots = state.slots.snapshot();
-    let latest: Vec<Arc<Outcome>> = slots
+    let latest: Arc<[Arc<Outcome>]> = slots
         .keys()
         .filter_map(|name| state.latest.get(name))
         .collect();
     let now = state.clock.now();
-    let mut text = render_probe_metrics(&latest);
-    render_daemon_metrics(&mut text, &state, &slots, now);
+    // Streamed a few hundred checks at a time: at 10,000 checks the whole
+    // body is ~15 MiB, which would otherwise be held (and grown) in memory
+    // on every scrape.
+    let probe_chunks = ProbeFamily::ALL.into_iter().flat_map(move |family| {
+        let latest = latest.clone();
+        let chunks = latest.len().div_ceil(METRICS_CHUNK).max(1);
+        (0..chunks).map(move |chunk| {
+            let from = (chunk * METRICS_CHUNK).min(latest.len());
+            let to = (from + METRICS_CHUNK).min(latest.len());
+            let mut m = Metrics(String::with_capacity(256 + (to - from) * 256));
+            if chunk == 0 {
+                family.write_help(&mut m);
+            }
+            for outcome in &latest[from..to] {
+                family.write_sample(&mut m, outcome);
+            }
+            m.0
+        })
+    });
+    let daemon_chunk = std::iter::once_with(move || {
+        let mut text = String::new();
+        render_daemon_metrics(&mut text, &state, &slots, now);
+        text
+    });
+    let chunks = probe_chunks
+        .chain(daemon_chunk)
+        .map(Ok::<_, std::convert::Infallible>);
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        text,
+        axum::body::Body::from_stream(futures_util::stream::iter(chunks)),
     )
         .into_response()
 }
 
-/// Per-check gauges with blackbox_exporter's names, labelled by check so
-/// one scrape covers every target.
-pub fn render_probe_metrics(outcomes: &[Arc<Outcome>]) -> String {
-    // About 1.5 KiB per check with the daemon's own lines; sized once, so
-    // that a 10,000-check scrape does not peak at twice its size while the
-    // buffer doubles.
-    let mut m = Metrics(String::with_capacity(4096 + outcomes.len() * 1536));
-    fn label(o: &Outcome) -> [(&'static str, &str); 3] {
-        [
-            ("check", o.name.as_str()),
-            ("kind", o.kind.as_str()),
-            ("target", o.target.as_str()),
-        ]
-    }
-    m.help(
-        "probe_success",
-        "gauge",
-        "1 when the last probe was up or warn, 0 when down",
-    );
-    for o in outcomes {
-        m.sample(
-            "probe_success",
-            &label(o),
-            f64::from(u8::from(o.status != Status::Down)),
-        );
-    }
-    m.help(
-        "probe_duration_seconds",
-        "gauge",
-        "how long the last probe took",
-    );
-    for o in outcomes {
-        m.sample("probe_duration_seconds", &label(o), o.duration_ms / 1000.0);
-    }
-    m.help(
-        "probe_http_status_code",
-        "gauge",
-        "HTTP status of the last answer (cors: of the preflight)",
-    );
-    for o in outcomes {
-        let status = o
-            .http
-            .as_ref()
-            .map(|h| h.status)
-            .or(o.cors.as_ref().map(|c| c.preflight_status));
-        if let Some(status) = status {
-            m.sample("probe_http_status_code", &label(o), f64::from(status));
+/// Checks per chunk of the streamed `/metrics` body.
+const METRICS_CHUNK: usize = 256;
+
+/// The per-check gauges, blackbox_exporter's names first, labelled by check
+/// so one scrape covers every target. Written one family at a time, as the
+/// text format wants every sample of a family together.
+#[derive(Debug, Clone, Copy)]
+enum ProbeFamily {
+    Success,
+    Duration,
+    HttpStatus,
+    EarliestExpiry,
+    ChainInfo,
+    TlsVersion,
+    CheckStatus,
+    LastRun,
+}
+
+impl ProbeFamily {
+    const ALL: [ProbeFamily; 8] = [
+        Self::Success,
+        Self::Duration,
+        Self::HttpStatus,
+        Self::EarliestExpiry,
+        Self::ChainInfo,
+        Self::TlsVersion,
+        Self::CheckStatus,
+        Self::LastRun,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Success => "probe_success",
+            Self::Duration => "probe_duration_seconds",
+            Self::HttpStatus => "probe_http_status_code",
+            Self::EarliestExpiry => "probe_ssl_earliest_cert_expiry",
+            Self::ChainInfo => "probe_ssl_last_chain_info",
+            Self::TlsVersion => "probe_tls_version_info",
+            Self::CheckStatus => "vigie_check_status",
+            Self::LastRun => "vigie_check_last_run_timestamp_seconds",
         }
     }
-    m.help(
-        "probe_ssl_earliest_cert_expiry",
-        "gauge",
-        "not_after of the earliest-expiring certificate served, unix seconds",
-    );
-    for o in outcomes {
-        let chain = o
-            .tls
-            .as_ref()
-            .map(|t| t.chain.as_slice())
-            .unwrap_or_default();
-        if let Some(first) = crate::cert::earliest_expiry(chain) {
-            m.sample(
-                "probe_ssl_earliest_cert_expiry",
-                &label(o),
-                first.not_after.unix_timestamp() as f64,
-            );
+
+    fn write_help(self, m: &mut Metrics) {
+        let help = match self {
+            Self::Success => "1 when the last probe was up or warn, 0 when down",
+            Self::Duration => "how long the last probe took",
+            Self::HttpStatus => "HTTP status of the last answer (cors: of the preflight)",
+            Self::EarliestExpiry => {
+                "not_after of the earliest-expiring certificate served, unix seconds"
+            }
+            Self::ChainInfo => "the leaf certificate served, as labels",
+            Self::TlsVersion => "TLS version negotiated, as a label",
+            Self::CheckStatus => "1 for the status of the last probe (up, warn, down)",
+            Self::LastRun => "when the last probe started",
+        };
+        m.help(self.name(), "gauge", help);
+    }
+
+    fn write_sample(self, m: &mut Metrics, o: &Outcome) {
+        let name = self.name();
+        let check = ("check", o.name.as_str());
+        let kind = ("kind", o.kind.as_str());
+        let target = ("target", o.target.as_str());
+        match self {
+            Self::Success => m.sample(
+                name,
+                &[check, kind, target],
+                f64::from(u8::from(o.status != Status::Down)),
+            ),
+            Self::Duration => m.sample(name, &[check, kind, target], o.duration_ms / 1000.0),
+            Self::HttpStatus => {
+                let status = o
+                    .http
+                    .as_ref()
+                    .map(|h| h.status)
+                    .or(o.cors.as_ref().map(|c| c.preflight_status));
+                if let Some(status) = status {
+                    m.sample(name, &[check, kind, target], f64::from(status));
+                }
+            }
+            Self::EarliestExpiry => {
+                let chain = o
+                    .tls
+                    .as_ref()
+                    .map(|t| t.chain.as_slice())
+                    .unwrap_or_default();
+                if let Some(first) = crate::cert::earliest_expiry(chain) {
+                    let expiry = first.not_after.unix_timestamp() as f64;
+                    m.sample(name, &[check, kind, target], expiry);
+                }
+            }
+            Self::ChainInfo => {
+                if let Some(leaf) = o.leaf() {
+                    let labels = [
+                        check,
+                        kind,
+                        target,
+                        ("fingerprint_sha256", leaf.sha256.as_str()),
+                        ("issuer", leaf.issuer.as_str()),
+                        ("serial_number", leaf.serial.as_str()),
+                        ("subject", leaf.subject.as_str()),
+                    ];
+                    m.sample(name, &labels, 1.0);
+                }
+            }
+            Self::TlsVersion => {
+                if let Some(version) = o.tls.as_ref().and_then(|t| t.version.as_deref()) {
+                    m.sample(name, &[check, kind, target, ("version", version)], 1.0);
+                }
+            }
+            Self::CheckStatus => {
+                for (status, label) in [
+                    (Status::Up, "up"),
+                    (Status::Warn, "warn"),
+                    (Status::Down, "down"),
+                ] {
+                    let value = f64::from(u8::from(o.status == status));
+                    m.sample(name, &[check, ("status", label)], value);
+                }
+            }
+            Self::LastRun => m.sample(name, &[check], o.started_at.unix_timestamp() as f64),
         }
     }
-    m.help(
-        "probe_ssl_last_chain_info",
-        "gauge",
-        "the leaf certificate served, as labels",
-    );
-    for o in outcomes {
-        if let Some(leaf) = o.leaf() {
-            let [check, kind, target] = label(o);
-            let labels = [
-                check,
-                kind,
-                target,
-                ("fingerprint_sha256", leaf.sha256.as_str()),
-                ("issuer", leaf.issuer.as_str()),
-                ("serial_number", leaf.serial.as_str()),
-                ("subject", leaf.subject.as_str()),
-            ];
-            m.sample("probe_ssl_last_chain_info", &labels, 1.0);
-        }
-    }
-    m.help(
-        "probe_tls_version_info",
-        "gauge",
-        "TLS version negotiated, as a label",
-    );
-    for o in outcomes {
-        if let Some(version) = o.tls.as_ref().and_then(|t| t.version.as_deref()) {
-            let [check, kind, target] = label(o);
-            let labels = [check, kind, target, ("version", version)];
-            m.sample("probe_tls_version_info", &labels, 1.0);
-        }
-    }
-    m.help(
-        "vigie_check_status",
-        "gauge",
-        "1 for the status of the last probe (up, warn, down)",
-    );
-    for o in outcomes {
-        for (status, name) in [
-            (Status::Up, "up"),
-            (Status::Warn, "warn"),
-            (Status::Down, "down"),
-        ] {
-            let labels = [("check", o.name.as_str()), ("status", name)];
-            m.sample(
-                "vigie_check_status",
-                &labels,
-                f64::from(u8::from(o.status == status)),
-            );
-        }
-    }
-    m.help(
-        "vigie_check_last_run_timestamp_seconds",
-        "gauge",
-        "when the last probe started",
-    );
-    for o in outcomes {
-        let labels = [("check", o.name.as_str())];
-        m.sample(
-            "vigie_check_last_run_timestamp_seconds",
-            &labels,
-            o.started_at.unix_timestamp() as f64,
-        );
-    }
-    m.0
 }
 
 fn render_daemon_metrics(

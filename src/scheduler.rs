@@ -1,25 +1,27 @@
 //! The loop: every check on its own schedule, under one concurrency bound.
 //!
-//! One task per check sleeps until its next due time, takes a permit from
-//! the shared semaphore, probes, judges, and hands the [`Outcome`] to the
-//! sink. A slow or hanging target holds only its own task (and one permit,
-//! for at most its timeout), so it never delays other checks beyond the
-//! concurrency bound. A [`Generation`] is one config's set of tasks: reload
-//! starts a new generation and stops the old one, whose in-flight probes
-//! finish and are recorded.
+//! One dispatcher per config holds every check in a timer queue. When a
+//! check is due it takes a permit from the concurrency bound and gets a
+//! task of its own for as long as it probes, judges and hands the
+//! [`Outcome`] to the sink. A slow or hanging target holds only its own
+//! task (and one permit, for at most its timeout), so it never delays
+//! other checks beyond the concurrency bound. A [`Generation`] is one
+//! config's dispatcher and probes: reload starts a new generation and stops
+//! the old one, whose in-flight probes finish and are recorded.
 //!
-//! Each task publishes its next due time in a [`Slot`] so the supervisor
+//! Each check's next due time is published in a [`Slot`] so the supervisor
 //! can tell "on time" from "late" (probes queuing behind the concurrency
 //! bound) for `/healthz` and the systemd watchdog.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -71,8 +73,8 @@ impl Generation {
     }
 }
 
-/// Starts one task per check. Tasks stop when `shutdown` or the returned
-/// generation is cancelled.
+/// Starts the generation's dispatcher. It stops when `shutdown` or the
+/// returned generation is cancelled.
 pub fn spawn<R: Runner>(
     plan: Plan<R>,
     clock: Arc<dyn Clock>,
@@ -82,78 +84,166 @@ pub fn spawn<R: Runner>(
 ) -> Generation {
     let token = shutdown.child_token();
     let tracker = TaskTracker::new();
-    let permits = Arc::new(Semaphore::new(plan.concurrency.max(1)));
-    let runner = Arc::new(plan.runner);
+    let now = clock.now();
     let mut fresh = BTreeMap::new();
-    for check in plan.checks {
-        let slot = Arc::new(Slot::new(schedule::interval(&check.every, clock.now())));
-        fresh.insert(check.name.clone(), slot.clone());
-        let task = CheckTask {
-            check,
-            runner: runner.clone(),
-            clock: clock.clone(),
-            permits: permits.clone(),
-            sink: sink.clone(),
-            token: token.clone(),
-            slot,
-        };
-        tracker.spawn(task.run());
-    }
+    let checks: Vec<Scheduled> = plan
+        .checks
+        .into_iter()
+        .map(|check| {
+            let slot = Arc::new(Slot::new(schedule::interval(&check.every, now)));
+            fresh.insert(check.name.clone(), slot.clone());
+            let jitter = schedule::jitter(&check.name, &check.every, now);
+            Scheduled {
+                check,
+                jitter,
+                slot,
+            }
+        })
+        .collect();
     slots.replace(fresh);
+    let (finished, finished_rx) = mpsc::unbounded_channel();
+    let dispatcher = Dispatcher {
+        queue: BinaryHeap::with_capacity(checks.len()),
+        checks,
+        runner: Arc::new(plan.runner),
+        clock,
+        permits: Arc::new(Semaphore::new(plan.concurrency.max(1))),
+        sink,
+        token: token.clone(),
+        tracker: tracker.clone(),
+        finished,
+        finished_rx,
+    };
+    tracker.spawn(dispatcher.run());
     Generation { token, tracker }
 }
 
-struct CheckTask<R> {
+/// A check as the dispatcher holds it between runs.
+struct Scheduled {
     check: Arc<Check>,
+    jitter: Duration,
+    slot: Arc<Slot>,
+}
+
+/// One timer queue for a whole generation: checks wait as entries in a
+/// heap, not as one sleeping task each (10,000 idle tasks cost ~20 MiB and
+/// a wake-up each), and a probe gets its own task only while it runs.
+///
+/// A check is queued again only once its probe has finished and its
+/// outcome is handed over, so one check never overlaps itself, and a
+/// check slower than its period skips the runs it missed.
+struct Dispatcher<R> {
+    checks: Vec<Scheduled>,
+    /// (due, index into `checks`), earliest first.
+    queue: BinaryHeap<Reverse<(OffsetDateTime, usize)>>,
     runner: Arc<R>,
     clock: Arc<dyn Clock>,
     permits: Arc<Semaphore>,
     sink: mpsc::Sender<Outcome>,
     token: CancellationToken,
-    slot: Arc<Slot>,
+    tracker: TaskTracker,
+    /// Probe tasks report here, with the check's index, once done.
+    finished: mpsc::UnboundedSender<usize>,
+    finished_rx: mpsc::UnboundedReceiver<usize>,
 }
 
-impl<R: Runner> CheckTask<R> {
-    async fn run(self) {
-        let jitter = schedule::jitter(&self.check.name, &self.check.every, self.clock.now());
+impl<R: Runner> Dispatcher<R> {
+    async fn run(mut self) {
+        for index in 0..self.checks.len() {
+            self.queue_next(index);
+        }
         loop {
-            let now = self.clock.now();
-            let Some(due) = schedule::next_due(&self.check.every, jitter, now) else {
-                tracing::info!(check = %self.check.name, "schedule has no future run; check idle");
-                self.slot.set_idle();
-                return;
+            let wait = match self.queue.peek() {
+                Some(Reverse((due, _))) => (*due - self.clock.now())
+                    .try_into()
+                    .unwrap_or(Duration::ZERO),
+                // Every check is running or idle: only a finished probe
+                // (or the end) can wake us.
+                None => Duration::MAX,
             };
-            self.slot.set_due(due);
-            let wait = (due - now).try_into().unwrap_or(Duration::ZERO);
             tokio::select! {
+                biased;
                 _ = self.token.cancelled() => return,
-                _ = tokio::time::sleep(wait) => {}
+                Some(index) = self.finished_rx.recv() => self.queue_next(index),
+                _ = sleep_at_most(wait) => {}
             }
-            let permit = tokio::select! {
-                _ = self.token.cancelled() => return,
-                permit = self.permits.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_closed) => return,
-                },
-            };
-            self.slot.set_running(true);
-            // Boxed: the probe's future lives only while it runs, instead of
-            // inside every check's task for good (~8 KiB x 10,000 checks).
-            let outcome = Box::pin(self.runner.run(&self.check)).await;
+            while let Ok(index) = self.finished_rx.try_recv() {
+                self.queue_next(index);
+            }
+            let now = self.clock.now();
+            while let Some(&Reverse((due, index))) = self.queue.peek() {
+                if due > now {
+                    break;
+                }
+                self.queue.pop();
+                // Waiting here holds every later check too: they would
+                // queue behind the same bound anyway, and in due order.
+                let permit = tokio::select! {
+                    biased;
+                    _ = self.token.cancelled() => return,
+                    permit = self.permits.clone().acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_closed) => return,
+                    },
+                };
+                self.start(index, due, permit);
+            }
+        }
+    }
+
+    /// Queues the check's next run after now, or marks it idle when its
+    /// schedule has no future run.
+    fn queue_next(&mut self, index: usize) {
+        let scheduled = &self.checks[index];
+        let now = self.clock.now();
+        match schedule::next_due(&scheduled.check.every, scheduled.jitter, now) {
+            Some(due) => {
+                scheduled.slot.set_due(due);
+                self.queue.push(Reverse((due, index)));
+            }
+            None => {
+                tracing::info!(check = %scheduled.check.name, "schedule has no future run; check idle");
+                scheduled.slot.set_idle();
+            }
+        }
+    }
+
+    fn start(&self, index: usize, due: OffsetDateTime, permit: OwnedSemaphorePermit) {
+        let scheduled = &self.checks[index];
+        let check = scheduled.check.clone();
+        let slot = scheduled.slot.clone();
+        let runner = self.runner.clone();
+        let sink = self.sink.clone();
+        let finished = self.finished.clone();
+        slot.set_running(true);
+        self.tracker.spawn(async move {
+            let outcome = runner.run(&check).await;
             drop(permit);
-            self.slot.finished(due, outcome.started_at);
+            slot.finished(due, outcome.started_at);
             tracing::debug!(
                 check = %outcome.name,
                 status = %outcome.status,
                 duration_ms = format_args!("{:.1}", outcome.duration_ms),
                 "probe finished"
             );
-            // The receiver only goes away at shutdown, after generations stop.
-            if self.sink.send(outcome).await.is_err() {
-                return;
+            // The receiver only goes away at shutdown, after generations
+            // stop; then the check is not queued again either.
+            if sink.send(outcome).await.is_ok() {
+                let _ = finished.send(index);
             }
-        }
+        });
     }
+}
+
+/// Sleeps for `wait`, or forever when it is too long for the timer wheel.
+async fn sleep_at_most(wait: Duration) {
+    // tokio's timer tops out at about two years; a cron check due later
+    // than that is re-read when some probe finishes, or on reload.
+    const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+    if wait > LONGEST {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(wait).await;
 }
 
 /// One check's schedule state, shared with the supervisor and the API.
