@@ -505,8 +505,9 @@ impl Alerter {
         let config = self.config.borrow().clone();
         let policy = run.policies.get(&config, &outcome.name);
         let hold = hold_of(&config, &run.silences, &outcome.name, now);
-        let state = self.engine.observe(outcome, now, &policy, hold.as_ref());
-        self.save(&[state]);
+        if let Some(state) = self.engine.observe(outcome, now, &policy, hold.as_ref()) {
+            self.save(&[state]);
+        }
     }
 
     fn round(&mut self, run: &mut Run, round: Round) {

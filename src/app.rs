@@ -250,7 +250,14 @@ pub async fn run(
     let recorder_health = health.clone();
     let recorder_latest = latest.clone();
     let recorder = tokio::spawn(async move {
-        while let Some(outcome) = outcomes.recv().await {
+        while let Some(mut outcome) = outcomes.recv().await {
+            // Headers and body served evaluation only; what is kept from
+            // here on (stored, cached for the API, alerted on) never shows
+            // them, and 10,000 checks' worth is megabytes.
+            if let Some(http) = outcome.http.as_mut() {
+                http.headers = Vec::new();
+                http.body = Vec::new();
+            }
             match recorder_store.append(&outcome) {
                 Ok(()) => recorder_health.recorded(),
                 Err(err) => {

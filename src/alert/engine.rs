@@ -98,18 +98,19 @@ impl Engine {
     ) -> Option<AlertState> {
         self.connectivity = blind::connectivity(outcomes);
         let observation = blind::network_observation(outcomes, now)?;
-        Some(self.step(NETWORK_CHECK, observation, now, policy, hold))
+        self.step(NETWORK_CHECK, observation, now, policy, hold)
     }
 
     /// One judged check outcome, through the blind gate. Returns the
-    /// check's state to persist.
+    /// check's state to persist, unless it is a quiet check's routine
+    /// progress (see [`QUIET_PERSIST_EVERY`]).
     pub fn observe(
         &mut self,
         outcome: &Outcome,
         now: OffsetDateTime,
         policy: &Policy,
         hold: Option<&Hold>,
-    ) -> AlertState {
+    ) -> Option<AlertState> {
         let observation = blind::gate(self.connectivity, outcome);
         self.step(&outcome.name, observation, now, policy, hold)
     }
@@ -175,11 +176,12 @@ impl Engine {
         now: OffsetDateTime,
         policy: &Policy,
         hold: Option<&Hold>,
-    ) -> AlertState {
-        let current = self
+    ) -> Option<AlertState> {
+        let (name, current) = self
             .states
-            .remove(check)
-            .unwrap_or_else(|| AlertState::new(check));
+            .remove_entry(check)
+            .unwrap_or_else(|| (check.to_string(), AlertState::new(check)));
+        let before = Quiet::of(&current);
         let mut step = state::transition(current, observation, now, policy, hold);
         for event in step.events {
             self.grouper.push(event, now);
@@ -191,7 +193,47 @@ impl Engine {
                 last.snapshot.chain = Vec::new();
             }
         }
-        self.states.insert(check.to_string(), step.state.clone());
-        step.state
+        let persist = before.is_none() || before != Quiet::of(&step.state);
+        let persisted = persist.then(|| step.state.clone());
+        self.states.insert(name, step.state);
+        persisted
+    }
+}
+
+/// How often a quiet check's state is persisted while nothing but its
+/// latest probe moves.
+///
+/// Writing every probe of every quiet check (10,000 checks: 170 writes a
+/// second) bought nothing: after a crash, a quiet state up to this old
+/// only shows an older "last probe" until the next one, and every change
+/// that matters (a failure, an incident, a status or blindness change) is
+/// still written at once.
+pub const QUIET_PERSIST_EVERY: Duration = Duration::from_secs(600);
+
+/// What a quiet check's persisted state must keep current; `None` for a
+/// check that is failing, firing or resolving.
+#[derive(Debug, PartialEq)]
+struct Quiet {
+    last: Option<(crate::outcome::Status, bool)>,
+    /// Which [`QUIET_PERSIST_EVERY`] period the last success falls in.
+    success_period: Option<i64>,
+}
+
+impl Quiet {
+    fn of(state: &AlertState) -> Option<Quiet> {
+        let quiet = state.consecutive_failures == 0
+            && state.streak_first.is_none()
+            && state.incident.is_none()
+            && state.resolving.is_empty();
+        quiet.then(|| Quiet {
+            last: state
+                .last
+                .as_ref()
+                .map(|last| (last.snapshot.status, last.unknown)),
+            success_period: state.last_success.map(|at| {
+                at.unix_timestamp()
+                    .div_euclid(QUIET_PERSIST_EVERY.as_secs() as i64)
+            }),
+        })
     }
 }

@@ -130,12 +130,14 @@ pub struct AlertState {
     /// Consecutive probes that were not `down`.
     pub consecutive_successes: u32,
     /// The first `down` probe of the current failure streak.
-    pub streak_first: Option<Snapshot>,
+    pub streak_first: Option<Box<Snapshot>>,
     /// The latest `up` or `warn` probe.
     #[serde(with = "super::event::opt_rfc3339")]
     pub last_success: Option<OffsetDateTime>,
     pub last: Option<Last>,
-    pub incident: Option<Incident>,
+    // Boxed, as is `streak_first`: most checks are quiet most of the
+    // time, and 10,000 states kept inline would each carry room for both.
+    pub incident: Option<Box<Incident>>,
     /// Resolved incidents whose RESOLVED is not in the outbox yet.
     pub resolving: Vec<Incident>,
 }
@@ -309,7 +311,7 @@ fn count_failure(state: &mut AlertState, snapshot: &Snapshot) {
     state.consecutive_failures = state.consecutive_failures.saturating_add(1);
     state.consecutive_successes = 0;
     if state.streak_first.is_none() {
-        state.streak_first = Some(snapshot.clone());
+        state.streak_first = Some(Box::new(snapshot.clone()));
     }
     if let Some(incident) = state.incident.as_mut() {
         incident.failed_probes = incident.failed_probes.saturating_add(1);
@@ -331,10 +333,7 @@ fn open(
     hold: Option<&Hold>,
     events: &mut Vec<Event>,
 ) {
-    let first = state
-        .streak_first
-        .clone()
-        .unwrap_or_else(|| crossing.clone());
+    let first = state.streak_first.as_deref().unwrap_or(crossing).clone();
     // The crossing probe's start names the incident: unique per check
     // (the store keeps one result per check and millisecond) and the same
     // if the transition is replayed.
@@ -364,7 +363,7 @@ fn open(
     if matches!(incident.page, Page::Due { .. }) {
         events.push(event(EventKind::Down, state, &incident, now, policy));
     }
-    state.incident = Some(incident);
+    state.incident = Some(Box::new(incident));
 }
 
 fn resolve(
@@ -390,7 +389,7 @@ fn resolve(
         }
         Page::Sent { .. } => {
             events.push(event(EventKind::Resolved, state, &incident, now, policy));
-            state.resolving.push(incident);
+            state.resolving.push(*incident);
         }
     }
 }

@@ -37,6 +37,8 @@ struct World {
     windows: Vec<MaintenanceWindow>,
     /// The `alert_state` tree.
     store: BTreeMap<String, AlertState>,
+    /// Writes to it.
+    writes: usize,
     outbox: Vec<Email>,
 }
 
@@ -49,6 +51,7 @@ impl World {
             silences: Vec::new(),
             windows: Vec::new(),
             store: BTreeMap::new(),
+            writes: 0,
             outbox: Vec::new(),
         }
     }
@@ -85,8 +88,9 @@ impl World {
                 }
                 for outcome in checks(now) {
                     let (p, hold) = (self.policy_of(&outcome.name), self.hold_of(&outcome.name));
-                    let s = self.engine.observe(&outcome, now, &p, hold.as_ref());
-                    self.persist(s);
+                    if let Some(s) = self.engine.observe(&outcome, now, &p, hold.as_ref()) {
+                        self.persist(s);
+                    }
                 }
             }
             let (policies, silences, windows) = (
@@ -114,6 +118,7 @@ impl World {
     }
 
     fn persist(&mut self, state: AlertState) {
+        self.writes += 1;
         self.store.insert(state.check.clone(), state);
     }
 
@@ -442,6 +447,31 @@ fn without_canaries_every_check_down_is_one_grouped_page() {
     let mut w = World::new(T0);
     w.checks(5 * MIN, |t| all(&names, t, timed_out));
     assert_eq!(w.subjects(), ["[vigie] 3 checks DOWN: site, app, api"]);
+}
+
+#[test]
+fn a_quiet_check_is_written_every_ten_minutes_and_a_change_at_once() {
+    let mut w = World::new(T0);
+    w.checks(HOUR, |t| vec![up("site", t)]);
+    assert_eq!(
+        w.writes, 6,
+        "120 probes: the first, then one per 10-minute period"
+    );
+    let quiet = w.writes;
+    w.checks(PROBE_EVERY, |t| vec![refused("site", t)]);
+    assert_eq!(w.writes, quiet + 1, "a failure is written at once");
+    assert_eq!(w.store["site"].consecutive_failures, 1);
+    w.checks(PROBE_EVERY, |t| vec![up("site", t)]);
+    assert_eq!(w.writes, quiet + 2, "so is the recovery");
+    assert_eq!(w.store["site"].consecutive_failures, 0);
+    w.checks(5 * MIN, |t| vec![up("site", t)]);
+    w.restart();
+    w.checks(5 * MIN, |t| vec![expired("site", t)]);
+    assert_eq!(
+        w.subjects(),
+        ["[vigie] DOWN site: certificate expired 2 days ago"],
+        "a stale quiet state pages like a fresh one"
+    );
 }
 
 #[test]

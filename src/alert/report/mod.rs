@@ -371,7 +371,7 @@ mod tests {
             ),
         ];
         let mut cors_state = AlertState::new("uploads-cors");
-        cors_state.streak_first = Some(crate::alert::Snapshot::of(&latest[5]));
+        cors_state.streak_first = Some(Box::new(crate::alert::Snapshot::of(&latest[5])));
         cors_state.streak_first.as_mut().unwrap().started_at = now - Duration::from_secs(150);
         // app has been paging since its leaf went to staging.
         let mut app_state = AlertState::new("app");
