@@ -135,6 +135,27 @@ fn load_or_report(path: &std::path::Path) -> Option<config::Config> {
     }
 }
 
+/// glibc's malloc defaults suit short programs more than a daemon that
+/// runs for months: an arena per thread (up to 8 per core), and thresholds
+/// that rise with every large free, after which freed memory is kept
+/// instead of returned. Fixed thresholds and two arenas cut the daemon's
+/// RSS at 10,000 checks from 126 to 112 MiB (`benches/daemon.rs`), at no
+/// measurable CPU cost.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tune_allocator() {
+    const THRESHOLD: libc::c_int = 128 * 1024;
+    // SAFETY: mallopt only sets malloc's parameters; it runs before the
+    // runtime starts any other thread.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, THRESHOLD);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn tune_allocator() {}
+
 fn runtime() -> Option<tokio::runtime::Runtime> {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -149,6 +170,7 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 }
 
 fn run(path: &std::path::Path) -> ExitCode {
+    tune_allocator();
     let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
