@@ -518,11 +518,7 @@ impl ProbeFamily {
                 }
             }
             Self::EarliestExpiry => {
-                let chain = o
-                    .tls
-                    .as_ref()
-                    .map(|t| t.chain.as_slice())
-                    .unwrap_or_default();
+                let chain = o.tls.as_ref().map(|t| &t.chain[..]).unwrap_or_default();
                 if let Some(first) = crate::cert::earliest_expiry(chain) {
                     let expiry = first.not_after.unix_timestamp() as f64;
                     m.sample(name, &[check, kind, target], expiry);

@@ -433,7 +433,7 @@ mod tests {
                 trusted: true,
                 verify_error: None,
                 hostname_matches,
-                chain,
+                chain: chain.into(),
             }),
             cors: None,
         }

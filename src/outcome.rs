@@ -7,6 +7,7 @@
 //! only ever added, never renamed.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -246,8 +247,10 @@ pub struct TlsReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_error: Option<VerifyError>,
     pub hostname_matches: bool,
-    /// Leaf first, then the intermediates in the order served.
-    pub chain: Vec<CertInfo>,
+    /// Leaf first, then the intermediates in the order served. Shared: a
+    /// chain seen again (the same check tomorrow, or many checks behind one
+    /// certificate) is one allocation (see `probe::chains`).
+    pub chain: Arc<[CertInfo]>,
 }
 
 /// Why the chain was not trusted, in the operator's terms.

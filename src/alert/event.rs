@@ -87,7 +87,7 @@ impl Snapshot {
             chain: outcome
                 .tls
                 .as_ref()
-                .map(|tls| tls.chain.clone())
+                .map(|tls| tls.chain.to_vec())
                 .unwrap_or_default(),
         }
     }

@@ -55,7 +55,7 @@ pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
             trusted: true,
             verify_error: None,
             hostname_matches: true,
-            chain: chain(name, datetime!(2027-01-28 06:12:09 UTC), at),
+            chain: chain(name, datetime!(2027-01-28 06:12:09 UTC), at).into(),
         }),
         cors: None,
     }
@@ -109,7 +109,7 @@ pub fn outcome_with(name: &str, at: OffsetDateTime, assertions: &[Assertion]) ->
     if assertions.contains(&Assertion::TlsExpiry) {
         if let Some(tls) = outcome.tls.as_mut() {
             tls.trusted = false;
-            tls.chain = chain(name, datetime!(2026-11-27 06:12:09 UTC), at);
+            tls.chain = chain(name, datetime!(2026-11-27 06:12:09 UTC), at).into();
         }
     }
     outcome.failures = assertions.iter().map(|a| failure(*a)).collect();
@@ -251,7 +251,7 @@ pub fn golden_mail(name: &str, email: &super::render::Email) {
 pub fn with_leaf(name: &str, at: OffsetDateTime, edit: impl Fn(&mut CertInfo)) -> Outcome {
     let mut o = up(name, at);
     if let Some(tls) = o.tls.as_mut() {
-        edit(&mut tls.chain[0]);
+        edit(&mut std::sync::Arc::make_mut(&mut tls.chain)[0]);
     }
     o
 }

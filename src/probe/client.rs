@@ -30,6 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use url::Url;
 
+use super::chains::{self, Chains};
 use super::tls::{self, Trust};
 use crate::cert;
 use crate::check::Check;
@@ -66,6 +67,7 @@ pub struct Client {
     global: Arc<Trust>,
     per_ca_file: HashMap<PathBuf, Arc<Trust>>,
     clock: Arc<dyn Clock>,
+    chains: Chains,
 }
 
 impl fmt::Debug for Client {
@@ -129,6 +131,7 @@ impl Client {
             global,
             per_ca_file,
             clock,
+            chains: Chains::default(),
         })
     }
 
@@ -221,22 +224,37 @@ impl Client {
         let (result, seen) = tls::recording(connector.connect(server_name, tcp)).await;
         let now = self.clock.now();
         let report = seen.map(|seen| {
-            let presented: Vec<_> = seen.chain.iter().map(|der| cert::read(der, now)).collect();
-            let verify_error = seen
-                .verdict
-                .as_ref()
-                .err()
-                .map(|err| tls::explain(err, &presented, trust, host, now));
+            let key = chains::key(&seen.chain);
+            // A refused chain is parsed again: explaining the refusal needs
+            // the certificates' raw names.
+            let known = match seen.verdict {
+                Ok(()) => self.chains.get(&key, now),
+                Err(_) => None,
+            };
+            let (chain, verify_error) = match known {
+                Some(chain) => (chain, None),
+                None => {
+                    let presented: Vec<_> =
+                        seen.chain.iter().map(|der| cert::read(der, now)).collect();
+                    let verify_error = seen
+                        .verdict
+                        .as_ref()
+                        .err()
+                        .map(|err| tls::explain(err, &presented, trust, host, now));
+                    let chain = presented.into_iter().map(|p| p.info).collect();
+                    (self.chains.keep(key, chain), verify_error)
+                }
+            };
             TlsReport {
                 server_name: host.to_string(),
                 version: None,
                 cipher_suite: None,
                 trusted: verify_error.is_none(),
-                hostname_matches: presented
+                hostname_matches: chain
                     .first()
-                    .is_some_and(|leaf| cert::covers(&leaf.info.sans, host)),
+                    .is_some_and(|leaf| cert::covers(&leaf.sans, host)),
                 verify_error,
-                chain: presented.into_iter().map(|p| p.info).collect(),
+                chain,
             }
         });
         match result {

@@ -178,10 +178,12 @@ pub fn as_stored(outcome: &Outcome) -> Outcome {
         http.body = Vec::new();
     }
     if let Some(tls) = stored.tls.as_mut() {
-        for cert in &mut tls.chain {
+        let mut chain = tls.chain.to_vec();
+        for cert in &mut chain {
             cert.not_before = cert.not_before.to_offset(UtcOffset::UTC);
             cert.not_after = cert.not_after.to_offset(UtcOffset::UTC);
         }
+        tls.chain = chain.into();
         match tls.verify_error.as_mut() {
             Some(VerifyError::Expired { not_after: at })
             | Some(VerifyError::NotYetValid { not_before: at }) => {
@@ -280,7 +282,7 @@ pub(crate) mod contract {
                 trusted: true,
                 verify_error: None,
                 hostname_matches: true,
-                chain: chain("example.com", at),
+                chain: chain("example.com", at).into(),
             }),
             cors: None,
         }
@@ -362,9 +364,10 @@ pub(crate) mod contract {
             expected: "www.example.org".to_string(),
             covered: vec!["*.example.com".to_string(), "example.com".to_string()],
         });
-        tls.chain[0].days_left = -3;
-        tls.chain[1].days_left = 40_000;
-        tls.chain[1].not_before = datetime!(2024-03-13 00:00:00.5 +02:00);
+        let chain = std::sync::Arc::make_mut(&mut tls.chain);
+        chain[0].days_left = -3;
+        chain[1].days_left = 40_000;
+        chain[1].not_before = datetime!(2024-03-13 00:00:00.5 +02:00);
         outcome.cors = Some(CorsReport {
             preflight_status: 403,
             allow_origin: Some("*".to_string()),

@@ -655,7 +655,7 @@ fn tls_from(
             .map(|err| verify_error_from(err, strings))
             .transpose()?,
         hostname_matches: tls.hostname_matches,
-        chain,
+        chain: chain.into(),
     })
 }
 
@@ -919,7 +919,7 @@ mod tests {
         let mut outcome = up("site", T0);
         let tls = outcome.tls.as_mut().unwrap();
         let recomputed = (tls.chain[0].not_after - T0).whole_days();
-        tls.chain[0].days_left = recomputed - 1;
+        std::sync::Arc::make_mut(&mut tls.chain)[0].days_left = recomputed - 1;
         let (back, _) = round_trip(&outcome, &mut Dict::default());
         assert_eq!(back.tls.unwrap().chain[0].days_left, recomputed - 1);
     }
@@ -946,7 +946,8 @@ mod tests {
         let a = key(&up("a", T0));
         assert_eq!(a, key(&up("b", T0 + Duration::days(9))));
         let mut other = up("a", T0);
-        other.tls.as_mut().unwrap().chain[0].sha256 = "00".repeat(32);
+        std::sync::Arc::make_mut(&mut other.tls.as_mut().unwrap().chain)[0].sha256 =
+            "00".repeat(32);
         assert_ne!(a, key(&other));
     }
 

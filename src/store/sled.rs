@@ -1177,7 +1177,7 @@ mod tests {
         let day = |d: i64| T0 + TimeDuration::days(d);
         let with_chain = |name: &str, domain: &str, at| {
             let mut outcome = up(name, at);
-            outcome.tls.as_mut().unwrap().chain = chain(domain, at);
+            outcome.tls.as_mut().unwrap().chain = chain(domain, at).into();
             outcome
         };
         // "site" renews onto a new chain on day -4; "api" keeps the old one

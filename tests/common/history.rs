@@ -55,7 +55,7 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
                 covered: vec!["*.example.org".to_string()],
             }),
             hostname_matches: status != Status::Down,
-            chain: chain(name, at),
+            chain: chain(name, at).into(),
         }),
         cors: cors.then(|| CorsReport {
             preflight_status: 200,
