@@ -121,12 +121,12 @@ struct State {
     tails: HashMap<u32, Tail>,
 }
 
-/// The unpacked end of a check's results.
+/// The unpacked end of a check's results (its `newest` singles).
 #[derive(Debug, Clone, Copy, Default)]
 struct Tail {
-    /// The last result covered by a block, if any.
+    /// The last result its `results` entries cover, if any.
     packed_until: Option<u64>,
-    /// Single results after it.
+    /// Singles in `newest` after it.
     singles: usize,
 }
 
