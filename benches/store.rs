@@ -8,8 +8,10 @@
 //! interleaved, as the scheduler does, with the store's default packing
 //! (blocks of 60). Then the oldest quarter is swept and the store flushed
 //! before measuring the disk: sled's file size (log garbage included) and
-//! the key + value bytes of the `results` tree. Dropping what `history`
-//! returned is left out of its time (the caller's cost).
+//! the key + value bytes of the `results` and `newest` trees. sled never
+//! gives back space inside its file (it only truncates a free tail), so the
+//! file size is the high-water mark of the append phase. Dropping what
+//! `history` returned is left out of its time (the caller's cost).
 //!
 //! The full size takes about 3 minutes on 2 idle cores; pass a smaller
 //! RESULTS_PER_CHECK to go faster (disk figures then come out higher: the
@@ -227,15 +229,20 @@ fn dir_size(dir: &Path) -> (u64, u64) {
     sizes
 }
 
-/// Key + value bytes of the results tree, read with sled directly.
+/// Key + value bytes of the trees holding results (blocks in `results`,
+/// the newest singles in `newest`), read with sled directly.
 fn logical_bytes(db: &Path) -> u64 {
     let db = sled::open(db).expect("reopen with sled");
-    let results = db.open_tree("results").expect("results tree");
-    results
-        .iter()
-        .map(|entry| {
-            let (key, value) = entry.expect("read result");
-            (key.len() + value.len()) as u64
+    ["results", "newest"]
+        .into_iter()
+        .map(|name| {
+            let tree = db.open_tree(name).expect("results tree");
+            tree.iter()
+                .map(|entry| {
+                    let (key, value) = entry.expect("read result");
+                    (key.len() + value.len()) as u64
+                })
+                .sum::<u64>()
         })
         .sum()
 }

@@ -21,11 +21,12 @@
 //! Two outcomes of one check with the same millisecond share a key: the
 //! later append replaces the earlier.
 //!
-//! # Key layout (sled, schema version 1)
+//! # Key layout (sled, schema version 2)
 //!
 //! | tree         | key                                   | value |
 //! |--------------|---------------------------------------|-------|
-//! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | one record (format byte `1` ++ postcard), or a block of the check's consecutive records from this time on (format byte `2`, header, LZ4); see [`record`] |
+//! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | a block of the check's consecutive records from this time on (format byte `2`, header, LZ4), or one record (format byte `1` ++ postcard) that arrived late, between blocks; see [`record`] |
+//! | `newest`     | check id (u32 BE) ++ started_at unix millis (u64 BE) | one record (format byte `1`), after the check's last `results` entry |
 //! | `checks`     | `n` ++ name (UTF-8)                   | check id (u32 BE) |
 //! | `checks`     | `i` ++ check id (u32 BE)              | name (UTF-8) |
 //! | `checks`     | `s` ++ check id ++ index (u32 BE each) | one string of the check's dictionary |
@@ -36,12 +37,29 @@
 //! | `meta`       | `replication_pending`                 | batch in flight: after, last seq, formed-at millis (u64 BE each) |
 //! | `replication` | seq (u64 BE)                         | results key (check id u32 BE ++ millis u64 BE) not yet replicated |
 //!
-//! A check's newest results are one key each; older ones are packed into
-//! blocks of 60 (`SledStore`'s packing), which is what keeps a result under
-//! 25 bytes of key and value and a day of one check to a few dozen keys.
-//! Entries of one check never overlap in time, so `history` is still one
-//! range scan over the check's prefix, starting at the block `since` falls
-//! into.
+//! A check's newest results are one key each in `newest`; older ones are
+//! packed into blocks of 60 in `results` (`SledStore`'s packing), which is
+//! what keeps a result under 25 bytes of key and value and a day of one
+//! check to a few dozen keys. Entries of one check never overlap in time,
+//! and every `newest` entry is later than the check's `results`, so
+//! `history` is one range scan over the check's prefix in each tree,
+//! starting at the block `since` falls into. A `newest` entry at or before
+//! the check's last `results` entry is a copy a stop left behind while
+//! packing: readers skip it and the next open removes it.
+//!
+//! The singles have a tree of their own because of how sled 0.34 spends
+//! disk: every write to a leaf appends to its log, and every tenth
+//! rewrites the whole leaf. In one tree, a check's singles shared leaves
+//! with its last blocks (1–2 KB each), so each append rewrote kilobytes of
+//! blocks, and the log grew faster than sled reclaims it (benches/store.rs:
+//! 253 bytes/result allocated for 22 of data). In `newest` the churning
+//! leaves hold only small singles, and a `results` leaf changes once per
+//! block.
+//!
+//! Schema 1 had no `newest`: the singles sat in `results` after the last
+//! block. Opening such a store moves them (copy, then remove, then bump
+//! the version; an interrupted move leaves copies that are skipped as
+//! above and is finished by the next open).
 //!
 //! Check ids are allocated once per name (the highest id plus one), never
 //! reused, and survive restarts: `checks` entries are never deleted, so a

@@ -505,13 +505,13 @@ impl Decoded {
     }
 
     /// The outcome, given its name and key time, the check's dictionary and
-    /// the chain named by [`Decoded::chain_key`].
+    /// the chain named by [`Decoded::chain_key`] (from [`chain_infos`]).
     pub fn into_outcome(
         self,
         name: &str,
         started_at: OffsetDateTime,
         strings: &[String],
-        chain: Option<&[StoredCert]>,
+        chain: Option<&[CertInfo]>,
     ) -> Result<Outcome, DecodeError> {
         let text = |s: Str| resolve(s, strings);
         let record = self.0;
@@ -555,6 +555,17 @@ impl Decoded {
 /// Reads a `chains` value.
 pub(super) fn parse_chain(bytes: &[u8]) -> Result<Vec<StoredCert>, DecodeError> {
     from_bytes(CHAIN_FORMAT, "certificate chain", bytes)
+}
+
+/// A `chains` value as the certificates an outcome carries, `days_left`
+/// zero (each record has its own). A history decodes each distinct chain
+/// once and copies it per result, instead of converting every
+/// certificate's times again for each of thousands of results.
+pub(super) fn chain_infos(bytes: &[u8]) -> Result<Vec<CertInfo>, DecodeError> {
+    parse_chain(bytes)?
+        .iter()
+        .map(|cert| cert.to_info(0))
+        .collect()
 }
 
 fn from_bytes<'a, T: Deserialize<'a>>(
@@ -627,7 +638,7 @@ fn http_from(http: StoredHttp, strings: &[String]) -> Result<HttpReport, DecodeE
 fn tls_from(
     tls: StoredTls,
     strings: &[String],
-    chain: Option<&[StoredCert]>,
+    chain: Option<&[CertInfo]>,
 ) -> Result<TlsReport, DecodeError> {
     let chain = match (tls.chain, chain) {
         (None, _) => Vec::new(),
@@ -642,8 +653,11 @@ fn tls_from(
         (Some(_), Some(certs)) => certs
             .iter()
             .zip(&tls.days_left)
-            .map(|(cert, &days_left)| cert.to_info(days_left))
-            .collect::<Result<_, _>>()?,
+            .map(|(cert, &days_left)| CertInfo {
+                days_left,
+                ..cert.clone()
+            })
+            .collect(),
     };
     Ok(TlsReport {
         server_name: resolve(tls.server_name, strings)?,
@@ -882,7 +896,7 @@ mod tests {
         let chain = encoded
             .chain
             .as_ref()
-            .map(|c| parse_chain(&c.bytes).unwrap());
+            .map(|c| chain_infos(&c.bytes).unwrap());
         let decoded = Decoded::parse(&encoded.value).unwrap();
         assert_eq!(decoded.chain_key(), encoded.chain.as_ref().map(|c| c.key));
         let started_at = as_stored(outcome).started_at;
@@ -903,7 +917,7 @@ mod tests {
     fn inline_strings_round_trip_without_a_dictionary() {
         let rich = rich("rich");
         let encoded = encode(&rich, &mut |s| Str::Inline(s.to_string()));
-        let chain = parse_chain(&encoded.chain.unwrap().bytes).unwrap();
+        let chain = chain_infos(&encoded.chain.unwrap().bytes).unwrap();
         let back = Decoded::parse(&encoded.value)
             .unwrap()
             .into_outcome("rich", as_stored(&rich).started_at, &[], Some(&chain))
@@ -1019,7 +1033,7 @@ mod tests {
         );
         assert_eq!(span(base, &block).unwrap(), Span { count: 120, last });
         let chain = encode(&outcomes[0], &mut |s| dict.intern(s)).chain.unwrap();
-        let chain = parse_chain(&chain.bytes).unwrap();
+        let chain = chain_infos(&chain.bytes).unwrap();
         let back: Vec<Outcome> = parse_entry(base, &block)
             .unwrap()
             .into_iter()
@@ -1066,7 +1080,7 @@ mod tests {
     fn missing_dictionary_entry_is_an_error_not_a_panic() {
         let mut dict = Dict::default();
         let encoded = encode(&up("site", T0), &mut |s| dict.intern(s));
-        let chain = parse_chain(&encoded.chain.unwrap().bytes).unwrap();
+        let chain = chain_infos(&encoded.chain.unwrap().bytes).unwrap();
         let err = Decoded::parse(&encoded.value)
             .unwrap()
             .into_outcome("site", T0, &dict.strings[..1], Some(&chain))

@@ -13,12 +13,13 @@
 //! refers to them, instead of in a transaction: a result can never survive
 //! without them.
 //!
-//! Packing. A check's newest results are one key each; once
+//! Packing. A check's newest results are one key each in `newest`; once
 //! [`Packing::size`] of them and [`Packing::keep`] more follow its last
 //! block, the append that makes them so packs the older ones into one block
-//! (record.rs) in one atomic sled batch: the block under the first one's
-//! key, the other keys removed. The newest few stay single so that `latest`
-//! reads one record. Blocks are what keeps the disk
+//! (record.rs) in `results`, under the first one's key, then removes them
+//! from `newest` in one batch (two trees, so two writes: the block first,
+//! so that a stop in between leaves a copy, never a gap). The newest few
+//! stay single so that `latest` reads one record. Blocks are what keeps the disk
 //! and reads small: sled spends a log fragment, a slot in a small leaf and
 //! a share of page rewrites per key, several times the size of a 70-byte
 //! record, and a day of one check is 24 blocks to read instead of 2880
@@ -46,14 +47,14 @@ use std::time::Duration;
 use ::sled::{Batch, Db, IVec, Tree};
 use time::OffsetDateTime;
 
-use super::record::{self, ChainKey, Decoded, StoredCert, Str};
+use super::record::{self, ChainKey, Decoded, Str};
 use super::{bound_millis, key_millis, rfc3339, time_of_millis, Store, StoreError};
-use crate::outcome::Outcome;
+use crate::outcome::{CertInfo, Outcome};
 
 pub use self::replication::{Backlog, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped};
 
 /// The layout this code reads and writes (`meta` / `schema_version`).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// sled's page cache budget.
 pub const CACHE_BYTES: u64 = 16 * 1024 * 1024;
@@ -72,7 +73,7 @@ impl Packing {
     /// single. Singles are what costs disk (each is written, then removed
     /// when packed: sled log churn); benches/store.rs at 1000 checks x 720
     /// results measured 184 bytes/result for (60, 4), 207 for (30, 2) and
-    /// 311 for (120, 10).
+    /// 311 for (120, 10), with the singles still in `results` (schema 1).
     pub const DEFAULT: Packing = Packing { size: 60, keep: 4 };
 }
 
@@ -94,6 +95,8 @@ pub struct SledStore {
     path: PathBuf,
     db: Db,
     results: Tree,
+    /// Each check's single results after its last `results` entry.
+    newest: Tree,
     checks: Tree,
     chains: Tree,
     chain_uses: Tree,
@@ -118,12 +121,12 @@ struct State {
     tails: HashMap<u32, Tail>,
 }
 
-/// The unpacked end of a check's results.
+/// The unpacked end of a check's results (its `newest` singles).
 #[derive(Debug, Clone, Copy, Default)]
 struct Tail {
-    /// The last result covered by a block, if any.
+    /// The last result its `results` entries cover, if any.
     packed_until: Option<u64>,
-    /// Single results after it.
+    /// Singles in `newest` after it.
     singles: usize,
 }
 
@@ -170,6 +173,7 @@ impl SledStore {
         let store = SledStore {
             path: dir.to_path_buf(),
             results: tree("results")?,
+            newest: tree("newest")?,
             checks: tree("checks")?,
             chains: tree("chains")?,
             chain_uses: tree("chain_uses")?,
@@ -181,7 +185,11 @@ impl SledStore {
             state: Mutex::new(State::default()),
             db,
         };
-        store.check_schema(&meta)?;
+        let found = store.check_schema(&meta)?;
+        if found < SCHEMA_VERSION {
+            store.upgrade_from_1(&meta)?;
+        }
+        store.drop_packed_newest()?;
         let state = store.load_state()?;
         *store.lock() = state;
         Ok(store)
@@ -199,17 +207,17 @@ impl SledStore {
         &self.db
     }
 
-    /// A fresh store gets the current version; an older one would be
-    /// migrated here (there is none yet); a newer one is refused before
-    /// anything is written.
-    fn check_schema(&self, meta: &Tree) -> Result<(), StoreError> {
+    /// The stored schema version: a fresh store gets the current one; an
+    /// older one is returned for the caller to upgrade; a newer one is
+    /// refused before anything is written.
+    fn check_schema(&self, meta: &Tree) -> Result<u32, StoreError> {
         let stored = meta
             .get(SCHEMA_KEY)
             .map_err(self.io("read the schema version"))?;
         let Some(bytes) = stored else {
             meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
                 .map_err(self.io("write the schema version"))?;
-            return Ok(());
+            return Ok(SCHEMA_VERSION);
         };
         let found = <[u8; 4]>::try_from(bytes.as_ref())
             .map(u32::from_be_bytes)
@@ -220,7 +228,7 @@ impl SledStore {
                 )
             })?;
         match found {
-            SCHEMA_VERSION => Ok(()),
+            1 | SCHEMA_VERSION => Ok(found),
             newer if newer > SCHEMA_VERSION => Err(StoreError::SchemaTooNew {
                 path: self.path.clone(),
                 found: newer,
@@ -228,6 +236,89 @@ impl SledStore {
             }),
             older => Err(self.corrupt("the schema version", format!("unknown version {older}"))),
         }
+    }
+
+    /// Schema 1 kept a check's newest results as single keys in `results`,
+    /// after its last block; version 2 keeps them in `newest`. Each check's
+    /// trailing singles are copied to `newest`, then removed from
+    /// `results`, then the version is bumped. An interrupted upgrade leaves
+    /// copies in both trees, which every reader skips (a `newest` entry at
+    /// or before the check's last `results` entry) and the next open
+    /// finishes.
+    fn upgrade_from_1(&self, meta: &Tree) -> Result<(), StoreError> {
+        let mut ids: Vec<u32> = Vec::new();
+        for key in self.checks.iter().keys() {
+            let key = key.map_err(self.io("read the checks"))?;
+            if let Some((&ID_PREFIX, id)) = key.split_first() {
+                ids.extend(be_u32(id));
+            }
+        }
+        for id in ids {
+            let mut singles = Vec::new();
+            for entry in self.check_range(id, 0).rev() {
+                let (key, value) = entry.map_err(self.io("read a check's latest results"))?;
+                if value.first() != Some(&record::RECORD_FORMAT) {
+                    break;
+                }
+                singles.push((key, value));
+            }
+            if singles.is_empty() {
+                continue;
+            }
+            let mut copies = Batch::default();
+            let mut removals = Batch::default();
+            for (key, value) in singles {
+                copies.insert(key.clone(), value);
+                removals.remove(key);
+            }
+            self.newest
+                .apply_batch(copies)
+                .map_err(self.io("move the newest results (upgrade)"))?;
+            self.results
+                .apply_batch(removals)
+                .map_err(self.io("move the newest results (upgrade)"))?;
+        }
+        meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
+            .map_err(self.io("write the schema version"))?;
+        self.db.flush().map_err(self.io("flush the upgrade"))?;
+        Ok(())
+    }
+
+    /// Removes `newest` entries that a `results` entry already covers: what
+    /// a stop between packing a block and removing its singles (or during
+    /// the upgrade) left behind.
+    fn drop_packed_newest(&self) -> Result<(), StoreError> {
+        let mut stale = Batch::default();
+        let mut covered: Option<(u32, Option<u64>)> = None;
+        for key in self.newest.iter().keys() {
+            let key = key.map_err(self.io("read the newest results"))?;
+            let id = be_u32(&key[..4.min(key.len())]).unwrap_or_default();
+            let until = match covered {
+                Some((covered_id, until)) if covered_id == id => until,
+                _ => {
+                    let until = self.packed_until(id)?;
+                    covered = Some((id, until));
+                    until
+                }
+            };
+            if until.is_some_and(|until| key_millis_of(&key) <= until) {
+                stale.remove(key);
+            }
+        }
+        self.newest
+            .apply_batch(stale)
+            .map_err(self.io("remove packed copies of the newest results"))
+    }
+
+    /// The last result millis that check `id`'s `results` entries cover.
+    fn packed_until(&self, id: u32) -> Result<Option<u64>, StoreError> {
+        let Some(last) = self.check_range(id, 0).next_back() else {
+            return Ok(None);
+        };
+        let (key, value) = last.map_err(self.io("read a check's latest results"))?;
+        let key_ms = key_millis_of(&key);
+        let span = record::span(key_ms, &value).map_err(|e| self.corrupt_entry(id, key_ms, e))?;
+        Ok(Some(span.last))
     }
 
     /// Reads the check names, dictionaries, chain keys and chain uses.
@@ -377,8 +468,16 @@ impl SledStore {
             .get(&id)
             .map(|d| d.strings.clone())
             .unwrap_or_default();
-        let mut chains: HashMap<ChainKey, Option<Vec<StoredCert>>> = HashMap::new();
-        let mut outcomes = Vec::new();
+        let mut chains: HashMap<ChainKey, Option<Vec<CertInfo>>> = HashMap::new();
+        // Sized once from the headers: growing a Vec of thousands of
+        // outcomes copies it several times over (a fifth of the time perf
+        // saw in a day's history).
+        let capacity: u64 = entries
+            .iter()
+            .filter_map(|(key, value)| record::span(key_millis_of(key), value).ok())
+            .map(|span| span.count)
+            .sum();
+        let mut outcomes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
         let mut reader = record::Reader::default();
         for (key, value) in entries {
             let key_ms = key_millis_of(&key);
@@ -404,11 +503,7 @@ impl SledStore {
                             Some(chain) => Some(chain.as_slice()),
                             // A sweep running alongside removed this entry
                             // and then its chain: it is gone, not damaged.
-                            None if !self
-                                .results
-                                .contains_key(&key)
-                                .map_err(self.io("read history"))? =>
-                            {
+                            None if !self.still_stored(&key)? => {
                                 break;
                             }
                             None => {
@@ -443,7 +538,7 @@ impl SledStore {
             Some(until) if millis <= until => self.merge(id, millis, value)?,
             _ => {
                 let previous = self
-                    .results
+                    .newest
                     .insert(result_key(id, millis), value)
                     .map_err(self.io("store a result"))?;
                 tail.singles += usize::from(previous.is_none());
@@ -460,54 +555,108 @@ impl SledStore {
         Ok(())
     }
 
-    /// What follows check `id`'s last block, read from the end of its keys
-    /// the first time it is needed.
+    /// What follows check `id`'s last `results` entry, read the first time
+    /// it is needed.
     fn tail(&self, state: &State, id: u32) -> Result<Tail, StoreError> {
         if let Some(tail) = state.tails.get(&id) {
             return Ok(*tail);
         }
-        let mut tail = Tail::default();
-        for entry in self.check_range(id, 0).rev() {
-            let (key, value) = entry.map_err(self.io("read a check's latest results"))?;
-            let key_ms = key_millis_of(&key);
-            let span =
-                record::span(key_ms, &value).map_err(|e| self.corrupt_entry(id, key_ms, e))?;
-            if value.first() == Some(&record::BLOCK_FORMAT) {
-                tail.packed_until = Some(span.last);
-                break;
-            }
-            tail.singles += 1;
+        let packed_until = self.packed_until(id)?;
+        let mut singles = 0;
+        for key in self.newest_range(id, after(packed_until)).keys() {
+            key.map_err(self.io("read a check's latest results"))?;
+            singles += 1;
         }
-        Ok(tail)
+        Ok(Tail {
+            packed_until,
+            singles,
+        })
     }
 
-    /// Packs the oldest singles after check `id`'s last block into a block.
+    /// Moves the oldest of check `id`'s `newest` singles into a block in
+    /// `results`. The block is written first: sled's prefix recovery then
+    /// never loses a result between the two writes, and a copy left in
+    /// `newest` is skipped by readers and removed at the next open.
     fn pack_tail(&self, id: u32, tail: Tail) -> Result<Tail, StoreError> {
-        let from = tail.packed_until.map_or(0, |until| until + 1);
-        let mut batch = Batch::default();
+        let mut removals = Batch::default();
         let mut results = Vec::new();
-        let mut packed = 0;
-        for entry in self.check_range(id, from).take(self.packing.size) {
-            packed += 1;
+        for entry in self
+            .newest_range(id, after(tail.packed_until))
+            .take(self.packing.size)
+        {
             let (key, value) = entry.map_err(self.io("read results to pack"))?;
             let key_ms = key_millis_of(&key);
             let parsed = record::parse_entry(key_ms, &value)
                 .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
             results.extend(parsed);
-            batch.remove(key);
+            removals.remove(key);
         }
         let Some(&(first, _)) = results.first() else {
             return Ok(tail);
         };
         let last = results.last().map_or(first, |(millis, _)| *millis);
-        batch.insert(&result_key(id, first)[..], record::encode_block(&results));
         self.results
-            .apply_batch(batch)
+            .insert(&result_key(id, first)[..], record::encode_block(&results))
+            .map_err(self.io("pack results into a block"))?;
+        self.newest
+            .apply_batch(removals)
             .map_err(self.io("pack results into a block"))?;
         Ok(Tail {
             packed_until: Some(last),
-            singles: tail.singles.saturating_sub(packed),
+            singles: tail.singles.saturating_sub(results.len()),
         })
+    }
+
+    /// Entries of check `id` holding its results from `from` to `to` millis,
+    /// oldest first: the `results` entry `from` falls into, the later ones,
+    /// then the `newest` singles after them. `newest` is read first: a pack
+    /// running alongside writes its block before removing the singles, so
+    /// this order may see a result twice (the copy is skipped) but never
+    /// misses one.
+    fn entries(&self, id: u32, from: u64, to: u64) -> Result<Vec<(IVec, IVec)>, StoreError> {
+        let mut newest = Vec::new();
+        for entry in self.newest.range(result_key(id, from)..=result_key(id, to)) {
+            newest.push(entry.map_err(self.io("read history"))?);
+        }
+        // The block `from` falls into starts before it.
+        let before = self
+            .results
+            .get_lt(result_key(id, from))
+            .map_err(self.io("read history"))?
+            .filter(|(key, value)| {
+                key.starts_with(&id.to_be_bytes())
+                    && record::span(key_millis_of(key), value).is_ok_and(|span| span.last >= from)
+            });
+        let mut entries: Vec<(IVec, IVec)> = before.into_iter().collect();
+        for entry in self
+            .results
+            .range(result_key(id, from)..=result_key(id, to))
+        {
+            entries.push(entry.map_err(self.io("read history"))?);
+        }
+        let covered = entries
+            .last()
+            .and_then(|(key, value)| record::span(key_millis_of(key), value).ok())
+            .map(|span| span.last);
+        entries.extend(
+            newest
+                .into_iter()
+                .filter(|(key, _)| covered.is_none_or(|until| key_millis_of(key) > until)),
+        );
+        Ok(entries)
+    }
+
+    /// Whether a result key is still in either tree (a sweep running
+    /// alongside a read may have removed it).
+    fn still_stored(&self, key: &[u8]) -> Result<bool, StoreError> {
+        Ok(self
+            .newest
+            .contains_key(key)
+            .map_err(self.io("read history"))?
+            || self
+                .results
+                .contains_key(key)
+                .map_err(self.io("read history"))?)
     }
 
     /// Puts result `millis` into the entry whose span holds it (a block),
@@ -555,13 +704,19 @@ impl SledStore {
         Ok(added)
     }
 
-    /// Entries of check `id` from `from` millis on.
+    /// `results` entries of check `id` from `from` millis on.
     fn check_range(&self, id: u32, from: u64) -> ::sled::Iter {
         self.results
             .range(result_key(id, from)..=result_key(id, u64::MAX))
     }
 
-    fn chain(&self, key: &ChainKey) -> Result<Option<Vec<StoredCert>>, StoreError> {
+    /// `newest` singles of check `id` from `from` millis on.
+    fn newest_range(&self, id: u32, from: u64) -> ::sled::Iter {
+        self.newest
+            .range(result_key(id, from)..=result_key(id, u64::MAX))
+    }
+
+    fn chain(&self, key: &ChainKey) -> Result<Option<Vec<CertInfo>>, StoreError> {
         let Some(bytes) = self
             .chains
             .get(key)
@@ -569,7 +724,7 @@ impl SledStore {
         else {
             return Ok(None);
         };
-        record::parse_chain(&bytes)
+        record::chain_infos(&bytes)
             .map(Some)
             .map_err(|e| self.corrupt(&format!("certificate chain {}", hex(key)), e))
     }
@@ -604,6 +759,18 @@ impl SledStore {
         self.results
             .apply_batch(batch)
             .map_err(self.io("remove old results"))?;
+        let mut batch = Batch::default();
+        for key in self
+            .newest
+            .range(result_key(id, 0)..result_key(id, cutoff))
+            .keys()
+        {
+            batch.remove(key.map_err(self.io("read results to sweep"))?);
+            removed += 1;
+        }
+        self.newest
+            .apply_batch(batch)
+            .map_err(self.io("remove old results"))?;
         if let Some(count) = state.count.as_mut() {
             *count = count.saturating_sub(removed);
         }
@@ -628,7 +795,8 @@ impl SledStore {
                 Some(&old) => old,
                 None => {
                     let range = result_key(id, 0)..result_key(id, cutoff);
-                    let old = self.results.range(range).next().is_some();
+                    let old = self.results.range(range.clone()).next().is_some()
+                        || self.newest.range(range).next().is_some();
                     has_old_results.insert(id, old);
                     old
                 }
@@ -725,19 +893,7 @@ impl Store for SledStore {
             return Ok(Vec::new());
         };
         let since = bound_millis(since);
-        // The block `since` falls into starts before it.
-        let before = self
-            .results
-            .get_lt(result_key(id, since))
-            .map_err(self.io("read history"))?
-            .filter(|(key, value)| {
-                key.starts_with(&id.to_be_bytes())
-                    && record::span(key_millis_of(key), value).is_ok_and(|span| span.last >= since)
-            });
-        let mut entries: Vec<(IVec, IVec)> = before.into_iter().collect();
-        for entry in self.check_range(id, since) {
-            entries.push(entry.map_err(self.io("read history"))?);
-        }
+        let entries = self.entries(id, since, u64::MAX)?;
         self.decode(id, name, entries, since)
     }
 
@@ -745,7 +901,12 @@ impl Store for SledStore {
         let Some(id) = self.lock().ids.get(name).copied() else {
             return Ok(None);
         };
-        let Some(last) = self.check_range(id, 0).next_back() else {
+        // `newest` first, as in `entries`.
+        let last = match self.newest_range(id, 0).next_back() {
+            Some(single) => Some(single),
+            None => self.check_range(id, 0).next_back(),
+        };
+        let Some(last) = last else {
             return Ok(None);
         };
         let (key, value) = last.map_err(self.io("read the latest result"))?;
@@ -801,6 +962,10 @@ impl Store for SledStore {
             count += record::span(key_ms, &value)
                 .map_err(|e| self.corrupt_entry(id, key_ms, e))?
                 .count;
+        }
+        for key in self.newest.iter().keys() {
+            key.map_err(self.io("count results"))?;
+            count += 1;
         }
         state.count = Some(count);
         Ok(count)
@@ -867,6 +1032,11 @@ fn open_error(dir: &Path, cause: ::sled::Error) -> StoreError {
             cause,
         }
     }
+}
+
+/// The first millis after `until`, or 0 for nothing.
+fn after(until: Option<u64>) -> u64 {
+    until.map_or(0, |until| until.saturating_add(1))
 }
 
 /// The millis of a `results` key (12 bytes by construction).
@@ -1012,7 +1182,8 @@ mod tests {
         let layout = entries(&store);
         let blocks: Vec<u64> = layout.iter().filter(|e| e.2).map(|e| e.1.count).collect();
         assert_eq!(blocks, [4, 4, 4, 4], "{layout:?}");
-        assert_eq!(layout.len(), 4 + 4, "four singles after the blocks");
+        assert_eq!(layout.len(), 4, "only blocks in results");
+        assert_eq!(store.newest.len(), 4, "four singles after the blocks");
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..20));
         assert_eq!(store.history("site", minute(5)).unwrap(), minutes(5..20));
         assert_eq!(store.latest("site").unwrap(), Some(up("site", minute(19))));
@@ -1027,6 +1198,96 @@ mod tests {
         assert_eq!(entries(&store).iter().filter(|e| e.2).count(), 5);
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..23));
         assert_eq!(store.len().unwrap(), 23);
+    }
+
+    /// Rewrites a store of this version into the schema 1 layout: the
+    /// newest singles back in `results`, after the blocks.
+    fn downgrade_to_schema_1(dir: &Path) {
+        let db = ::sled::open(dir).unwrap();
+        let results = db.open_tree("results").unwrap();
+        let newest = db.open_tree("newest").unwrap();
+        for entry in newest.iter() {
+            let (key, value) = entry.unwrap();
+            results.insert(key, value).unwrap();
+        }
+        drop(newest);
+        db.drop_tree("newest").unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        meta.insert(SCHEMA_KEY, &1u32.to_be_bytes()[..]).unwrap();
+        db.flush().unwrap();
+    }
+
+    #[test]
+    fn a_schema_1_store_is_upgraded_without_losing_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let packing = Packing { size: 4, keep: 2 };
+        let open =
+            || SledStore::open_packing(dir.path(), Duration::from_millis(100), packing).unwrap();
+        let store = open();
+        for outcome in minutes(0..11) {
+            store.append(&outcome).unwrap();
+            store.append(&up("api", outcome.started_at)).unwrap();
+        }
+        drop(store);
+        downgrade_to_schema_1(dir.path());
+        {
+            let db = ::sled::open(dir.path()).unwrap();
+            let results = db.open_tree("results").unwrap();
+            assert_eq!(
+                results.len(),
+                2 * (2 + 3),
+                "two blocks and three singles each"
+            );
+        }
+
+        let store = open();
+        assert_eq!(store.results.len(), 2 * 2, "only blocks left in results");
+        assert_eq!(store.newest.len(), 2 * 3);
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..11));
+        assert_eq!(store.len().unwrap(), 22);
+        for outcome in minutes(11..16) {
+            store.append(&outcome).unwrap();
+        }
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..16));
+        assert_eq!(store.latest("site").unwrap(), Some(up("site", minute(15))));
+        drop(store);
+        let db = ::sled::open(dir.path()).unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        assert_eq!(
+            meta.get(SCHEMA_KEY).unwrap().unwrap(),
+            SCHEMA_VERSION.to_be_bytes()
+        );
+    }
+
+    #[test]
+    fn a_single_left_behind_by_a_pack_is_read_once_and_dropped_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        for outcome in minutes(0..5) {
+            store.append(&outcome).unwrap();
+        }
+        let id = ids(&store)["site"];
+        // A stop between writing a block and removing its singles.
+        let packed = key_millis(&up("site", minute(1))).unwrap();
+        let mut fresh = Vec::new();
+        let copy = {
+            let state = store.lock();
+            record::encode(&up("site", minute(1)), &mut |text| {
+                intern(state.dicts.get(&id), &mut fresh, text)
+            })
+        };
+        assert!(fresh.is_empty());
+        store
+            .newest
+            .insert(result_key(id, packed), copy.value)
+            .unwrap();
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..5));
+        drop(store);
+
+        let store = open_small_blocks(dir.path());
+        assert!(!store.newest.contains_key(result_key(id, packed)).unwrap());
+        assert_eq!(store.len().unwrap(), 5);
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..5));
     }
 
     #[test]
@@ -1126,18 +1387,18 @@ mod tests {
         {
             let db = ::sled::open(dir.path()).unwrap();
             let meta = db.open_tree("meta").unwrap();
-            meta.insert(SCHEMA_KEY, &2u32.to_be_bytes()[..]).unwrap();
+            meta.insert(SCHEMA_KEY, &3u32.to_be_bytes()[..]).unwrap();
             db.flush().unwrap();
         }
         let err = SledStore::open(dir.path(), Duration::from_secs(1)).unwrap_err();
         assert!(
-            matches!(err, StoreError::SchemaTooNew { found: 2, .. }),
+            matches!(err, StoreError::SchemaTooNew { found: 3, .. }),
             "{err:?}"
         );
         assert_eq!(
             err.to_string(),
             format!(
-                "the store at {} has schema version 2, but this vigie reads only version 1: \
+                "the store at {} has schema version 3, but this vigie reads only version 2: \
                  a newer vigie wrote it; run that version, or point state_dir at another directory",
                 dir.path().display()
             )
@@ -1300,6 +1561,6 @@ mod tests {
         assert_eq!(store.len().unwrap(), 6);
         assert_eq!(store.sweep(T0 + TimeDuration::minutes(2)).unwrap(), 2);
         assert_eq!(store.len().unwrap(), 4);
-        assert_eq!(store.results.len(), 4);
+        assert_eq!(store.results.len() + store.newest.len(), 4);
     }
 }

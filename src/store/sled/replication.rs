@@ -274,7 +274,7 @@ impl SledStore {
         let mut batch = Batch::default();
         let mut in_batch = 0;
         let mut seeded = 0;
-        for entry in self.results.iter() {
+        for entry in self.results.iter().chain(self.newest.iter()) {
             let (key, value) = entry.map_err(self.io("read results to queue for replication"))?;
             let key_ms = key_millis_of(&key);
             let id = be_u32(&key[..4.min(key.len())]).unwrap_or_default();
@@ -503,22 +503,7 @@ impl SledStore {
         from: u64,
         to: u64,
     ) -> Result<Vec<Outcome>, StoreError> {
-        // The block `from` falls into starts before it.
-        let before = self
-            .results
-            .get_lt(result_key(id, from))
-            .map_err(self.io("read results to replicate"))?
-            .filter(|(key, value)| {
-                key.starts_with(&id.to_be_bytes())
-                    && record::span(key_millis_of(key), value).is_ok_and(|span| span.last >= from)
-            });
-        let mut entries: Vec<_> = before.into_iter().collect();
-        for entry in self
-            .results
-            .range(result_key(id, from)..=result_key(id, to))
-        {
-            entries.push(entry.map_err(self.io("read results to replicate"))?);
-        }
+        let entries = self.entries(id, from, to)?;
         let mut outcomes = self.decode(id, name, entries, from)?;
         outcomes.retain(|o| key_millis(o).is_ok_and(|millis| millis <= to));
         Ok(outcomes)
