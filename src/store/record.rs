@@ -25,6 +25,8 @@
 //! It knows nothing of sled: the backend supplies the dictionary (through
 //! the `intern` callback and the `strings` slice) and the chain bytes.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
@@ -511,7 +513,7 @@ impl Decoded {
         name: &str,
         started_at: OffsetDateTime,
         strings: &[String],
-        chain: Option<&[CertInfo]>,
+        chain: Option<&mut SharedChain>,
     ) -> Result<Outcome, DecodeError> {
         let text = |s: Str| resolve(s, strings);
         let record = self.0;
@@ -557,15 +559,55 @@ pub(super) fn parse_chain(bytes: &[u8]) -> Result<Vec<StoredCert>, DecodeError> 
     from_bytes(CHAIN_FORMAT, "certificate chain", bytes)
 }
 
-/// A `chains` value as the certificates an outcome carries, `days_left`
-/// zero (each record has its own). A history decodes each distinct chain
-/// once and copies it per result, instead of converting every
-/// certificate's times again for each of thousands of results.
-pub(super) fn chain_infos(bytes: &[u8]) -> Result<Vec<CertInfo>, DecodeError> {
-    parse_chain(bytes)?
+/// A `chains` value as the certificates outcomes carry. A history decodes
+/// each distinct chain once, and its results share it.
+pub(super) fn chain_infos(bytes: &[u8]) -> Result<SharedChain, DecodeError> {
+    let base = parse_chain(bytes)?
         .iter()
         .map(|cert| cert.to_info(0))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(SharedChain { base, last: None })
+}
+
+/// One stored chain, handed to the results that refer to it: the results
+/// with the same `days_left` (a day of one check) share one allocation
+/// instead of a copy of every certificate's strings each.
+pub(super) struct SharedChain {
+    /// `days_left` zero: each record has its own.
+    base: Vec<CertInfo>,
+    last: Option<Arc<[CertInfo]>>,
+}
+
+impl SharedChain {
+    fn with_days_left(&mut self, days_left: &[i64]) -> Result<Arc<[CertInfo]>, DecodeError> {
+        if self.base.len() != days_left.len() {
+            return Err(DecodeError(format!(
+                "its chain has {} certificates but the record {} expiry counts",
+                self.base.len(),
+                days_left.len()
+            )));
+        }
+        if let Some(last) = &self.last {
+            if last
+                .iter()
+                .map(|cert| cert.days_left)
+                .eq(days_left.iter().copied())
+            {
+                return Ok(last.clone());
+            }
+        }
+        let chain: Arc<[CertInfo]> = self
+            .base
+            .iter()
+            .zip(days_left)
+            .map(|(cert, &days_left)| CertInfo {
+                days_left,
+                ..cert.clone()
+            })
+            .collect();
+        self.last = Some(chain.clone());
+        Ok(chain)
+    }
 }
 
 fn from_bytes<'a, T: Deserialize<'a>>(
@@ -638,26 +680,12 @@ fn http_from(http: StoredHttp, strings: &[String]) -> Result<HttpReport, DecodeE
 fn tls_from(
     tls: StoredTls,
     strings: &[String],
-    chain: Option<&[CertInfo]>,
+    chain: Option<&mut SharedChain>,
 ) -> Result<TlsReport, DecodeError> {
     let chain = match (tls.chain, chain) {
-        (None, _) => Vec::new(),
+        (None, _) => Arc::from([]),
         (Some(_), None) => return Err(DecodeError("its certificate chain is missing".into())),
-        (Some(_), Some(certs)) if certs.len() != tls.days_left.len() => {
-            return Err(DecodeError(format!(
-                "its chain has {} certificates but the record {} expiry counts",
-                certs.len(),
-                tls.days_left.len()
-            )))
-        }
-        (Some(_), Some(certs)) => certs
-            .iter()
-            .zip(&tls.days_left)
-            .map(|(cert, &days_left)| CertInfo {
-                days_left,
-                ..cert.clone()
-            })
-            .collect(),
+        (Some(_), Some(shared)) => shared.with_days_left(&tls.days_left)?,
     };
     Ok(TlsReport {
         server_name: resolve(tls.server_name, strings)?,
@@ -669,7 +697,7 @@ fn tls_from(
             .map(|err| verify_error_from(err, strings))
             .transpose()?,
         hostname_matches: tls.hostname_matches,
-        chain: chain.into(),
+        chain,
     })
 }
 
@@ -893,7 +921,7 @@ mod tests {
 
     fn round_trip(outcome: &Outcome, dict: &mut Dict) -> (Outcome, usize) {
         let encoded = encode(outcome, &mut |s| dict.intern(s));
-        let chain = encoded
+        let mut chain = encoded
             .chain
             .as_ref()
             .map(|c| chain_infos(&c.bytes).unwrap());
@@ -901,7 +929,7 @@ mod tests {
         assert_eq!(decoded.chain_key(), encoded.chain.as_ref().map(|c| c.key));
         let started_at = as_stored(outcome).started_at;
         let back = decoded
-            .into_outcome(&outcome.name, started_at, &dict.strings, chain.as_deref())
+            .into_outcome(&outcome.name, started_at, &dict.strings, chain.as_mut())
             .unwrap();
         (back, encoded.value.len())
     }
@@ -917,10 +945,10 @@ mod tests {
     fn inline_strings_round_trip_without_a_dictionary() {
         let rich = rich("rich");
         let encoded = encode(&rich, &mut |s| Str::Inline(s.to_string()));
-        let chain = chain_infos(&encoded.chain.unwrap().bytes).unwrap();
+        let mut chain = chain_infos(&encoded.chain.unwrap().bytes).unwrap();
         let back = Decoded::parse(&encoded.value)
             .unwrap()
-            .into_outcome("rich", as_stored(&rich).started_at, &[], Some(&chain))
+            .into_outcome("rich", as_stored(&rich).started_at, &[], Some(&mut chain))
             .unwrap();
         assert_eq!(back, as_stored(&rich));
     }
@@ -1033,14 +1061,14 @@ mod tests {
         );
         assert_eq!(span(base, &block).unwrap(), Span { count: 120, last });
         let chain = encode(&outcomes[0], &mut |s| dict.intern(s)).chain.unwrap();
-        let chain = chain_infos(&chain.bytes).unwrap();
+        let mut chain = chain_infos(&chain.bytes).unwrap();
         let back: Vec<Outcome> = parse_entry(base, &block)
             .unwrap()
             .into_iter()
             .map(|(millis, decoded)| {
                 let at = crate::store::time_of_millis(millis);
                 decoded
-                    .into_outcome("site", at, &dict.strings, Some(&chain))
+                    .into_outcome("site", at, &dict.strings, Some(&mut chain))
                     .unwrap()
             })
             .collect();
@@ -1080,10 +1108,10 @@ mod tests {
     fn missing_dictionary_entry_is_an_error_not_a_panic() {
         let mut dict = Dict::default();
         let encoded = encode(&up("site", T0), &mut |s| dict.intern(s));
-        let chain = chain_infos(&encoded.chain.unwrap().bytes).unwrap();
+        let mut chain = chain_infos(&encoded.chain.unwrap().bytes).unwrap();
         let err = Decoded::parse(&encoded.value)
             .unwrap()
-            .into_outcome("site", T0, &dict.strings[..1], Some(&chain))
+            .into_outcome("site", T0, &dict.strings[..1], Some(&mut chain))
             .err()
             .unwrap();
         assert!(

@@ -49,7 +49,7 @@ use time::OffsetDateTime;
 
 use super::record::{self, ChainKey, Decoded, Str};
 use super::{bound_millis, key_millis, rfc3339, time_of_millis, Store, StoreError};
-use crate::outcome::{CertInfo, Outcome};
+use crate::outcome::Outcome;
 
 pub use self::replication::{Backlog, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped};
 
@@ -468,7 +468,7 @@ impl SledStore {
             .get(&id)
             .map(|d| d.strings.clone())
             .unwrap_or_default();
-        let mut chains: HashMap<ChainKey, Option<Vec<CertInfo>>> = HashMap::new();
+        let mut chains: HashMap<ChainKey, Option<record::SharedChain>> = HashMap::new();
         // Sized once from the headers: growing a Vec of thousands of
         // outcomes copies it several times over (a fifth of the time perf
         // saw in a day's history).
@@ -499,8 +499,8 @@ impl SledStore {
                         {
                             slot.insert(self.chain(&chain_key)?);
                         }
-                        match &chains[&chain_key] {
-                            Some(chain) => Some(chain.as_slice()),
+                        match chains.get_mut(&chain_key).and_then(Option::as_mut) {
+                            Some(chain) => Some(chain),
                             // A sweep running alongside removed this entry
                             // and then its chain: it is gone, not damaged.
                             None if !self.still_stored(&key)? => {
@@ -716,7 +716,7 @@ impl SledStore {
             .range(result_key(id, from)..=result_key(id, u64::MAX))
     }
 
-    fn chain(&self, key: &ChainKey) -> Result<Option<Vec<CertInfo>>, StoreError> {
+    fn chain(&self, key: &ChainKey) -> Result<Option<record::SharedChain>, StoreError> {
         let Some(bytes) = self
             .chains
             .get(key)
