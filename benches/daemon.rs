@@ -261,12 +261,22 @@ fn measure(n: usize, every: Duration, window: Duration) {
         scrape_ms.iter().copied().fold(0.0, f64::max),
         rss.len()
     );
-    println!(
-        "  targets (issue 7 at 10,000 checks / 60 s): every start within 1 s: {}; < 25% of one core: {}; < 100 MB RSS: {}",
-        verdict(max_delay <= 1.0 && stale == 0 && unhealthy == 0),
-        verdict(core_share < 25.0),
-        verdict(peak * 1024.0 * 1024.0 < 100e6)
-    );
+    let on_time = max_delay <= 1.0 && stale == 0 && unhealthy == 0;
+    // The aims are set for two sizes; any other size is reported, not judged.
+    match (n, every.as_secs()) {
+        (1000, 30) => println!(
+            "  aims (issue 4 at 1,000 checks / 30 s): < 5% of one core: {}; < 50 MB RSS: {}",
+            verdict(core_share < 5.0),
+            verdict(peak * 1024.0 * 1024.0 < 50e6)
+        ),
+        (10_000, 60) => println!(
+            "  aims (issue 7 at 10,000 checks / 60 s): every start within 1 s: {}; < 25% of one core: {}; < 100 MB RSS: {}",
+            verdict(on_time),
+            verdict(core_share < 25.0),
+            verdict(peak * 1024.0 * 1024.0 < 100e6)
+        ),
+        _ => println!("  every start within 1 s: {}", verdict(on_time)),
+    }
     println!("  SIGTERM -> exit {:?}", status.code());
 }
 

@@ -134,8 +134,14 @@ struct Tail {
 #[derive(Default)]
 struct Dict {
     strings: Vec<String>,
-    index: HashMap<String, u32>,
+    /// Built once the dictionary outgrows [`DICT_SCAN`]: a typical check has
+    /// under ten strings, and 10,000 checks' hash maps (with a second copy
+    /// of every string) were megabytes of the daemon's memory.
+    index: Option<HashMap<String, u32>>,
 }
+
+/// Dictionaries up to this size are searched in order.
+const DICT_SCAN: usize = 16;
 
 impl SledStore {
     /// Opens (or creates) the database in `dir`. `flush_every` bounds what
@@ -982,8 +988,29 @@ impl std::fmt::Debug for SledStore {
 
 impl Dict {
     fn push(&mut self, text: String) {
-        self.index.insert(text.clone(), self.strings.len() as u32);
+        let position = self.strings.len() as u32;
         self.strings.push(text);
+        match &mut self.index {
+            Some(index) => {
+                index.insert(self.strings[position as usize].clone(), position);
+            }
+            None if self.strings.len() > DICT_SCAN => {
+                let index = self.strings.iter().cloned().zip(0..).collect();
+                self.index = Some(index);
+            }
+            None => {}
+        }
+    }
+
+    fn find(&self, text: &str) -> Option<u32> {
+        match &self.index {
+            Some(index) => index.get(text).copied(),
+            None => self
+                .strings
+                .iter()
+                .position(|known| known == text)
+                .map(|i| i as u32),
+        }
     }
 
     /// Strings are read in key order, so indexes must come 0, 1, 2...
@@ -1003,7 +1030,7 @@ impl Dict {
 /// written before the result), or inline once the dictionary is full.
 fn intern(dict: Option<&Dict>, fresh: &mut Vec<String>, text: &str) -> Str {
     let known = dict.map_or(0, |d| d.strings.len());
-    if let Some(&index) = dict.and_then(|d| d.index.get(text)) {
+    if let Some(index) = dict.and_then(|d| d.find(text)) {
         return Str::Dict(index);
     }
     if let Some(offset) = fresh.iter().position(|f| f == text) {
