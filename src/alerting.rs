@@ -774,7 +774,7 @@ pub async fn report_offline(
     latest.retain(|o| names.contains(o.name.as_str()));
     if latest.is_empty() {
         let prober = crate::app::prober(config, clock.clone()).map_err(|e| local(&e))?;
-        let checks: Vec<&Check> = config.checks.iter().collect();
+        let checks: Vec<&Check> = config.checks.iter().map(|c| &**c).collect();
         latest = crate::app::check_now(&prober, clock.as_ref(), &checks, config.concurrency).await;
     }
     Ok(report::build(&report::ReportInput {

@@ -77,7 +77,7 @@ pub struct Config {
     pub maintenance: Vec<MaintenanceWindow>,
     /// From every `checks_dir/*.toml`, files in name order, checks in file
     /// order; names are unique.
-    pub checks: Vec<Check>,
+    pub checks: Vec<std::sync::Arc<Check>>,
 }
 
 /// `[api]`: the local HTTP API.
@@ -240,7 +240,7 @@ impl Config {
     /// ones.
     pub fn select(&self, names: &[String]) -> Result<Vec<&Check>, String> {
         if names.is_empty() {
-            return Ok(self.checks.iter().collect());
+            return Ok(self.checks.iter().map(|c| &**c).collect());
         }
         let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
         let known: BTreeSet<&str> = self.checks.iter().map(|c| c.name.as_str()).collect();
@@ -266,6 +266,7 @@ impl Config {
             .checks
             .iter()
             .filter(|c| wanted.contains(c.name.as_str()))
+            .map(|c| &**c)
             .collect())
     }
 }
@@ -299,7 +300,10 @@ pub fn load_str(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
         let defaults = resolve::CheckDefaults {
             timeout: config.default_timeout,
         };
-        config.checks = load_checks(path, &config.checks_dir, &defaults, &mut diag);
+        config.checks = load_checks(path, &config.checks_dir, &defaults, &mut diag)
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect();
     }
     diag.finish(config)
 }

@@ -106,7 +106,7 @@ impl Client {
     /// Reads the global `extra_ca_file` and every check's `ca_file` once.
     pub fn new(
         extra_ca_file: Option<&Path>,
-        checks: &[Check],
+        checks: &[Arc<Check>],
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ClientError> {
         let provider = crypto_provider();
