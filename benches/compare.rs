@@ -551,7 +551,7 @@ fn vigie_child(dir: &Path) {
     let runtime = runtime();
     serve_rounds(|| {
         let started = Instant::now();
-        let checks: Vec<_> = config.checks.iter().map(|c| &**c).collect();
+        let checks = config.all_checks();
         let outcomes = runtime.block_on(vigie::app::check_now(
             &prober,
             clock.as_ref(),

@@ -49,7 +49,7 @@ fn measure(n: usize, concurrency: usize, rounds: usize) {
     let config = vigie::config::load(&dir.path().join("config.toml")).expect("bench config");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let prober = vigie::app::prober(&config, clock.clone()).expect("prober");
-    let checks: Vec<_> = config.checks.iter().map(|c| &**c).collect();
+    let checks = config.all_checks();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

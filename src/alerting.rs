@@ -391,7 +391,6 @@ struct Run {
 struct Policies {
     of: Option<Arc<Config>>,
     by_check: HashMap<String, Policy>,
-    global: Option<Policy>,
 }
 
 impl Policies {
@@ -407,16 +406,14 @@ impl Policies {
                     )
                 })
                 .collect();
-            self.global = Some(Policy::global(&config.alerting));
             self.of = Some(config.clone());
         }
-        match self.by_check.get(check) {
-            Some(policy) => policy.clone(),
-            None => self
-                .global
-                .clone()
-                .unwrap_or_else(|| Policy::global(&config.alerting)),
-        }
+        // A check no longer configured (its last probe ending after a
+        // reload) gets the global policy.
+        self.by_check
+            .get(check)
+            .cloned()
+            .unwrap_or_else(|| Policy::global(&config.alerting))
     }
 }
 
@@ -774,7 +771,7 @@ pub async fn report_offline(
     latest.retain(|o| names.contains(o.name.as_str()));
     if latest.is_empty() {
         let prober = crate::app::prober(config, clock.clone()).map_err(|e| local(&e))?;
-        let checks: Vec<&Check> = config.checks.iter().map(|c| &**c).collect();
+        let checks = config.all_checks();
         latest = crate::app::check_now(&prober, clock.as_ref(), &checks, config.concurrency).await;
     }
     Ok(report::build(&report::ReportInput {

@@ -235,12 +235,17 @@ impl MaintenanceWindow {
 }
 
 impl Config {
+    /// Every check, in config order, as `app::check_now` takes them.
+    pub fn all_checks(&self) -> Vec<&Check> {
+        self.checks.iter().map(|c| &**c).collect()
+    }
+
     /// The checks named on a command line, in config order; all of them
     /// when `names` is empty. Unknown names are an error listing the known
     /// ones.
     pub fn select(&self, names: &[String]) -> Result<Vec<&Check>, String> {
         if names.is_empty() {
-            return Ok(self.checks.iter().map(|c| &**c).collect());
+            return Ok(self.all_checks());
         }
         let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
         let known: BTreeSet<&str> = self.checks.iter().map(|c| c.name.as_str()).collect();

@@ -73,7 +73,7 @@ impl Env {
         let config = self.load();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let prober = vigie::app::prober(&config, clock.clone()).expect("prober");
-        let checks: Vec<_> = config.checks.iter().map(|c| &**c).collect();
+        let checks = config.all_checks();
         vigie::app::check_now(&prober, clock.as_ref(), &checks, config.concurrency).await
     }
 }
