@@ -6,7 +6,7 @@
 //! wildcard chains shared by the checks), one result in 200 a timeout
 //! without TLS or HTTP. Results are appended in time order, all checks
 //! interleaved, as the scheduler does, with the store's default packing
-//! (blocks of 60). Then the oldest quarter is swept and the store flushed
+//! (blocks of 20). Then the oldest quarter is swept and the store flushed
 //! before measuring the disk: sled's file size (log garbage included) and
 //! the key + value bytes of the `results` and `newest` trees. sled never
 //! gives back space inside its file (it only truncates a free tail), so the

@@ -8,8 +8,8 @@
 //! spreads results over three checks, changes certificate chain every 150
 //! results and target every 400, so that new checks, dictionary strings,
 //! chains and chain uses are written mid-stream, before the results that
-//! refer to them; with the default packing (blocks of 60, the newest 4
-//! kept single), each check packs a block every 60 results, so kills also
+//! refer to them; with the default packing (blocks of 20, the newest 4
+//! kept single), each check packs a block every 20 results, so kills also
 //! land around packs.
 //! No network is involved.
 

@@ -38,7 +38,7 @@
 //! | `replication` | seq (u64 BE)                         | results key (check id u32 BE ++ millis u64 BE) not yet replicated |
 //!
 //! A check's newest results are one key each in `newest`; older ones are
-//! packed into blocks of 60 in `results` (`SledStore`'s packing), which is
+//! packed into blocks of 20 in `results` (`SledStore`'s packing), which is
 //! what keeps a result under 25 bytes of key and value and a day of one
 //! check to a few dozen keys. Entries of one check never overlap in time,
 //! and every `newest` entry is later than the check's `results`, so
