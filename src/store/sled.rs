@@ -1148,19 +1148,34 @@ mod tests {
     use super::*;
     use crate::store::contract::{chain, up, T0};
 
-    /// Opens `dir`, waiting briefly when a store of this process was just
-    /// dropped: sled's flusher thread lets go of the file lock a moment
-    /// after the last handle (a race a loaded machine shows).
-    fn open(dir: &Path) -> SledStore {
+    /// Runs `open` again while it finds the database locked, for up to 5 s:
+    /// sled's flusher thread lets go of the file lock a moment after the
+    /// last handle of this process is dropped (a race a loaded machine
+    /// shows). Any other result is returned as it is.
+    fn when_unlocked<T>(mut open: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         loop {
-            match SledStore::open(dir, Duration::from_millis(100)) {
+            match open() {
                 Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                other => return other.unwrap(),
+                other => return other,
             }
         }
+    }
+
+    /// Also the replication queue's tests' way to open a store.
+    pub(super) fn open(dir: &Path) -> SledStore {
+        when_unlocked(|| SledStore::open(dir, Duration::from_millis(100))).unwrap()
+    }
+
+    fn open_packed(dir: &Path, packing: Packing) -> SledStore {
+        when_unlocked(|| SledStore::open_packing(dir, Duration::from_millis(100), packing)).unwrap()
+    }
+
+    /// The database itself, for tests that write what this code would not.
+    fn raw_db(dir: &Path) -> ::sled::Db {
+        when_unlocked(|| ::sled::open(dir).map_err(|cause| open_error(dir, cause))).unwrap()
     }
 
     crate::store::contract::contract_tests!({
@@ -1181,7 +1196,7 @@ mod tests {
 
     fn open_small_blocks(dir: &Path) -> SledStore {
         let packing = Packing { size: 2, keep: 1 };
-        SledStore::open_packing(dir, Duration::from_millis(100), packing).unwrap()
+        open_packed(dir, packing)
     }
 
     /// (key millis, span, is a block) of every entry, checking that the
@@ -1215,8 +1230,7 @@ mod tests {
     fn results_are_packed_and_read_back_through_blocks() {
         let dir = tempfile::tempdir().unwrap();
         let packing = Packing { size: 4, keep: 2 };
-        let store =
-            SledStore::open_packing(dir.path(), Duration::from_millis(100), packing).unwrap();
+        let store = open_packed(dir.path(), packing);
         for outcome in minutes(0..20) {
             store.append(&outcome).unwrap();
         }
@@ -1230,8 +1244,7 @@ mod tests {
         assert_eq!(store.latest("site").unwrap(), Some(up("site", minute(19))));
         drop(store);
 
-        let store =
-            SledStore::open_packing(dir.path(), Duration::from_millis(100), packing).unwrap();
+        let store = open_packed(dir.path(), packing);
         assert_eq!(store.len().unwrap(), 20);
         for outcome in minutes(20..23) {
             store.append(&outcome).unwrap();
@@ -1244,7 +1257,7 @@ mod tests {
     /// Rewrites a store of this version into the schema 1 layout: the
     /// newest singles back in `results`, after the blocks.
     fn downgrade_to_schema_1(dir: &Path) {
-        let db = ::sled::open(dir).unwrap();
+        let db = raw_db(dir);
         let results = db.open_tree("results").unwrap();
         let newest = db.open_tree("newest").unwrap();
         for entry in newest.iter() {
@@ -1262,8 +1275,7 @@ mod tests {
     fn a_schema_1_store_is_upgraded_without_losing_history() {
         let dir = tempfile::tempdir().unwrap();
         let packing = Packing { size: 4, keep: 2 };
-        let open =
-            || SledStore::open_packing(dir.path(), Duration::from_millis(100), packing).unwrap();
+        let open = || open_packed(dir.path(), packing);
         let store = open();
         for outcome in minutes(0..11) {
             store.append(&outcome).unwrap();
@@ -1272,7 +1284,7 @@ mod tests {
         drop(store);
         downgrade_to_schema_1(dir.path());
         {
-            let db = ::sled::open(dir.path()).unwrap();
+            let db = raw_db(dir.path());
             let results = db.open_tree("results").unwrap();
             assert_eq!(
                 results.len(),
@@ -1292,7 +1304,7 @@ mod tests {
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..16));
         assert_eq!(store.latest("site").unwrap(), Some(up("site", minute(15))));
         drop(store);
-        let db = ::sled::open(dir.path()).unwrap();
+        let db = raw_db(dir.path());
         let meta = db.open_tree("meta").unwrap();
         assert_eq!(
             meta.get(SCHEMA_KEY).unwrap().unwrap(),
@@ -1426,12 +1438,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         drop(open(dir.path()));
         {
-            let db = ::sled::open(dir.path()).unwrap();
+            let db = raw_db(dir.path());
             let meta = db.open_tree("meta").unwrap();
             meta.insert(SCHEMA_KEY, &3u32.to_be_bytes()[..]).unwrap();
             db.flush().unwrap();
         }
-        let err = SledStore::open(dir.path(), Duration::from_secs(1)).unwrap_err();
+        let err =
+            when_unlocked(|| SledStore::open(dir.path(), Duration::from_secs(1))).unwrap_err();
         assert!(
             matches!(err, StoreError::SchemaTooNew { found: 3, .. }),
             "{err:?}"

@@ -718,16 +718,11 @@ fn parse_pending(bytes: &[u8]) -> Option<Pending> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use time::Duration as TimeDuration;
 
+    use super::super::tests::open;
     use super::*;
     use crate::store::contract::{up, T0};
-
-    fn open(dir: &Path) -> SledStore {
-        SledStore::open(dir, Duration::from_millis(100)).unwrap()
-    }
 
     fn minute(n: i64) -> OffsetDateTime {
         T0 + TimeDuration::minutes(n)
