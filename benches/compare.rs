@@ -133,7 +133,7 @@ fn compare(n: usize, concurrency: usize, rounds: usize) {
     // Killed on drop, panics included: no exporter is left behind.
     let blackbox = KillOnDrop(blackbox);
     let bb_pid = blackbox.0.id();
-    let client = vigie::probe::client::api_client().expect("client");
+    let client = vigie::net::api_client().expect("client");
     let bb_url =
         |target: &str| format!("http://127.0.0.1:{bb_port}/probe?module={MODULE}&target={target}");
     let started = Instant::now();
@@ -547,12 +547,12 @@ fn serve_rounds(mut round: impl FnMut() -> Duration) {
 fn vigie_child(dir: &Path) {
     let config = vigie::config::load(&dir.join("config.toml")).expect("bench config");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let prober = vigie::app::prober(&config, clock.clone()).expect("prober");
+    let prober = vigie::runner::prober(&config, clock.clone()).expect("prober");
     let runtime = runtime();
     serve_rounds(|| {
         let started = Instant::now();
         let checks = config.all_checks();
-        let outcomes = runtime.block_on(vigie::app::check_now(
+        let outcomes = runtime.block_on(vigie::runner::check_now(
             &prober,
             clock.as_ref(),
             &checks,
@@ -601,12 +601,11 @@ fn floor_child(dir: &Path, concurrency: usize) {
     for cert in CertificateDer::pem_file_iter(&root_pem).expect("root pem") {
         roots.add(cert.expect("root cert")).expect("add root");
     }
-    let mut config =
-        rustls::ClientConfig::builder_with_provider(vigie::probe::client::crypto_provider())
-            .with_protocol_versions(rustls::ALL_VERSIONS)
-            .expect("versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+    let mut config = rustls::ClientConfig::builder_with_provider(vigie::net::crypto_provider())
+        .with_protocol_versions(rustls::ALL_VERSIONS)
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     config.resumption = rustls::client::Resumption::disabled();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));

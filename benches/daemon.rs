@@ -102,7 +102,7 @@ fn measure(n: usize, every: Duration, window: Duration) {
         .enable_all()
         .build()
         .expect("runtime");
-    let client = vigie::probe::client::api_client().expect("client");
+    let client = vigie::net::api_client().expect("client");
     let get = |path: &str| -> Option<String> {
         runtime.block_on(async {
             let response = client

@@ -48,7 +48,7 @@ fn measure(n: usize, concurrency: usize, rounds: usize) {
 
     let config = vigie::config::load(&dir.path().join("config.toml")).expect("bench config");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let prober = vigie::app::prober(&config, clock.clone()).expect("prober");
+    let prober = vigie::runner::prober(&config, clock.clone()).expect("prober");
     let checks = config.all_checks();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -63,7 +63,7 @@ fn measure(n: usize, concurrency: usize, rounds: usize) {
     for round in 0..=rounds {
         let cpu_before = targets::cpu_time();
         let started = Instant::now();
-        let outcomes = runtime.block_on(vigie::app::check_now(
+        let outcomes = runtime.block_on(vigie::runner::check_now(
             &prober,
             clock.as_ref(),
             &checks,

@@ -25,10 +25,9 @@ use std::time::{Duration, Instant};
 use time::macros::datetime;
 use time::OffsetDateTime;
 
+use vigie::cert::CertInfo;
 use vigie::check::KindName;
-use vigie::outcome::{
-    Assertion, CertInfo, Failure, HttpReport, Outcome, ProbeError, Status, TlsReport,
-};
+use vigie::outcome::{Assertion, Failure, HttpReport, Outcome, ProbeError, Status, TlsReport};
 use vigie::store::{SledStore, Store};
 
 const T0: OffsetDateTime = datetime!(2026-11-29 00:00:00 UTC);

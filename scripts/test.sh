@@ -108,8 +108,8 @@ if ! command -v cc >/dev/null 2>&1; then
 fi
 
 cargo fmt --all -- --check
-cargo clippy --locked --all-targets -- -D warnings
-cargo test --locked
+cargo clippy --locked --all-targets --features fault-injection -- -D warnings
+cargo test --locked --features fault-injection
 
 # The systemd unit: `systemd-analyze verify` and an exposure of 2.0 or less.
 cargo build --locked --quiet

@@ -20,16 +20,16 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::alert::report::Report;
 use crate::alert::Silence;
-use crate::alerting::{AlertStatus, Request as AlertRequest};
 use crate::clock::Clock;
 use crate::health::{Health, Verdict};
 use crate::heartbeat::HeartbeatStats;
 use crate::mail::{MailSnapshot, MailStats};
 use crate::outcome::{Outcome, Status};
 use crate::replicate::{ReplicationSnapshot, ReplicationStatus};
-use crate::scheduler::{Latest, Slots};
-use crate::store::Store;
+use crate::scheduler::Slots;
+use crate::store::{Latest, Store};
 
 /// Everything the API reads.
 #[derive(Clone)]
@@ -52,7 +52,44 @@ pub struct ApiState {
     pub alerts: Option<Alerts>,
 }
 
-/// The API's line to the alerter, which owns alert states and silences.
+/// What the API asks of the alerter, which owns alert states and
+/// silences.
+#[derive(Debug)]
+pub enum AlertRequest {
+    Report(tokio::sync::oneshot::Sender<Report>),
+    AddSilence(Silence, tokio::sync::oneshot::Sender<Result<(), String>>),
+    RemoveSilence(String, tokio::sync::oneshot::Sender<Result<bool, String>>),
+    Silences(tokio::sync::oneshot::Sender<Vec<Silence>>),
+}
+
+/// What the alerter publishes for `/metrics` and health.
+#[derive(Debug, Default)]
+pub struct AlertStatus {
+    firing: std::sync::atomic::AtomicU64,
+    blind: std::sync::atomic::AtomicBool,
+}
+
+impl AlertStatus {
+    pub fn firing(&self) -> u64 {
+        self.firing.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_firing(&self, firing: u64) {
+        self.firing
+            .store(firing, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn blind(&self) -> bool {
+        self.blind.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_blind(&self, blind: bool) {
+        self.blind
+            .store(blind, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The API's line to the alerter.
 #[derive(Clone)]
 pub struct Alerts {
     pub status: Arc<AlertStatus>,
@@ -86,6 +123,35 @@ impl Token {
     }
 }
 
+/// Why the API token cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read [api] token_file {}: {source}", path.display())]
+pub struct TokenFileError {
+    pub path: std::path::PathBuf,
+    pub source: std::io::Error,
+}
+
+/// The token of `[api] token_file`, if one is configured: the daemon
+/// requires it, the CLI sends it.
+pub fn read_token(config: &crate::config::Config) -> Result<Option<Arc<str>>, TokenFileError> {
+    let Some(path) = &config.api.token_file else {
+        return Ok(None);
+    };
+    let error = |source| TokenFileError {
+        path: path.clone(),
+        source,
+    };
+    let token = std::fs::read_to_string(path).map_err(error)?;
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the file is empty",
+        )));
+    }
+    Ok(Some(Arc::from(token)))
+}
+
 async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
     let Some(token) = state.token.current() else {
         return next.run(request).await;
@@ -116,16 +182,13 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// What `/healthz` answers: the scheduler's verdict decides the code; what
-/// degrades vigie without stopping it from monitoring (replication) is
-/// reported beside it. Names no target, bucket or endpoint.
+/// What `/healthz` answers: the health verdict decides the code and lists
+/// what degrades vigie; replication and the outbox are detailed beside
+/// it. Names no target, bucket or endpoint.
 #[derive(Serialize)]
 struct Healthz {
     #[serde(flatten)]
     verdict: Verdict,
-    /// Reasons vigie works but is degraded; the heartbeat sends them as
-    /// its `/fail` body.
-    degraded: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     replication: Option<ReplicationSnapshot>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,29 +205,6 @@ struct OutboxHealth {
     failing: bool,
 }
 
-/// Mail or alerting troubles that leave vigie monitoring but may keep a
-/// page from its reader, in words fit for `/healthz` and the heartbeat's
-/// `/fail` body (no server name, subject or address).
-pub fn mail_and_alert_degradations(mail: &MailSnapshot, alerts: &AlertStatus) -> Vec<String> {
-    let mut out = Vec::new();
-    if mail.failing {
-        out.push(format!(
-            "mail delivery failing ({} failures in a row, {} messages waiting in the outbox)",
-            mail.consecutive_failures, mail.backlog
-        ));
-    }
-    if mail.dead_letters > 0 {
-        out.push(format!(
-            "{} message(s) refused for good by the mail server (dead letters; see the daily report and the log)",
-            mail.dead_letters
-        ));
-    }
-    if alerts.blind() {
-        out.push("vigie is blind: every canary fails, network failures are not judged".to_string());
-    }
-    out
-}
-
 async fn healthz(State(state): State<ApiState>) -> Response {
     let now = state.clock.now();
     let verdict = state.health.verdict(now);
@@ -174,18 +214,8 @@ async fn healthz(State(state): State<ApiState>) -> Response {
     };
     let replication = state.replication.as_ref().map(|r| r.snapshot(now));
     let mail = state.mail.as_ref().map(|m| m.snapshot());
-    let mut degraded: Vec<String> = replication
-        .as_ref()
-        .and_then(ReplicationSnapshot::reason)
-        .map(|reason| redact_reason(&reason))
-        .into_iter()
-        .collect();
-    if let (Some(mail), Some(alerts)) = (&mail, &state.alerts) {
-        degraded.extend(mail_and_alert_degradations(mail, &alerts.status));
-    }
     let body = Healthz {
         verdict,
-        degraded,
         replication,
         outbox: mail.map(|m| OutboxHealth {
             backlog: m.backlog,
@@ -195,15 +225,6 @@ async fn healthz(State(state): State<ApiState>) -> Response {
         }),
     };
     (code, Json(body)).into_response()
-}
-
-/// `/healthz` may be read without a token: a degradation is named by its
-/// kind, never by the bucket or endpoint its error text mentions.
-fn redact_reason(reason: &str) -> String {
-    match reason.split_once(':') {
-        Some((kind, _)) => kind.to_string(),
-        None => reason.to_string(),
-    }
 }
 
 /// One configured check: its schedule and its latest stored outcome.
@@ -644,6 +665,26 @@ fn render_daemon_metrics(
         &[],
         state.health.store_errors() as f64,
     );
+    m.help(
+        "vigie_task_restarts_total",
+        "counter",
+        "restarts of a supervised task after it panicked or returned early",
+    );
+    m.help(
+        "vigie_task_up",
+        "gauge",
+        "1 while a supervised task runs, 0 while it waits to restart or is failing",
+    );
+    let stages = state.health.stages().all();
+    for stage in &stages {
+        let task = [("task", stage.name())];
+        m.sample("vigie_task_restarts_total", &task, stage.restarts() as f64);
+    }
+    for stage in &stages {
+        let task = [("task", stage.name())];
+        let up = stage.state() == crate::supervise::StageState::Running;
+        m.sample("vigie_task_up", &task, f64::from(u8::from(up)));
+    }
     if let Some(replication) = &state.replication {
         replication.snapshot(now).write_metrics(&mut m.0);
     }

@@ -5,6 +5,7 @@
 //! `probe/tls.rs`. These functions read what the server presented, so they
 //! work on chains that failed verification too.
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use x509_parser::asn1_rs::Tag;
@@ -19,7 +20,23 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::public_key::PublicKey;
 use x509_parser::x509::X509Name;
 
-use crate::outcome::CertInfo;
+/// The facts of one certificate, as read from its DER.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertInfo {
+    pub subject: String,
+    pub issuer: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_before: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+    /// Whole days until `not_after`, negative once expired.
+    pub days_left: i64,
+    pub sans: Vec<String>,
+    pub serial: String,
+    pub sha256: String,
+    pub key: String,
+    pub signature: String,
+}
 
 /// A certificate as presented, with the raw names needed to reason about the
 /// chain (which issuer is missing, which certificate is self-signed).

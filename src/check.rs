@@ -87,6 +87,10 @@ impl KindName {
     }
 }
 
+/// Browsers give up after about 20; 10 is already more than a healthy site
+/// needs and keeps a hostile target from holding a probe for long.
+pub const MAX_REDIRECTS: u32 = 10;
+
 #[derive(Debug, Clone)]
 pub struct HttpCheck {
     pub follow_redirects: bool,

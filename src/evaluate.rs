@@ -13,9 +13,10 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use crate::cert;
+use crate::cert::CertInfo;
 use crate::check::{Check, CheckKind, HttpExpect, TlsExpect};
 use crate::outcome::{
-    Assertion, CertInfo, Failure, HttpReport, Outcome, ProbeError, Status, TlsReport, VerifyError,
+    Assertion, Failure, HttpReport, Outcome, ProbeError, Status, TlsReport, VerifyError,
 };
 
 /// Fills `outcome.failures` and `outcome.status`.
@@ -61,7 +62,7 @@ fn probe_failure(check: &Check, err: &ProbeError) -> Failure {
         Assertion::HttpProtocol => "a valid HTTP response".to_string(),
         Assertion::HttpRedirect => format!(
             "at most {} redirects, without a loop",
-            crate::probe::http::MAX_REDIRECTS
+            crate::check::MAX_REDIRECTS
         ),
         other => format!("{other} holds"),
     };
@@ -376,8 +377,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::cert::CertInfo;
     use crate::check::{Cadence, HttpCheck};
-    use crate::outcome::{CertInfo, ProbeError};
+    use crate::outcome::ProbeError;
 
     fn now() -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()

@@ -1,19 +1,25 @@
-//! Is the daemon doing its job? The supervisor writes, `/healthz`, the
-//! metrics and the systemd watchdog read.
+//! Is the daemon doing its job? The daemon's supervisor loop writes what
+//! it sees each second; `/healthz`, the metrics, the systemd watchdog and
+//! the heartbeat read one [`Verdict`].
 //!
-//! "Healthy" means the supervisor loop keeps ticking and no check waits past
-//! its due time by more than its own interval (a missed run): probes
-//! queuing behind the concurrency bound, or a runtime that stopped making
-//! progress, both show here before anyone notices missing data.
+//! Unhealthy (503) means vigie may not page: the supervisor loop stopped
+//! ticking (`stuck`), a task dies in a loop (`failing`) or makes no
+//! progress (`stalled`), the store refuses writes (`store`), or a check
+//! waits past its due time by more than its own interval (`late`: probes
+//! queuing behind the concurrency bound, or an overloaded machine).
+//! Degraded means vigie monitors and pages but something beside it is
+//! wrong (replication, mail delivery, blindness, a store moved aside):
+//! `/healthz` stays 200 and lists it, the heartbeat sends `/fail`.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::clock::{from_unix_millis, unix_millis};
+use crate::supervise::{StageState, Stages, Trouble};
 
 /// How often the supervisor ticks; `/healthz` calls the loop stuck after
 /// two missed ticks.
@@ -27,7 +33,12 @@ pub struct Health {
     reload_ok: AtomicBool,
     last_reload_ok_ms: AtomicI64,
     store_errors: AtomicU64,
+    /// The store's last write error while writes fail; `None` once one
+    /// succeeds again.
+    store_failing: Mutex<Option<String>>,
     recorded: AtomicU64,
+    degraded: Mutex<Vec<String>>,
+    stages: Arc<Stages>,
 }
 
 #[derive(Debug, Clone)]
@@ -36,29 +47,77 @@ pub struct Late {
     pub by: Duration,
 }
 
+/// The verdict's headline, worst first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The supervisor loop has not ticked for two ticks.
+    Stuck,
+    /// A task died [`crate::supervise::GIVE_UP_AFTER`] times in a row.
+    Failing,
+    /// A task has work waiting, or a period it keeps, and made no progress.
+    Stalled,
+    /// The store refuses writes: pages go out, history is not kept.
+    Store,
+    /// Checks wait past their due time.
+    Late,
+    Ok,
+}
+
+/// One supervised task, as `/healthz` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskHealth {
+    pub task: &'static str,
+    pub state: StageState,
+    pub restarts: u64,
+    pub since_progress_seconds: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_death: Option<String>,
+}
+
 /// What `/healthz` answers. Never names targets: the endpoint may be
 /// reachable from another region without a token.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
-    pub status: &'static str,
+    pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The task the status is about (`failing`, `stalled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<&'static str>,
     #[serde(with = "time::serde::rfc3339::option")]
     pub last_tick: Option<OffsetDateTime>,
     pub late_checks: u64,
     pub store_errors: u64,
     pub config_reload_ok: bool,
+    /// Reasons vigie works but is degraded; the heartbeat sends them as its
+    /// `/fail` body.
+    pub degraded: Vec<String>,
+    pub tasks: Vec<TaskHealth>,
 }
 
 impl Verdict {
     pub fn is_healthy(&self) -> bool {
-        self.status == "ok"
+        self.status == Status::Ok
+    }
+
+    /// Whether systemd should hear from us: not when a task cannot be
+    /// brought back (failing) or hangs (stalled), nor when the loop itself
+    /// is stuck; a restart of the whole service is the remedy then.
+    pub fn feeds_watchdog(&self) -> bool {
+        !matches!(
+            self.status,
+            Status::Stuck | Status::Failing | Status::Stalled
+        )
     }
 }
 
 impl Health {
-    pub fn new(now: OffsetDateTime) -> Self {
-        let health = Self::default();
+    pub fn new(now: OffsetDateTime, stages: Arc<Stages>) -> Self {
+        let health = Self {
+            stages,
+            ..Self::default()
+        };
         health.reload_ok.store(true, Ordering::Relaxed);
         health
             .last_reload_ok_ms
@@ -74,6 +133,12 @@ impl Health {
         *self.late.lock().unwrap_or_else(|p| p.into_inner()) = worst;
     }
 
+    /// What degrades vigie now (each a line fit for a third party: no
+    /// target, bucket or address).
+    pub fn set_degraded(&self, reasons: Vec<String>) {
+        *self.degraded.lock().unwrap_or_else(|p| p.into_inner()) = reasons;
+    }
+
     pub fn reloaded(&self, ok: bool, now: OffsetDateTime) {
         self.reload_ok.store(ok, Ordering::Relaxed);
         if ok {
@@ -82,7 +147,8 @@ impl Health {
         }
     }
 
-    /// One outcome stored: the scheduler is making progress.
+    /// One outcome stored: the scheduler is making progress, and the store
+    /// takes writes.
     pub fn recorded(&self) {
         self.recorded.fetch_add(1, Ordering::Relaxed);
     }
@@ -91,8 +157,26 @@ impl Health {
         self.recorded.load(Ordering::Relaxed)
     }
 
-    pub fn store_error(&self) {
+    /// A write to the store failed with `error`.
+    pub fn store_failed(&self, error: &str) {
         self.store_errors.fetch_add(1, Ordering::Relaxed);
+        *self.store_failing.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
+    }
+
+    /// A write to the store succeeded; `true` when it had been failing.
+    pub fn store_ok(&self) -> bool {
+        self.store_failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some()
+    }
+
+    pub fn store_failing(&self) -> Option<String> {
+        self.store_failing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn reload_ok(&self) -> bool {
@@ -115,37 +199,99 @@ impl Health {
         self.late.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    pub fn stages(&self) -> &Stages {
+        &self.stages
+    }
+
     pub fn verdict(&self, now: OffsetDateTime) -> Verdict {
         let last_tick = self.last_tick();
         let since_tick =
             last_tick.map_or(Duration::MAX, |t| (now - t).try_into().unwrap_or_default());
         let late_checks = self.late_checks.load(Ordering::Relaxed);
-        let (status, reason) = if since_tick > 2 * TICK {
+        let stages = self.stages.all();
+        let troubled = |failing: bool| {
+            stages.iter().find_map(|stage| match stage.trouble() {
+                Some(Trouble::Failing { deaths, last }) if failing => Some((
+                    stage.name(),
+                    format!(
+                        "task {} died {deaths} times in a row and keeps being restarted (last: {last})",
+                        stage.name()
+                    ),
+                )),
+                Some(Trouble::Stalled { for_, waiting }) if !failing => Some((
+                    stage.name(),
+                    match waiting {
+                        0 => format!(
+                            "task {} has made no progress for {}",
+                            stage.name(),
+                            humantime::format_duration(round(for_))
+                        ),
+                        n => format!(
+                            "task {} has not taken its work for {} ({n} waiting)",
+                            stage.name(),
+                            humantime::format_duration(round(for_))
+                        ),
+                    },
+                )),
+                _ => None,
+            })
+        };
+        let (status, stage, reason) = if since_tick > 2 * TICK {
             (
-                "stuck",
+                Status::Stuck,
+                None,
                 Some(format!(
                     "the scheduler has not ticked for {}",
                     humantime::format_duration(round(since_tick))
                 )),
             )
+        } else if let Some((stage, reason)) = troubled(true) {
+            (Status::Failing, Some(stage), Some(reason))
+        } else if let Some((stage, reason)) = troubled(false) {
+            (Status::Stalled, Some(stage), Some(reason))
+        } else if let Some(error) = self.store_failing() {
+            (
+                Status::Store,
+                None,
+                Some(format!(
+                    "the store refuses writes: {error}; pages still go out, held in memory"
+                )),
+            )
         } else if let Some(late) = self.worst_late() {
             (
-                "late",
+                Status::Late,
+                None,
                 Some(format!(
                     "{late_checks} check(s) waiting past their due time, the worst by {}: probes are queuing behind the concurrency limit or the machine is overloaded",
                     humantime::format_duration(round(late.by))
                 )),
             )
         } else {
-            ("ok", None)
+            (Status::Ok, None, None)
         };
         Verdict {
             status,
             reason,
+            stage,
             last_tick,
             late_checks,
             store_errors: self.store_errors(),
             config_reload_ok: self.reload_ok(),
+            degraded: self
+                .degraded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            tasks: stages
+                .iter()
+                .map(|s| TaskHealth {
+                    task: s.name(),
+                    state: s.state(),
+                    restarts: s.restarts(),
+                    since_progress_seconds: s.since_progress().as_secs(),
+                    last_death: s.last_death(),
+                })
+                .collect(),
         }
     }
 }

@@ -9,11 +9,12 @@
 //! shows it in the check's log). Silence says "dead".
 //!
 //! What is sent is decided by the caller's [`Signal`] at each beat; the
-//! usual one is [`signal`] over the health verdict and replication:
+//! usual one is [`signal`] over the health verdict:
 //!
-//! - scheduler on time, nothing degraded: plain ping;
-//! - scheduler late (checks waiting past their due time), replication
-//!   failing or far behind: `/fail`;
+//! - healthy, nothing degraded: plain ping;
+//! - unhealthy (a task failing or stalled, the store refusing writes,
+//!   checks late) or degraded (replication failing or far behind, mail
+//!   failing, vigie blind): `/fail` with the reason;
 //! - scheduler stuck (the supervisor stopped ticking): *nothing*. A stuck
 //!   scheduler is a vigie that no longer monitors; going silent lets the
 //!   outside service page exactly as if the process had died, instead of
@@ -24,8 +25,8 @@
 //! counted ([`HeartbeatStats`]), never retried within a beat, and never
 //! block anything else: the task owns its client and takes no lock.
 //!
-//! Not here: the health judgment itself (`health.rs`) and replication lag
-//! (`replicate`); this module only reports them.
+//! Not here: the health judgment itself (`health.rs`); this module only
+//! reports it.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -37,9 +38,8 @@ use url::Url;
 
 use crate::clock::{from_unix_millis, unix_millis, Clock};
 use crate::config::HeartbeatConfig;
-use crate::health::Verdict;
-use crate::probe::client::ClientError;
-use crate::replicate::ReplicationSnapshot;
+use crate::health::{Status, Verdict};
+use crate::net::CaFileError;
 
 /// The longest one ping may take, whatever the interval.
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,23 +59,22 @@ pub enum Signal {
     Silent(String),
 }
 
-/// The usual signal: silent when the scheduler is stuck, degraded when it
-/// is late or replication is failing or far behind, else alive.
-pub fn signal(verdict: &Verdict, replication: Option<&ReplicationSnapshot>) -> Signal {
+/// The usual signal: silent when the scheduler is stuck; `/fail` with the
+/// reason when vigie is unhealthy (a task failing or stalled, the store
+/// refusing writes, checks late) or degraded (replication, mail,
+/// blindness); else alive.
+pub fn signal(verdict: &Verdict) -> Signal {
     let reason = || {
         verdict
             .reason
             .clone()
-            .unwrap_or_else(|| verdict.status.to_string())
+            .unwrap_or_else(|| format!("{:?}", verdict.status).to_lowercase())
     };
     match verdict.status {
-        "stuck" => return Signal::Silent(reason()),
-        "ok" => {}
-        _ => return Signal::Degraded(reason()),
-    }
-    match replication.and_then(ReplicationSnapshot::reason) {
-        Some(reason) => Signal::Degraded(reason),
-        None => Signal::Alive,
+        Status::Stuck => Signal::Silent(reason()),
+        Status::Ok if verdict.degraded.is_empty() => Signal::Alive,
+        Status::Ok => Signal::Degraded(verdict.degraded.join("; ")),
+        _ => Signal::Degraded(reason()),
     }
 }
 
@@ -83,7 +82,7 @@ pub fn signal(verdict: &Verdict, replication: Option<&ReplicationSnapshot>) -> S
 #[derive(Debug, thiserror::Error)]
 pub enum HeartbeatError {
     #[error("cannot set up TLS for the [heartbeat] url: {0}")]
-    Tls(#[from] ClientError),
+    Tls(#[from] CaFileError),
     #[error("cannot build the HTTP client for the [heartbeat] url {url}: {detail}")]
     Client { url: String, detail: String },
 }
@@ -175,7 +174,7 @@ impl Heartbeat {
         clock: Arc<dyn Clock>,
     ) -> Result<Heartbeat, HeartbeatError> {
         let timeout = config.interval.min(PING_TIMEOUT);
-        let client = crate::probe::client::service_client(extra_ca_file)?
+        let client = crate::net::service_client(extra_ca_file)?
             .connect_timeout(timeout)
             .timeout(timeout)
             .build()
@@ -193,13 +192,18 @@ impl Heartbeat {
         })
     }
 
+    /// How often it beats.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
     pub fn stats(&self) -> Arc<HeartbeatStats> {
         self.stats.clone()
     }
 
     /// Beats every `interval`, the first at once, until `shutdown`; a ping
     /// in flight is abandoned at shutdown.
-    pub async fn run<F>(self, signal: F, shutdown: CancellationToken)
+    pub async fn run<F>(&self, signal: F, shutdown: CancellationToken)
     where
         F: Fn() -> Signal + Send + Sync,
     {
@@ -327,14 +331,17 @@ fn describe(err: &reqwest::Error) -> String {
 mod tests {
     use super::*;
 
-    fn verdict(status: &'static str, reason: Option<&str>) -> Verdict {
+    fn verdict(status: Status, reason: Option<&str>, degraded: &[&str]) -> Verdict {
         Verdict {
             status,
             reason: reason.map(str::to_string),
+            stage: None,
             last_tick: None,
             late_checks: 0,
             store_errors: 0,
             config_reload_ok: true,
+            degraded: degraded.iter().map(|d| d.to_string()).collect(),
+            tasks: Vec::new(),
         }
     }
 
@@ -351,14 +358,30 @@ mod tests {
     }
 
     #[test]
-    fn signal_follows_the_verdict_then_replication() {
-        assert_eq!(signal(&verdict("ok", None), None), Signal::Alive);
+    fn signal_follows_the_verdict_then_what_degrades_it() {
+        assert_eq!(signal(&verdict(Status::Ok, None, &[])), Signal::Alive);
         assert_eq!(
-            signal(&verdict("late", Some("2 check(s) waiting")), None),
+            signal(&verdict(Status::Late, Some("2 check(s) waiting"), &[])),
             Signal::Degraded("2 check(s) waiting".into())
         );
         assert_eq!(
-            signal(&verdict("stuck", Some("not ticked for 5s")), None),
+            signal(&verdict(
+                Status::Failing,
+                Some("task alerter died 5 times in a row"),
+                &["replication failing"]
+            )),
+            Signal::Degraded("task alerter died 5 times in a row".into())
+        );
+        assert_eq!(
+            signal(&verdict(
+                Status::Ok,
+                None,
+                &["replication failing", "mail delivery failing"]
+            )),
+            Signal::Degraded("replication failing; mail delivery failing".into())
+        );
+        assert_eq!(
+            signal(&verdict(Status::Stuck, Some("not ticked for 5s"), &[])),
             Signal::Silent("not ticked for 5s".into())
         );
     }

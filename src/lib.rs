@@ -3,71 +3,94 @@
 //!
 //! # Codemap
 //!
-//! Data flows one way: `config` -> `probe` -> [`outcome::Outcome`] ->
-//! `evaluate` -> output (later: store -> alert -> mail).
+//! Data flows one way: `config` -> `scheduler` -> `probe` ->
+//! [`outcome::Outcome`] -> `evaluate` -> `store` -> `alert` -> `mail`;
+//! `replicate` and `api` read the store. Imports point down: the leaves
+//! first, the wiring (`daemon`, `cli`) on top, imported by nothing.
 //!
+//! Leaves (pure, or I/O of one kind):
+//! - [`clock`]: wall-clock time as a dependency.
 //! - [`config`]: `config.toml` + `checks/*.toml`, in two stages: `raw`
 //!   (serde mirror, unknown keys rejected) then `resolve` (typed values,
 //!   every problem reported with file, line and column).
 //! - [`check`]: a validated check, ready to run.
-//! - [`probe`]: I/O only. `client` is the one place connections are made
-//!   (fresh TCP + TLS per request, recording verifier from `tls`); one
-//!   module per check kind.
-//! - [`cert`]: DER -> [`outcome::CertInfo`], and small pure certificate
+//! - [`cert`]: DER -> [`cert::CertInfo`], and small pure certificate
 //!   judgments (hostname coverage, earliest expiry, staging issuers).
 //! - [`outcome`]: the facts and verdict of one probe; the JSON contract.
+//! - [`redact`]: URLs without userinfo or query, error reasons reduced to
+//!   their kind, for everything shown.
+//! - [`net`]: TLS roots, the crypto provider, and the HTTP clients of
+//!   everything that is not a probe (replication, heartbeat, CLI to
+//!   daemon; the mail transport's roots).
+//! - [`probe`]: I/O only. `client` is the one place probe connections are
+//!   made (fresh TCP + TLS per request, recording verifier from `tls`);
+//!   one module per check kind.
 //! - [`evaluate`]: pure judgment of an outcome against its check.
+//! - [`runner`]: probe + evaluate one check (what `vigie check`, the
+//!   scheduler and the canaries share).
 //! - [`schedule`]: when each check runs (`every` grid or cron, stable
 //!   per-check jitter); pure.
-//! - [`scheduler`]: the loop: one task per check under the concurrency
-//!   bound, outcomes handed to the recorder; per-check slots for lateness.
-//! - [`store`]: history of judged outcomes (sled on disk, memory for tests);
-//!   the `Store` contract, key layout and record format.
-//! - [`app`]: builds the components from a config and runs them
-//!   (`vigie check`, `vigie run`).
+//! - [`supervise`]: restarts long-lived tasks that die, with backoff, and
+//!   publishes each one's stage (running, restarting, failing, stalled).
+//! - [`fault`]: the test-only hook that makes a supervised task panic.
+//! - [`scheduler`]: one config's dispatcher: every check on its schedule
+//!   under the concurrency bound, outcomes handed to the recorder; per-check
+//!   slots for lateness.
+//! - [`store`]: history of judged outcomes (sled on disk, memory for tests;
+//!   the `Store` contract, key layout and record format), the alert trees
+//!   ([`store::AlertStore`]) and the newest outcome of each check
+//!   ([`store::Latest`]).
 //! - [`alert`]: pure alerting: per-check incident state machine
 //!   (thresholds, reminders, restarts), grouping, silences and maintenance
 //!   holds, the blind-monitor gate, and the text of alert mails and the
-//!   daily certificate report. No I/O: the daemon persists and sends.
-//! - [`alerting`]: the daemon side of `alert`: alert states, silences and
-//!   certificate changes in sled, one transaction per state change and its
-//!   mail, canary rounds, the daily report's schedule.
+//!   daily certificate report. No I/O.
 //! - [`mail`]: delivery: the durable outbox (sled trees `outbox`,
-//!   `dead_letters`) and the sender task draining it over SMTP (lettre,
-//!   vigie's own rustls) or into `<state_dir>/maildir`; `vigie test-email`.
-//! - [`api`]: the local HTTP API (`/healthz`, `/metrics`, `/api/v1/*`);
-//!   reads the store and the scheduler's slots, never writes.
+//!   `dead_letters`) and the sender draining it over SMTP (lettre, vigie's
+//!   own rustls) or into `<state_dir>/maildir`; `vigie test-email`.
 //! - [`replicate`]: off-region copy of the history to S3-compatible
-//!   storage (object_store, SigV4): the replicator task ships the store's
+//!   storage (object_store, SigV4): the replicator ships the store's
 //!   replication queue as compressed, checksummed segments; `restore`
-//!   rebuilds a store from them; lag for metrics, `/healthz`, heartbeat.
+//!   rebuilds a store from them; lag for metrics and health.
+//! - [`health`]: the daemon's verdict (stuck, failing, stalled, store,
+//!   late, ok; and what degrades it), read by `/healthz`, the metrics, the
+//!   systemd watchdog and the heartbeat.
 //! - [`heartbeat`]: proof of life at an outside dead-man's switch
 //!   (Healthchecks convention: ping, `/fail`, or silence).
-//! - [`health`]: is the daemon on time? Written by the supervisor, read by
-//!   `/healthz`, metrics and the systemd watchdog.
 //! - [`notify`]: systemd's notify protocol (READY, WATCHDOG, STOPPING).
-//! - [`render`]: the terminal table and JSON for `vigie check`.
-//! - [`redact`]: URLs without userinfo or query, for everything shown.
-//! - [`clock`]: wall-clock time as a dependency.
+//! - [`api`]: the local HTTP API (`/healthz`, `/metrics`, `/api/v1/*`);
+//!   reads the store, the scheduler's slots and health; silences go to
+//!   the alerter.
+//!
+//! The wiring:
+//! - [`daemon`]: `vigie run`: builds every task from the config, runs each
+//!   under the supervisor (scheduler, recorder, alerter, sender, canaries,
+//!   replicator, heartbeat, sweep, API, watch), reloads, stops them in
+//!   order.
+//! - [`cli`]: the client side of `history`, `report`, `silence`,
+//!   `restore` (the daemon's API, else the store), and the terminal table
+//!   and JSON of `vigie check`.
 
 pub mod alert;
-pub mod alerting;
 pub mod api;
-pub mod app;
 pub mod cert;
 pub mod check;
+pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod evaluate;
+pub mod fault;
 pub mod health;
 pub mod heartbeat;
 pub mod mail;
+pub mod net;
 pub mod notify;
 pub mod outcome;
 pub mod probe;
 pub mod redact;
-pub mod render;
 pub mod replicate;
+pub mod runner;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;
+pub mod supervise;

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use vigie::cli::render;
 use vigie::clock::{Clock, SystemClock};
 use vigie::outcome::Status;
-use vigie::{app, config, render};
+use vigie::{cli, config, daemon, runner};
 
 const EXIT_UNKNOWN: u8 = 3;
 
@@ -181,7 +182,7 @@ fn run(path: &std::path::Path) -> ExitCode {
             eprintln!("vigie: cannot install signal handlers: {err}");
             return Err(());
         }
-        app::run(path, config, clock, commands)
+        daemon::run(path, config, clock, commands)
             .await
             .map_err(|err| {
                 tracing::error!("{err}");
@@ -196,7 +197,7 @@ fn run(path: &std::path::Path) -> ExitCode {
 
 /// SIGHUP reloads; SIGTERM and SIGINT stop. A second SIGINT/SIGTERM while
 /// stopping is ignored: in-flight probes are bounded by their timeout.
-fn forward_signals(control: tokio::sync::mpsc::Sender<app::Control>) -> std::io::Result<()> {
+fn forward_signals(control: tokio::sync::mpsc::Sender<daemon::Control>) -> std::io::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
@@ -204,9 +205,9 @@ fn forward_signals(control: tokio::sync::mpsc::Sender<app::Control>) -> std::io:
     tokio::spawn(async move {
         loop {
             let command = tokio::select! {
-                _ = hup.recv() => app::Control::Reload,
-                _ = term.recv() => app::Control::Shutdown,
-                _ = int.recv() => app::Control::Shutdown,
+                _ = hup.recv() => daemon::Control::Reload,
+                _ = term.recv() => daemon::Control::Shutdown,
+                _ = int.recv() => daemon::Control::Shutdown,
             };
             if control.send(command).await.is_err() {
                 return;
@@ -221,7 +222,7 @@ fn history(path: &std::path::Path, name: &str, since: std::time::Duration, json:
         return ExitCode::from(EXIT_UNKNOWN);
     };
     let clock = SystemClock;
-    match runtime.block_on(app::history(&config, name, since, &clock)) {
+    match runtime.block_on(cli::history::history(&config, name, since, &clock)) {
         Ok(view) => {
             match json {
                 true => out_json(&view),
@@ -248,7 +249,7 @@ fn report(path: &std::path::Path, json: bool, send: bool) -> ExitCode {
         return ExitCode::from(EXIT_UNKNOWN);
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let report = match runtime.block_on(vigie::alerting::report_command(&config, clock.clone())) {
+    let report = match runtime.block_on(cli::report::report_command(&config, clock.clone())) {
         Ok(report) => report,
         Err(err) => {
             eprintln!("vigie: {err}");
@@ -290,7 +291,7 @@ fn silence(
         return ExitCode::from(EXIT_UNKNOWN);
     };
     let clock = SystemClock;
-    match runtime.block_on(vigie::alerting::silence_command(
+    match runtime.block_on(cli::silence::silence_command(
         &config, pattern, duration, reason, &clock,
     )) {
         Ok(silence) => {
@@ -325,7 +326,7 @@ fn unsilence(path: &std::path::Path, pattern: &str) -> ExitCode {
     let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
-    match runtime.block_on(vigie::alerting::unsilence_command(&config, pattern)) {
+    match runtime.block_on(cli::silence::unsilence_command(&config, pattern)) {
         Ok(true) => {
             out(&format!("removed the silence {pattern:?}\n"));
             ExitCode::SUCCESS
@@ -364,7 +365,7 @@ fn restore(path: &std::path::Path, from: Option<&str>) -> ExitCode {
     let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
-    match runtime.block_on(vigie::replicate::restore_command(&config, from)) {
+    match runtime.block_on(cli::restore::restore_command(&config, from)) {
         Ok(report) => {
             out(&format!("{report}\n"));
             match report.is_complete() {
@@ -404,7 +405,7 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
         }
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let prober = match app::prober(&config, clock.clone()) {
+    let prober = match runner::prober(&config, clock.clone()) {
         Ok(prober) => prober,
         Err(err) => {
             eprintln!("vigie: {err}");
@@ -414,7 +415,7 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
-    let outcomes = runtime.block_on(app::check_now(
+    let outcomes = runtime.block_on(runner::check_now(
         &prober,
         clock.as_ref(),
         &selected,

@@ -1,7 +1,7 @@
 //! The result of one probe: the data that flows everywhere else.
 //!
 //! A probe fills in what it observed (HTTP facts, the chain as served, a
-//! transport error if any); [`crate::evaluate`] then judges it and sets
+//! transport error if any); `evaluate` then judges it and sets
 //! `status` and `failures`. The JSON shape is a public contract (DESIGN.md):
 //! `vigie check --json`, stored history and the API all use it, so fields are
 //! only ever added, never renamed.
@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::cert::CertInfo;
 use crate::check::KindName;
 
 /// One probe's facts and verdict.
@@ -39,6 +40,38 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The result of a probe that vigie could not finish because of its own
+    /// fault (`panic`): down, saying so, so that the check is neither
+    /// reported up nor silently dropped from its schedule.
+    pub fn internal_error(
+        check: &crate::check::Check,
+        started_at: OffsetDateTime,
+        panic: &str,
+    ) -> Self {
+        let message = format!("vigie failed while probing (a bug; please report it): {panic}");
+        Outcome {
+            name: check.name.clone(),
+            kind: check.kind_name(),
+            target: crate::redact::redact(&check.url),
+            status: Status::Down,
+            started_at,
+            duration_ms: 0.0,
+            failures: vec![Failure {
+                assertion: Assertion::Internal,
+                expected: "a probe that completes".to_string(),
+                observed: "vigie panicked".to_string(),
+                message: message.clone(),
+            }],
+            probe_error: Some(ProbeError {
+                kind: Assertion::Internal,
+                message,
+            }),
+            http: None,
+            tls: None,
+            cors: None,
+        }
+    }
+
     /// The failure an operator should read first: the most severe, in
     /// evaluation order.
     pub fn first_failure(&self) -> Option<&Failure> {
@@ -149,6 +182,10 @@ pub enum Assertion {
     CorsExposeHeaders,
     #[serde(rename = "cors.denied_origin")]
     CorsDeniedOrigin,
+    /// vigie itself failed while probing (a panic, caught): the check is
+    /// `down` until a probe completes, and the reason says so.
+    #[serde(rename = "internal")]
+    Internal,
 }
 
 impl Assertion {
@@ -189,6 +226,7 @@ impl Assertion {
             Assertion::CorsMaxAge => "cors.max_age",
             Assertion::CorsExposeHeaders => "cors.expose_headers",
             Assertion::CorsDeniedOrigin => "cors.denied_origin",
+            Assertion::Internal => "internal",
         }
     }
 }
@@ -321,24 +359,6 @@ impl fmt::Display for VerifyError {
             VerifyError::Other { detail } => f.write_str(detail),
         }
     }
-}
-
-/// The facts of one certificate, as `cert.rs` reads them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CertInfo {
-    pub subject: String,
-    pub issuer: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub not_before: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
-    pub not_after: OffsetDateTime,
-    /// Whole days until `not_after`, negative once expired.
-    pub days_left: i64,
-    pub sans: Vec<String>,
-    pub serial: String,
-    pub sha256: String,
-    pub key: String,
-    pub signature: String,
 }
 
 /// What a CORS preflight answered (filled by the cors probe).

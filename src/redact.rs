@@ -31,6 +31,17 @@ pub fn redact_str(text: &str) -> String {
     }
 }
 
+/// An error reason reduced to its kind, the text before its first `:`
+/// (`"replication failing (3 cycles in a row): cannot reach https://..."`
+/// becomes `"replication failing (3 cycles in a row)"`): what may be shown
+/// without a token or sent to a third party, never a bucket or endpoint.
+pub fn reason_kind(reason: &str) -> String {
+    match reason.split_once(':') {
+        Some((kind, _)) => kind.to_string(),
+        None => reason.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,6 +97,11 @@ pub fn interval(cadence: &Cadence, now: OffsetDateTime) -> Duration {
     }
 }
 
+/// The first time of `schedule` after `now` (the daily report's).
+pub fn next_after(schedule: &cron::Schedule, now: OffsetDateTime) -> Option<OffsetDateTime> {
+    schedule.after(&to_chrono(now)).next().map(from_chrono)
+}
+
 fn to_chrono(t: OffsetDateTime) -> DateTime<Utc> {
     DateTime::from_timestamp_nanos(t.unix_timestamp_nanos() as i64)
 }
@@ -201,5 +206,17 @@ mod tests {
         let c = cron("*/10 * * * * *");
         let j = jitter("x", &c, at(0));
         assert!(j < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_report_schedule_is_read_in_utc() {
+        use time::macros::datetime;
+        const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
+        let schedule: cron::Schedule = "0 0 7 * * *".parse().unwrap();
+        assert_eq!(
+            next_after(&schedule, T0),
+            Some(T0 + Duration::from_secs(86_400))
+        );
+        assert_eq!(next_after(&schedule, T0 - Duration::from_secs(1)), Some(T0));
     }
 }

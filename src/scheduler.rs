@@ -30,6 +30,7 @@ use crate::clock::{from_unix_millis, unix_millis, Clock};
 use crate::outcome::Outcome;
 use crate::probe::Prober;
 use crate::schedule;
+use crate::supervise::{catch_panic, Feed};
 
 /// Runs one check once: probe and judge. The daemon's runner is
 /// [`ProbeRunner`]; the scheduler's own tests use one that only sleeps, so
@@ -46,24 +47,59 @@ pub struct ProbeRunner {
 
 impl Runner for ProbeRunner {
     fn run<'a>(&'a self, check: &'a Check) -> impl Future<Output = Outcome> + Send + 'a {
-        crate::app::run_check(&self.prober, self.clock.as_ref(), check)
+        crate::runner::run_check(&self.prober, self.clock.as_ref(), check)
     }
 }
 
 /// What one generation runs.
 pub struct Plan<R> {
     pub checks: Vec<Arc<Check>>,
-    pub runner: R,
+    pub runner: Arc<R>,
     pub concurrency: usize,
+}
+
+impl<R> Clone for Plan<R> {
+    fn clone(&self) -> Self {
+        Plan {
+            checks: self.checks.clone(),
+            runner: self.runner.clone(),
+            concurrency: self.concurrency,
+        }
+    }
 }
 
 /// The running tasks of one config.
 pub struct Generation {
     token: CancellationToken,
     tracker: TaskTracker,
+    dispatcher: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A generation dropped without [`Generation::stop`] (its scheduler task
+/// died) starts no more probes; those in flight finish on their own.
+impl Drop for Generation {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
 }
 
 impl Generation {
+    /// Waits for the dispatcher to end: it ends only when stopped, so an
+    /// end before that is its death, returned for the supervisor (a panic
+    /// resumes here).
+    pub async fn dispatcher_died(&mut self) {
+        let Some(handle) = self.dispatcher.as_mut() else {
+            return std::future::pending().await;
+        };
+        let ended = handle.await;
+        self.dispatcher = None;
+        if let Err(err) = ended {
+            if err.is_panic() {
+                std::panic::resume_unwind(err.into_panic());
+            }
+        }
+    }
+
     /// Stops starting probes; waits for in-flight ones (each bounded by its
     /// timeout) to finish and hand over their outcomes.
     pub async fn stop(self) {
@@ -78,7 +114,7 @@ impl Generation {
 pub fn spawn<R: Runner>(
     plan: Plan<R>,
     clock: Arc<dyn Clock>,
-    sink: mpsc::Sender<Outcome>,
+    sink: Feed<Outcome>,
     slots: &Slots,
     shutdown: &CancellationToken,
 ) -> Generation {
@@ -105,7 +141,7 @@ pub fn spawn<R: Runner>(
     let dispatcher = Dispatcher {
         queue: BinaryHeap::with_capacity(checks.len()),
         checks,
-        runner: Arc::new(plan.runner),
+        runner: plan.runner,
         clock,
         permits: Arc::new(Semaphore::new(plan.concurrency.max(1))),
         sink,
@@ -114,8 +150,12 @@ pub fn spawn<R: Runner>(
         finished,
         finished_rx,
     };
-    tracker.spawn(dispatcher.run());
-    Generation { token, tracker }
+    let dispatcher = tracker.spawn(dispatcher.run());
+    Generation {
+        token,
+        tracker,
+        dispatcher: Some(dispatcher),
+    }
 }
 
 /// A check as the dispatcher holds it between runs.
@@ -139,7 +179,7 @@ struct Dispatcher<R> {
     runner: Arc<R>,
     clock: Arc<dyn Clock>,
     permits: Arc<Semaphore>,
-    sink: mpsc::Sender<Outcome>,
+    sink: Feed<Outcome>,
     token: CancellationToken,
     tracker: TaskTracker,
     /// Probe tasks report here, with the check's index, once done.
@@ -209,15 +249,29 @@ impl<R: Runner> Dispatcher<R> {
     }
 
     fn start(&self, index: usize, due: OffsetDateTime, permit: OwnedSemaphorePermit) {
+        if self.token.is_cancelled() {
+            return;
+        }
         let scheduled = &self.checks[index];
         let check = scheduled.check.clone();
         let slot = scheduled.slot.clone();
         let runner = self.runner.clone();
         let sink = self.sink.clone();
         let finished = self.finished.clone();
+        let clock = self.clock.clone();
         slot.set_running(true);
         self.tracker.spawn(async move {
-            let outcome = runner.run(&check).await;
+            // A probe that panics (a hostile answer meeting a bug) must not
+            // end the check's schedule: it is a `down` result naming the
+            // fault, and the check is queued again like any other.
+            let started = clock.now();
+            let outcome = match catch_panic(runner.run(&check)).await {
+                Ok(outcome) => outcome,
+                Err(panic) => {
+                    tracing::error!(check = %check.name, panic = %panic, "the probe panicked");
+                    Outcome::internal_error(&check, started, &panic)
+                }
+            };
             drop(permit);
             slot.finished(due, outcome.started_at);
             tracing::debug!(
@@ -354,41 +408,6 @@ impl Slots {
     }
 }
 
-/// The latest outcome of each check, kept in memory by the recorder so the
-/// API and metrics never read the store on a scrape (10,000 checks scraped
-/// every 15 s would otherwise decode 10,000 records each time).
-#[derive(Debug, Default, Clone)]
-pub struct Latest(Arc<RwLock<BTreeMap<String, Arc<Outcome>>>>);
-
-impl Latest {
-    /// Shared, not copied: the alerter keeps the same `Arc` as the last
-    /// certificate it saw (10,000 checks' chains are tens of MiB).
-    pub fn record(&self, outcome: Arc<Outcome>) {
-        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
-        map.insert(outcome.name.clone(), outcome);
-    }
-
-    pub fn get(&self, name: &str) -> Option<Arc<Outcome>> {
-        self.0
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
-    }
-
-    /// Every check's latest outcome, by name.
-    pub fn all(&self) -> Vec<Arc<Outcome>> {
-        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
-        map.values().cloned().collect()
-    }
-
-    /// Drops checks that are no longer configured.
-    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
-        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
-        map.retain(|name, _| keep(name));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -496,10 +515,16 @@ mod tests {
         let slots = Slots::default();
         let plan = Plan {
             checks,
-            runner: SharedRunner(runner.clone()),
+            runner: Arc::new(SharedRunner(runner.clone())),
             concurrency,
         };
-        let generation = spawn(plan, Arc::new(clock), sink, &slots, &shutdown);
+        let generation = spawn(
+            plan,
+            Arc::new(clock),
+            Feed::unwatched(sink),
+            &slots,
+            &shutdown,
+        );
         tokio::time::sleep(span).await;
         generation.stop().await;
         let mut outcomes = Vec::new();

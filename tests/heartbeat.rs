@@ -17,7 +17,8 @@ use vigie::clock::{Clock, FakeClock};
 use vigie::config::HeartbeatConfig;
 use vigie::health::{Health, Late};
 use vigie::heartbeat::{self, Beat, Heartbeat, Signal};
-use vigie::replicate::ReplicationSnapshot;
+use vigie::redact::reason_kind;
+use vigie::replicate::{ReplicationSnapshot, ReplicationState};
 
 const INTERVAL: Duration = Duration::from_millis(100);
 
@@ -52,16 +53,19 @@ async fn pings_while_healthy_fails_when_late_falls_silent_when_stuck_and_stops_w
     let server = ping_service(200);
     let url = format!("https://localhost:{}/ping/5bf6e9b2", server.port());
     let clock = FakeClock::new(datetime!(2026-11-29 07:00:00 UTC));
-    let health = Arc::new(Health::new(clock.now()));
+    let health = Arc::new(Health::new(clock.now(), Default::default()));
     let beat = Heartbeat::new(&config(&url), Some(&ca), Arc::new(clock.clone())).unwrap();
     let stats = beat.stats();
     let shutdown = CancellationToken::new();
     let task = {
-        let (health, clock) = (health.clone(), clock.clone());
-        tokio::spawn(beat.run(
-            move || heartbeat::signal(&health.verdict(clock.now()), None),
-            shutdown.clone(),
-        ))
+        let (health, clock, shutdown) = (health.clone(), clock.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            beat.run(
+                move || heartbeat::signal(&health.verdict(clock.now())),
+                shutdown,
+            )
+            .await
+        })
     };
 
     // On time: a plain GET every interval, the first at once.
@@ -155,7 +159,10 @@ async fn failures_are_counted_and_the_beat_goes_on() {
     let beat = Heartbeat::new(&config(&url), Some(&ca), clock.clone()).unwrap();
     let stats = beat.stats();
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(beat.run(|| Signal::Alive, shutdown.clone()));
+    let task = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { beat.run(|| Signal::Alive, shutdown).await })
+    };
     tokio::time::sleep(INTERVAL * 3 + INTERVAL / 2).await;
     shutdown.cancel();
     task.await.unwrap();
@@ -173,36 +180,45 @@ async fn failures_are_counted_and_the_beat_goes_on() {
     }
 }
 
+/// What degrades vigie reaches the beat as the daemon's watch writes it
+/// into health: replication's reason reduced to its kind, so the third
+/// party never learns the bucket or endpoint.
 #[test]
 fn replication_failing_or_far_behind_degrades_the_beat() {
     let clock = FakeClock::new(datetime!(2026-11-29 07:00:00 UTC));
-    let health = Health::new(clock.now());
-    let snapshot = |status: &'static str| ReplicationSnapshot {
+    let health = Health::new(clock.now(), Default::default());
+    let snapshot = |status: ReplicationState| ReplicationSnapshot {
         status,
         lag_seconds: 1800.0,
         lag_results: 60_000,
         last_success: None,
-        consecutive_failures: if status == "failing" { 3 } else { 0 },
+        consecutive_failures: if status == ReplicationState::Failing {
+            3
+        } else {
+            0
+        },
         failures_total: 3,
         segments_total: 0,
         results_total: 0,
         bytes_total: 0,
         last_error: Some("cannot reach https://s3.example: timed out".into()),
     };
-    let verdict = health.verdict(clock.now());
+    let beat_with = |snapshot: ReplicationSnapshot| {
+        let degraded = snapshot
+            .reason()
+            .map(|r| reason_kind(&r))
+            .into_iter()
+            .collect();
+        health.set_degraded(degraded);
+        heartbeat::signal(&health.verdict(clock.now()))
+    };
+    assert_eq!(beat_with(snapshot(ReplicationState::Ok)), Signal::Alive);
     assert_eq!(
-        heartbeat::signal(&verdict, Some(&snapshot("ok"))),
-        Signal::Alive
+        beat_with(snapshot(ReplicationState::Failing)),
+        Signal::Degraded("replication failing (3 cycles in a row, 60000 results waiting)".into())
     );
     assert_eq!(
-        heartbeat::signal(&verdict, Some(&snapshot("failing"))),
-        Signal::Degraded(
-            "replication failing (3 cycles in a row, 60000 results waiting): cannot reach https://s3.example: timed out"
-                .into()
-        )
-    );
-    assert_eq!(
-        heartbeat::signal(&verdict, Some(&snapshot("behind"))),
+        beat_with(snapshot(ReplicationState::Behind)),
         Signal::Degraded("replication is 1800 s behind (60000 results waiting)".into())
     );
 }

@@ -23,7 +23,8 @@ use url::Url;
 use vigie::clock::{Clock, FakeClock};
 use vigie::outcome::Outcome;
 use vigie::replicate::{
-    restore, segment, Addressing, Bucket, BucketSettings, ReplicateError, Replicator,
+    restore, segment, Addressing, Bucket, BucketSettings, ReplicateError, ReplicationState,
+    Replicator,
 };
 use vigie::store::{SledStore, Store};
 
@@ -171,7 +172,10 @@ async fn a_running_store_is_replicated_as_it_grows() {
     .with_batch_size(1000);
     let status = replicator.status();
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(replicator.run(shutdown.clone()));
+    let task = {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { replicator.run(shutdown).await })
+    };
 
     // Probes keep landing while the replicator ships every 150 ms.
     let mut appended = 20;
@@ -218,7 +222,7 @@ async fn a_running_store_is_replicated_as_it_grows() {
     let snapshot = status.snapshot(clock.now());
     assert_eq!(
         (snapshot.status, snapshot.lag_results, snapshot.lag_seconds),
-        ("ok", 0, 0.0)
+        (ReplicationState::Ok, 0, 0.0)
     );
     assert_eq!(snapshot.results_total, appended as u64);
     assert_eq!(store.replication_backlog().unwrap().results, 0);
@@ -264,7 +268,7 @@ async fn after_an_outage_the_backlog_is_shipped_in_bounded_batches_nothing_lost_
     }
     assert!(gate.dropped() > 0);
     let snapshot = status.snapshot(clock.now());
-    assert_eq!(snapshot.status, "failing");
+    assert_eq!(snapshot.status, ReplicationState::Failing);
     assert_eq!(snapshot.lag_results, 1000);
     assert!(snapshot.lag_seconds > 2000.0, "{snapshot:?}");
     assert!(snapshot.reason().unwrap().starts_with(
@@ -284,7 +288,7 @@ async fn after_an_outage_the_backlog_is_shipped_in_bounded_batches_nothing_lost_
         (4, 1000),
         "300 + 300 + 300 + 100"
     );
-    assert_eq!(status.snapshot(clock.now()).status, "ok");
+    assert_eq!(status.snapshot(clock.now()).status, ReplicationState::Ok);
     let shipped = setup.shipped("probe-b").await;
     assert_eq!(shipped.len(), 1030);
     no_duplicates(&shipped);

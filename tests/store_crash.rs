@@ -20,8 +20,9 @@ use std::time::{Duration, Instant, SystemTime};
 use time::macros::datetime;
 use time::OffsetDateTime;
 
+use vigie::cert::CertInfo;
 use vigie::check::KindName;
-use vigie::outcome::{CertInfo, HttpReport, Outcome, Status, TlsReport};
+use vigie::outcome::{HttpReport, Outcome, Status, TlsReport};
 use vigie::store::{SledStore, Store, StoreError};
 
 /// Set in the writer process: the test's directory (store in `db/`).

@@ -16,7 +16,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::outcome::{CertInfo, Failure, Outcome, Status};
+use crate::cert::CertInfo;
+
+use crate::outcome::{Failure, Outcome, Status};
 
 /// One incident of one check, stable from the probe that fired it to its
 /// RESOLVED mail, across restarts: `<check>@<time the threshold was

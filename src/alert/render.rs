@@ -16,7 +16,8 @@ use super::doc::{days_left, html, one_line, span, text, Block, Doc, Item, Tone};
 use super::event::{Event, EventKind, Snapshot};
 use super::group::Notification;
 use crate::cert::format_date;
-use crate::outcome::{CertInfo, Status};
+use crate::cert::CertInfo;
+use crate::outcome::Status;
 
 /// One mail, ready for delivery. `mail/` turns it into a multipart
 /// (text + HTML) message with `From`, `Date` and `Auto-Submitted:

@@ -9,8 +9,9 @@ use time::OffsetDateTime;
 
 use super::event::{Event, EventKind, IncidentId, Snapshot};
 use super::policy::Policy;
+use crate::cert::CertInfo;
 use crate::check::KindName;
-use crate::outcome::{Assertion, CertInfo, Failure, HttpReport, Outcome, Status, TlsReport};
+use crate::outcome::{Assertion, Failure, HttpReport, Outcome, Status, TlsReport};
 
 pub const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
 

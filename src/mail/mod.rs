@@ -35,6 +35,7 @@ mod message;
 mod outbox;
 mod sender;
 mod smtp;
+mod stats;
 
 use std::path::PathBuf;
 
@@ -46,8 +47,9 @@ use crate::config::Config;
 pub use self::maildir::{Maildir, MaildirError};
 pub use self::message::{hostname, OutgoingMessage};
 pub use self::outbox::{DeadLetter, MessageId, Outbox, Pending};
-pub use self::sender::{Backoff, Delivery, MailSnapshot, MailStats, Sender, SenderHandle};
+pub use self::sender::{Backoff, Delivery, Sender, SenderHandle};
 pub use self::smtp::{DeliveryError, Failure, Session, SmtpTransport, Stage, DEFAULT_TIMEOUT};
+pub use self::stats::{MailSnapshot, MailStats};
 
 /// Problems of the mail machinery itself (not of one delivery attempt,
 /// which is a [`DeliveryError`] inside [`MailError::Delivery`]).

@@ -39,7 +39,7 @@ use sled::{Db, Transactional, Tree};
 use time::OffsetDateTime;
 use tokio::sync::Notify;
 
-use super::sender::MailStats;
+use super::stats::MailStats;
 use super::{MailError, OutgoingMessage};
 use crate::clock::{from_unix_millis, unix_millis};
 
@@ -296,6 +296,26 @@ impl Outbox {
             out.push(decode_dead(id, &value).map_err(|e| self.corrupt(id, e))?);
         }
         Ok(out)
+    }
+
+    /// The dead letters as the daily report lists them; a tree that
+    /// cannot be read is logged and lists none.
+    pub fn dead_letters_for_report(&self) -> Vec<crate::alert::report::DeadLetter> {
+        match self.dead_letters() {
+            Ok(letters) => letters
+                .into_iter()
+                .map(|d| crate::alert::report::DeadLetter {
+                    at: d.given_up_at,
+                    subject: d.message.subject,
+                    to: d.message.to,
+                    error: d.reason,
+                })
+                .collect(),
+            Err(err) => {
+                tracing::error!(error = %err, "cannot read dead letters");
+                Vec::new()
+            }
+        }
     }
 
     /// Deletes dead letters given up before `before`; returns how many.

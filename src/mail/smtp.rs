@@ -4,7 +4,7 @@
 //! this file makes the connection it speaks over. lettre builds its own
 //! rustls configuration from its own provider and roots and has no way to
 //! take ours, so vigie does the TLS itself with the one aws-lc-rs provider
-//! ([`crypto_provider`]) and the Mozilla roots plus `ca_file` (default
+//! ([`crate::net::crypto_provider`]) and the Mozilla roots plus `ca_file` (default
 //! `extra_ca_file`), and hands lettre a stream that is already encrypted:
 //!
 //! - `tls` (implicit, port 465): TCP, TLS handshake, then lettre reads the
@@ -40,9 +40,8 @@ use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{AsyncSmtpConnection, AsyncTokioStream};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::transport::smtp::response::Response;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{CertificateError, ClientConfig, RootCertStore};
+use rustls::pki_types::ServerName;
+use rustls::{CertificateError, ClientConfig};
 use tokio::io::{
     AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf,
 };
@@ -51,7 +50,6 @@ use tokio_rustls::client::TlsStream;
 
 use super::MailError;
 use crate::config::{SmtpConfig, SmtpTls};
-use crate::probe::client::crypto_provider;
 
 /// Budget of each step (connect, greeting, handshake, AUTH, one message).
 /// Generous for a relay, short enough that a black-holed server does not
@@ -713,32 +711,13 @@ fn tls_version(tls: &TlsStream<TcpStream>) -> Option<&'static str> {
     })
 }
 
-/// Mozilla's roots plus the operator's CA file: a private relay's CA is
-/// trusted *in addition*, so moving to a public relay needs no edit.
+/// Mozilla's roots plus the operator's CA file (see [`crate::net::roots`]).
 fn client_config(ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, MailError> {
-    let mut roots = RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = ca_file {
-        let ca_error = |detail: String| MailError::CaFile {
-            path: path.to_path_buf(),
-            detail,
-        };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .and_then(|iter| iter.collect())
-            .map_err(|e| ca_error(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(ca_error("no certificate in it".into()));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| ca_error(e.to_string()))?;
-        }
-    }
-    let config = ClientConfig::builder_with_provider(crypto_provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| MailError::Message(format!("TLS setup: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+    let roots = crate::net::roots(ca_file).map_err(|err| MailError::CaFile {
+        path: ca_file.map(Path::to_path_buf).unwrap_or_default(),
+        detail: err.to_string(),
+    })?;
+    Ok(Arc::new(crate::net::client_config(roots)))
 }
 
 /// The stream lettre talks over: plain or already-encrypted TCP, with

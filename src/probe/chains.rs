@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, Weak};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
-use crate::outcome::CertInfo;
+use crate::cert::CertInfo;
 
 /// The chains alive in some outcome, by content. Entries only point at
 /// them: a chain no outcome holds any more is dropped, and its entry swept.

@@ -24,7 +24,6 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -35,6 +34,7 @@ use super::tls::{self, Trust};
 use crate::cert;
 use crate::check::Check;
 use crate::clock::Clock;
+use crate::net::CaFileError;
 use crate::outcome::{Assertion, ProbeError, TlsReport};
 use crate::redact::redact;
 
@@ -44,23 +44,6 @@ use crate::redact::redact;
 pub const BODY_CAP: usize = 1024 * 1024;
 
 const USER_AGENT: &str = concat!("vigie/", env!("CARGO_PKG_VERSION"));
-
-/// Problems building the client: unreadable CA files, named.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("cannot read CA file {path}: {source}")]
-    CaFile {
-        path: PathBuf,
-        source: rustls::pki_types::pem::Error,
-    },
-    #[error("CA file {path} holds no certificate")]
-    CaFileEmpty { path: PathBuf },
-    #[error("CA file {path}: {source}")]
-    CaRejected {
-        path: PathBuf,
-        source: rustls::Error,
-    },
-}
 
 /// Connections for probes, with the trust each check needs.
 pub struct Client {
@@ -78,40 +61,16 @@ impl fmt::Debug for Client {
     }
 }
 
-/// vigie's crypto: aws-lc-rs, the provider reqwest and lettre use too, so the
-/// whole dependency tree carries one. Passed explicitly everywhere because
-/// with more than one provider compiled in, rustls has no implicit default.
-///
-/// Cipher suites are offered in the order browsers offer them (AES-128-GCM
-/// first): a probe should negotiate what a visitor negotiates, and the
-/// SHA-256 key schedule is measurably cheaper than SHA-384 per handshake.
-pub fn crypto_provider() -> Arc<CryptoProvider> {
-    use rustls::crypto::aws_lc_rs::cipher_suite::*;
-    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-    provider.cipher_suites = vec![
-        TLS13_AES_128_GCM_SHA256,
-        TLS13_AES_256_GCM_SHA384,
-        TLS13_CHACHA20_POLY1305_SHA256,
-        TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-        TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-        TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-        TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-        TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-        TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-    ];
-    Arc::new(provider)
-}
-
 impl Client {
     /// Reads the global `extra_ca_file` and every check's `ca_file` once.
     pub fn new(
         extra_ca_file: Option<&Path>,
         checks: &[Arc<Check>],
         clock: Arc<dyn Clock>,
-    ) -> Result<Self, ClientError> {
-        let provider = crypto_provider();
+    ) -> Result<Self, CaFileError> {
+        let provider = crate::net::crypto_provider();
         let global_extra = match extra_ca_file {
-            Some(path) => read_ca_file(path)?,
+            Some(path) => crate::net::read_ca_file(path)?,
             None => Vec::new(),
         };
         let global = Arc::new(trust(&provider, &global_extra, extra_ca_file)?);
@@ -121,7 +80,7 @@ impl Client {
                 continue;
             }
             let mut extra = global_extra.clone();
-            extra.extend(read_ca_file(path)?);
+            extra.extend(crate::net::read_ca_file(path)?);
             per_ca_file.insert(
                 path.clone(),
                 Arc::new(trust(&provider, &extra, Some(path))?),
@@ -528,72 +487,9 @@ fn trust(
     provider: &Arc<CryptoProvider>,
     extra: &[CertificateDer<'static>],
     path: Option<&Path>,
-) -> Result<Trust, ClientError> {
-    Trust::new(provider.clone(), extra).map_err(|source| ClientError::CaRejected {
+) -> Result<Trust, CaFileError> {
+    Trust::new(provider.clone(), extra).map_err(|source| CaFileError::Rejected {
         path: path.map(Path::to_path_buf).unwrap_or_default(),
         source,
     })
-}
-
-fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-        .map_err(|source| ClientError::CaFile {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if certs.is_empty() {
-        return Err(ClientError::CaFileEmpty {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(certs)
-}
-
-/// The client for vigie's own API (the CLI asking the daemon): plain HTTP to
-/// loopback, short timeouts. Built with an explicit crypto provider because
-/// reqwest has no default one in this build.
-pub fn api_client() -> Result<reqwest::Client, reqwest::Error> {
-    let tls = rustls::ClientConfig::builder_with_provider(crypto_provider())
-        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-        .expect("the aws-lc-rs provider supports the default TLS versions")
-        .with_root_certificates(rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        })
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .connect_timeout(std::time::Duration::from_secs(2))
-        .timeout(std::time::Duration::from_secs(30))
-        .no_proxy()
-        .build()
-}
-
-/// A client builder for vigie's own outbound services (the replication
-/// bucket, the heartbeat URL): rustls with the aws-lc-rs provider, the
-/// Mozilla roots plus `extra_ca_file` (a private S3 endpoint or ping
-/// service), no proxy. Unlike probes, these connections may be pooled:
-/// nothing is judged about the chain, and a replication catch-up makes
-/// hundreds of requests to one host. Callers add their own timeouts.
-pub fn service_client(extra_ca_file: Option<&Path>) -> Result<reqwest::ClientBuilder, ClientError> {
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    if let Some(path) = extra_ca_file {
-        for cert in read_ca_file(path)? {
-            roots.add(cert).map_err(|source| ClientError::CaRejected {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        }
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(crypto_provider())
-        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-        .expect("the aws-lc-rs provider supports the default TLS versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .user_agent(USER_AGENT)
-        .no_proxy())
 }

@@ -7,13 +7,9 @@ use url::Url;
 
 use super::client::{self, Client, Hop, Response, Trace};
 use super::tls::Trust;
-use crate::check::{Check, HttpCheck};
+use crate::check::{Check, HttpCheck, MAX_REDIRECTS};
 use crate::outcome::{Assertion, HttpReport, ProbeError};
 use crate::redact::{redact, redact_str};
-
-/// Browsers give up after about 20; 10 is already more than a healthy site
-/// needs and keeps a hostile target from holding a probe for long.
-pub const MAX_REDIRECTS: u32 = 10;
 
 pub async fn probe(
     client: &Client,

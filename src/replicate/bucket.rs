@@ -5,7 +5,7 @@
 //! This file owns how the bucket is addressed and how its failures are
 //! told to the operator; it knows nothing of segments or the store.
 //!
-//! Transport. The HTTP client is built by `probe::client::service_client`
+//! Transport. The HTTP client is built by `net::service_client`
 //! (rustls, aws-lc-rs, the Mozilla roots plus `extra_ca_file`), handed to
 //! `object_store` through its connector hook, so the bucket is trusted
 //! exactly like everything else vigie talks to and the dependency tree
@@ -173,7 +173,7 @@ impl Bucket {
             None => format!("https://s3.{region}.amazonaws.com"),
         };
 
-        let client = crate::probe::client::service_client(settings.extra_ca_file.as_deref())?
+        let client = crate::net::service_client(settings.extra_ca_file.as_deref())?
             .connect_timeout(Duration::from_secs(10))
             .timeout(settings.request_timeout)
             .https_only(!plain_http)

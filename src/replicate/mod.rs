@@ -41,11 +41,11 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{from_unix_millis, unix_millis, Clock};
-use crate::probe::client::ClientError;
+use crate::net::CaFileError;
 use crate::store::{SledStore, StoreError};
 
 pub use self::bucket::{Addressing, Bucket, BucketSettings};
-pub use self::restore::{restore, restore_command, CorruptSegment, Gap, RestoreReport};
+pub use self::restore::{restore, CorruptSegment, Gap, RestoreReport};
 pub use self::segment::SegmentError;
 
 /// Results per segment at most. A day of 1,000 checks every 30 s is 144
@@ -87,7 +87,7 @@ pub enum ReplicateError {
     )]
     PlainHttp { endpoint: String },
     #[error("cannot set up TLS for the replication bucket: {0}")]
-    Tls(#[from] ClientError),
+    Tls(#[from] CaFileError),
     #[error("cannot set up the S3 client for bucket {bucket}: {detail}")]
     Setup { bucket: String, detail: String },
     #[error(
@@ -200,7 +200,7 @@ impl Replicator {
     /// Ships every `interval` (the first cycle at once, which catches up
     /// after a restart) until `shutdown`, then makes one last bounded
     /// attempt so the final minutes leave with the daemon.
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub async fn run(&self, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -336,7 +336,7 @@ impl Replicator {
 }
 
 /// Runs blocking store and CPU work off the async worker threads.
-async fn blocking<T: Send + 'static>(
+pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ReplicateError> {
     tokio::task::spawn_blocking(work)
@@ -361,14 +361,23 @@ pub struct ReplicationStatus {
     last_error: Mutex<Option<String>>,
 }
 
+/// Where replication stands, as `/healthz` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicationState {
+    Ok,
+    /// The oldest unshipped result is older than 3 intervals.
+    Behind,
+    /// 2 or more cycles in a row failed, or the queue cannot be read.
+    Failing,
+}
+
 /// A reading of [`ReplicationStatus`]. Serialises to the `replication`
 /// object of `/healthz`, which names no bucket, endpoint or target; the
 /// error text (which names the bucket) is only in the log and [`Self::reason`].
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplicationSnapshot {
-    /// `ok`, `behind` (lag over 3 intervals) or `failing` (2 or more
-    /// cycles in a row failed).
-    pub status: &'static str,
+    pub status: ReplicationState,
     /// Age of the oldest result not yet shipped; 0 when none waits.
     pub lag_seconds: f64,
     /// Results not yet shipped.
@@ -451,11 +460,11 @@ impl ReplicationStatus {
             }
         };
         let status = if consecutive_failures >= FAILING_AFTER || backlog.is_err() {
-            "failing"
+            ReplicationState::Failing
         } else if lag_seconds > 3.0 * self.interval.as_secs_f64() {
-            "behind"
+            ReplicationState::Behind
         } else {
-            "ok"
+            ReplicationState::Ok
         };
         ReplicationSnapshot {
             status,
@@ -478,17 +487,17 @@ impl ReplicationSnapshot {
     /// `/fail` body and the log); `None` when it is `ok`.
     pub fn reason(&self) -> Option<String> {
         match self.status {
-            "failing" => Some(format!(
+            ReplicationState::Failing => Some(format!(
                 "replication failing ({} cycles in a row, {} results waiting): {}",
                 self.consecutive_failures,
                 self.lag_results,
                 self.last_error.as_deref().unwrap_or("unknown error")
             )),
-            "behind" => Some(format!(
+            ReplicationState::Behind => Some(format!(
                 "replication is {:.0} s behind ({} results waiting)",
                 self.lag_seconds, self.lag_results
             )),
-            _ => None,
+            ReplicationState::Ok => None,
         }
     }
 
@@ -516,7 +525,7 @@ impl ReplicationSnapshot {
                 "vigie_replication_up",
                 "gauge",
                 "1 unless replication is failing (2 or more cycles in a row failed).",
-                f64::from(u8::from(self.status != "failing")),
+                f64::from(u8::from(self.status != ReplicationState::Failing)),
             ),
             (
                 "vigie_replication_last_success_timestamp_seconds",

@@ -17,9 +17,8 @@ use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 
-use super::bucket::{Bucket, BucketSettings};
+use super::bucket::Bucket;
 use super::{blocking, segment, ReplicateError};
-use crate::config::Config;
 use crate::store::{Restored, SledStore};
 
 /// Segments downloaded ahead of the one being restored.
@@ -107,35 +106,6 @@ impl fmt::Display for RestoreReport {
         }
         write!(f, "replication cursor: {}", self.cursor)
     }
-}
-
-/// `vigie restore [--from URL]`: opens the store under `state_dir`
-/// (creating it), restores into it from `[replication]` (or `from`, same
-/// endpoint and credentials), flushes. Fails if the daemon holds the store.
-pub async fn restore_command(
-    config: &Config,
-    from: Option<&str>,
-) -> Result<RestoreReport, ReplicateError> {
-    let replication = config
-        .replication
-        .as_ref()
-        .ok_or_else(|| ReplicateError::NotConfigured {
-            config: config.path.clone(),
-        })?;
-    let mut settings = BucketSettings::from_config(replication, config.extra_ca_file.as_deref());
-    if let Some(url) = from {
-        settings = settings.with_url(url)?;
-    }
-    let bucket = Bucket::open(&settings)?;
-    std::fs::create_dir_all(&config.state_dir).map_err(|source| ReplicateError::StateDir {
-        path: config.state_dir.clone(),
-        source,
-    })?;
-    let path = crate::app::history_path(config);
-    let store = Arc::new(SledStore::open(&path, crate::app::STORE_FLUSH_EVERY)?);
-    let report = restore(&bucket, store.clone()).await?;
-    blocking(move || crate::store::Store::flush(&*store)).await??;
-    Ok(report)
 }
 
 /// Restores every segment of `bucket`'s node into `store`; see the module

@@ -1,5 +1,7 @@
 //! History: every judged [`Outcome`], kept so that `history`, the API, the
-//! daily report and (later) alerting and replication can read it back.
+//! daily report, alerting and replication can read it back; beside it the
+//! alert trees ([`AlertStore`]) and the newest outcome of each check in
+//! memory ([`Latest`]).
 //!
 //! This module owns the [`Store`] contract and the on-disk layout; it does
 //! not decide what to keep (the caller sweeps with its retention) nor when to
@@ -86,25 +88,40 @@
 //!
 //! Replication (`sled/replication.rs`, sled only): while the daemon
 //! replicates, each append also queues its key under the next sequence
-//! number in `replication`; `crate::replicate` ships the queue in order and
-//! advances `replication_cursor`. [`Store::sweep`] never deletes a result
-//! still queued. Added by later issues (not created yet): `alert_state`,
-//! `outbox` (pending mail), `silences` trees.
+//! number in `replication`; the replicator (`replicate/`) ships the queue in
+//! order and advances `replication_cursor`. [`Store::sweep`] never deletes a
+//! result still queued. The same database holds the alert trees
+//! (`alert_state`, `silences`, `cert_changes`: [`AlertStore`]) and the
+//! outbox's (`outbox`, `dead_letters`: opened by `mail::Outbox`).
 
+mod alerts;
+mod latest;
 mod memory;
 mod record;
 mod sled;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use time::{OffsetDateTime, UtcOffset};
 
 use crate::outcome::{Outcome, VerifyError};
 
+pub use self::alerts::{AlertStore, AlertStoreError};
+pub use self::latest::Latest;
 pub use self::memory::MemoryStore;
 pub use self::sled::{
     Backlog, Packing, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped, SledStore,
 };
+
+/// sled flushes this often in the background: the most an unclean stop
+/// (kill -9, power loss) can lose.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(1000);
+
+/// The history's database under `state_dir`.
+pub fn history_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("history")
+}
 
 /// Where judged outcomes are kept. Every method may block on disk I/O.
 pub trait Store: Send + Sync + std::fmt::Debug {
@@ -262,10 +279,11 @@ pub(crate) mod contract {
     use time::{Duration, OffsetDateTime};
 
     use super::{as_stored, Store, StoreError};
+    use crate::cert::CertInfo;
     use crate::check::KindName;
     use crate::outcome::{
-        Assertion, CertInfo, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError,
-        Status, TlsReport, VerifyError,
+        Assertion, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError, Status,
+        TlsReport, VerifyError,
     };
 
     pub const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);

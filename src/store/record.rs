@@ -32,10 +32,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use crate::cert::CertInfo;
 use crate::check::KindName;
 use crate::outcome::{
-    Assertion, CertInfo, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError,
-    Status, TlsReport, VerifyError,
+    Assertion, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError, Status,
+    TlsReport, VerifyError,
 };
 
 /// First byte of every result value.
@@ -855,6 +856,7 @@ fn assertion_code(assertion: Assertion) -> u8 {
         Assertion::CorsMaxAge => 21,
         Assertion::CorsExposeHeaders => 22,
         Assertion::CorsDeniedOrigin => 23,
+        Assertion::Internal => 24,
     }
 }
 
@@ -884,6 +886,7 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         21 => Assertion::CorsMaxAge,
         22 => Assertion::CorsExposeHeaders,
         23 => Assertion::CorsDeniedOrigin,
+        24 => Assertion::Internal,
         _ => return Err(unknown_code("assertion", code)),
     })
 }
@@ -1007,9 +1010,10 @@ mod tests {
                 assert_eq!(kind_code(kind), code);
             }
         }
+        assert_eq!(assertion_from(24).unwrap(), Assertion::Internal);
         assert_eq!(
-            assertion_from(24).unwrap_err().0,
-            "unknown assertion code 24"
+            assertion_from(25).unwrap_err().0,
+            "unknown assertion code 25"
         );
     }
 

@@ -94,18 +94,30 @@ impl Daemon {
     /// Starts `vigie --config <config> run`; stderr (the log) goes to a file
     /// beside the config, shown by [`Daemon::log`] and in every panic here.
     pub fn spawn(config: &Path, api: SocketAddr) -> Daemon {
+        Daemon::spawn_with_env(config, api, &[])
+    }
+
+    /// [`Daemon::spawn`] with extra environment variables (the fault
+    /// hook's directory, a systemd notify socket).
+    pub fn spawn_with_env(config: &Path, api: SocketAddr, vars: &[(&str, &Path)]) -> Daemon {
         let n = STARTED.fetch_add(1, Ordering::SeqCst);
         let dir = config.parent().expect("config has a directory");
         let log = dir.join(format!("daemon-{n}.log"));
         let stderr = std::fs::File::create(&log).expect("create daemon log");
-        let child = Command::new(env!("CARGO_BIN_EXE_vigie"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_vigie"));
+        command
             .arg("--config")
             .arg(config)
             .arg("run")
             .env_remove("VIGIE_CONFIG")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("JOURNAL_STREAM")
-            .env("VIGIE_LOG", "info")
+            .env_remove("VIGIE_FAULT_DIR")
+            .env("VIGIE_LOG", "info");
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -118,7 +130,7 @@ impl Daemon {
             config: config.to_path_buf(),
             token: None,
             log,
-            client: vigie::probe::client::api_client().expect("API client"),
+            client: vigie::net::api_client().expect("API client"),
         }
     }
 

@@ -72,9 +72,9 @@ impl Env {
     pub async fn run_all(&self) -> Vec<Outcome> {
         let config = self.load();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let prober = vigie::app::prober(&config, clock.clone()).expect("prober");
+        let prober = vigie::runner::prober(&config, clock.clone()).expect("prober");
         let checks = config.all_checks();
-        vigie::app::check_now(&prober, clock.as_ref(), &checks, config.concurrency).await
+        vigie::runner::check_now(&prober, clock.as_ref(), &checks, config.concurrency).await
     }
 }
 

@@ -5,10 +5,11 @@
 
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime};
+use vigie::cert::CertInfo;
 use vigie::check::KindName;
 use vigie::outcome::{
-    Assertion, CertInfo, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError,
-    Status, TlsReport, VerifyError,
+    Assertion, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError, Status,
+    TlsReport, VerifyError,
 };
 
 /// A fixed start for made-up history (results are keyed by time).

@@ -7,7 +7,9 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::outcome::{CertInfo, Outcome};
+use crate::cert::CertInfo;
+
+use crate::outcome::Outcome;
 
 /// A new leaf certificate served by a check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

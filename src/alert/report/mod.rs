@@ -20,7 +20,8 @@ use time::OffsetDateTime;
 use super::silence::Silence;
 use super::state::AlertState;
 use crate::cert;
-use crate::outcome::{CertInfo, Outcome, Status};
+use crate::cert::CertInfo;
+use crate::outcome::{Outcome, Status};
 
 pub use changes::{changes, leaf_change, CertChange, ChangeKind, Leaf};
 pub use render::{email, html, text};

@@ -1,6 +1,6 @@
 //! The replication queue of the sled store: which results have not been
 //! copied off-region yet, in the order they were appended, and the cursor
-//! that says how far the copy has got. `crate::replicate` drives it; this
+//! that says how far the copy has got. The replicator (`replicate/`) drives it; this
 //! file only keeps the books. It uploads nothing and knows no bucket.
 //!
 //! # Why a queue, not a cursor over `results`

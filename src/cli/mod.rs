@@ -1,0 +1,116 @@
+//! The client side of the commands that read or change what the daemon
+//! keeps (`history`, `report`, `silence`, `unsilence`, `restore`), and the
+//! terminal output of `vigie check` ([`render`]).
+//!
+//! sled allows one process per database: while the daemon runs, these
+//! commands go through its local API ([`ask_daemon`]); when no daemon
+//! answers, they open the store themselves.
+
+pub mod history;
+pub mod render;
+pub mod report;
+pub mod restore;
+pub mod silence;
+
+use crate::config::Config;
+use crate::store::{AlertStore, SledStore};
+
+/// Why a command could not get its answer from the running daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("the daemon at {addr} answered {status}: {message}")]
+    Api {
+        addr: std::net::SocketAddr,
+        status: reqwest::StatusCode,
+        message: String,
+    },
+    #[error("cannot reach the daemon at {addr}: {source}")]
+    Unreachable {
+        addr: std::net::SocketAddr,
+        source: reqwest::Error,
+    },
+}
+
+impl DaemonError {
+    /// The daemon answered 404 Not Found (an unknown check, no such
+    /// silence).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, DaemonError::Api { status, .. } if *status == reqwest::StatusCode::NOT_FOUND)
+    }
+}
+
+/// Asks the running daemon's API (`path` as segments, each encoded; the
+/// configured token sent): `Ok(None)` when no daemon listens, so that the
+/// command opens the store itself.
+pub async fn ask_daemon(
+    config: &Config,
+    method: reqwest::Method,
+    path: &[&str],
+    query: &[(&str, &str)],
+    body: Option<serde_json::Value>,
+) -> Result<Option<serde_json::Value>, DaemonError> {
+    let addr = config.api.listen;
+    let unreachable = |source| DaemonError::Unreachable { addr, source };
+    let client = crate::net::api_client().map_err(unreachable)?;
+    let mut url = url::Url::parse(&format!("http://{addr}/"))
+        .expect("a socket address makes a URL (invariant: SocketAddr displays as host:port)");
+    url.path_segments_mut()
+        .expect("http URLs have a path")
+        .pop_if_empty()
+        .extend(path);
+    if !query.is_empty() {
+        url.query_pairs_mut().extend_pairs(query);
+    }
+    let mut request = client.request(method, url);
+    if let Ok(Some(token)) = crate::api::read_token(config) {
+        request = request.bearer_auth(&*token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(err) if err.is_connect() => return Ok(None),
+        Err(err) => return Err(unreachable(err)),
+    };
+    let status = response.status();
+    if !status.is_success() {
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        let message = body["error"]
+            .as_str()
+            .unwrap_or(status.as_str())
+            .to_string();
+        return Err(DaemonError::Api {
+            addr,
+            status,
+            message,
+        });
+    }
+    response.json().await.map(Some).map_err(unreachable)
+}
+
+/// Why a command that talks to the daemon (or its store) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+    #[error("{0}")]
+    Local(String),
+}
+
+/// The store and alert trees under `state_dir`, opened by a command while
+/// no daemon runs.
+fn local_store(config: &Config) -> Result<(SledStore, AlertStore), CommandError> {
+    std::fs::create_dir_all(&config.state_dir).map_err(|e| {
+        CommandError::Local(format!(
+            "cannot create state_dir {}: {e}",
+            config.state_dir.display()
+        ))
+    })?;
+    let path = crate::store::history_path(&config.state_dir);
+    let store = SledStore::open(&path, crate::store::FLUSH_EVERY)
+        .map_err(|e| CommandError::Local(e.to_string()))?;
+    let alerts =
+        AlertStore::open(store.db(), &path).map_err(|e| CommandError::Local(e.to_string()))?;
+    Ok((store, alerts))
+}

@@ -1,0 +1,37 @@
+//! `vigie restore [--from URL]`: rebuilds the local history from the
+//! off-region replica (the work is `replicate::restore`).
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::replicate::{blocking, restore, Bucket, BucketSettings, ReplicateError, RestoreReport};
+use crate::store::SledStore;
+
+/// `vigie restore [--from URL]`: opens the store under `state_dir`
+/// (creating it), restores into it from `[replication]` (or `from`, same
+/// endpoint and credentials), flushes. Fails if the daemon holds the store.
+pub async fn restore_command(
+    config: &Config,
+    from: Option<&str>,
+) -> Result<RestoreReport, ReplicateError> {
+    let replication = config
+        .replication
+        .as_ref()
+        .ok_or_else(|| ReplicateError::NotConfigured {
+            config: config.path.clone(),
+        })?;
+    let mut settings = BucketSettings::from_config(replication, config.extra_ca_file.as_deref());
+    if let Some(url) = from {
+        settings = settings.with_url(url)?;
+    }
+    let bucket = Bucket::open(&settings)?;
+    std::fs::create_dir_all(&config.state_dir).map_err(|source| ReplicateError::StateDir {
+        path: config.state_dir.clone(),
+        source,
+    })?;
+    let path = crate::store::history_path(&config.state_dir);
+    let store = Arc::new(SledStore::open(&path, crate::store::FLUSH_EVERY)?);
+    let report = restore(&bucket, store.clone()).await?;
+    blocking(move || crate::store::Store::flush(&*store)).await??;
+    Ok(report)
+}

@@ -1,0 +1,483 @@
+//! The alerter task: between the recorder and the outbox, the daemon's
+//! side of `alert`. It feeds every judged outcome to the [`Engine`]
+//! (through the canary gate when `[connectivity] canaries` are set),
+//! records certificate changes, ticks the engine for reminders and
+//! released holds, writes each mail with its states in one transaction,
+//! queues the daily report on its schedule, and serves the API's requests
+//! (report, silences), so that the engine has one owner.
+//!
+//! Holds and blindness change what is mailed, never what is probed or
+//! stored: the recorder has stored every outcome before it arrives here.
+//! Under supervision a restart builds a new alerter from the stored alert
+//! states, with the same input channels.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::canary::Round;
+use crate::alert::report::{self, Report};
+use crate::alert::{self, AlertState, Engine, Hold, Outbound, Policy, Silence, NETWORK_CHECK};
+use crate::api::{AlertRequest, AlertStatus};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::mail::{Outbox, OutgoingMessage};
+use crate::outcome::Outcome;
+use crate::schedule::next_after;
+use crate::store::{AlertStore, Latest};
+use crate::supervise::Stage;
+
+/// How often the engine is ticked (reminders, released holds, grouping
+/// windows closing, the report's schedule, expired silences).
+const TICK: Duration = Duration::from_secs(1);
+
+/// A canary round this much older than a network failure does not judge
+/// it: a fresh round is asked for first.
+const ROUND_FRESH: Duration = Duration::from_secs(30);
+
+/// What the alerter reads; shared across its restarts.
+pub struct AlerterInputs {
+    pub outcomes: mpsc::Receiver<Arc<Outcome>>,
+    pub rounds: mpsc::Receiver<Round>,
+    pub requests: mpsc::Receiver<AlertRequest>,
+}
+
+/// The hold on `check` at `now`.
+pub fn hold_of(
+    config: &Config,
+    silences: &[Silence],
+    check: &str,
+    now: OffsetDateTime,
+) -> Option<Hold> {
+    alert::hold(check, now, silences, &config.maintenance)
+}
+
+/// What the report shows of vigie itself, read when it is built.
+pub type HealthSource = Arc<dyn Fn(OffsetDateTime) -> report::Health + Send + Sync>;
+
+/// What every start of the alerter is built from.
+#[derive(Clone)]
+pub struct AlerterParts {
+    pub store: AlertStore,
+    pub outbox: Arc<Outbox>,
+    pub config: watch::Receiver<Arc<Config>>,
+    pub clock: Arc<dyn Clock>,
+    pub host: String,
+    pub latest: Latest,
+    pub health: HealthSource,
+    /// Asks the canary task for a round now; `None` without canaries.
+    pub canary_now: Option<Arc<Notify>>,
+    /// Firing incidents and blindness, for `/metrics` and `/healthz`.
+    pub status: Arc<AlertStatus>,
+}
+
+/// The alerting task; see the module docs.
+pub struct Alerter {
+    engine: Engine,
+    store: AlertStore,
+    outbox: Arc<Outbox>,
+    config: watch::Receiver<Arc<Config>>,
+    clock: Arc<dyn Clock>,
+    host: String,
+    latest: Latest,
+    health: HealthSource,
+    canary_now: Option<Arc<Notify>>,
+    status: Arc<AlertStatus>,
+    policies: Policies,
+}
+
+struct Run {
+    silences: Vec<Silence>,
+    /// The last leaf-bearing outcome of each check, for certificate changes
+    /// (the `Arc` the recorder also keeps as the latest).
+    last_leaf: HashMap<String, Arc<Outcome>>,
+    /// Network failures waiting for a fresh canary round.
+    gated: Vec<Arc<Outcome>>,
+    last_round: Option<OffsetDateTime>,
+    next_report: Option<OffsetDateTime>,
+}
+
+/// Every check's policy, built once per config rather than looked up (a
+/// scan of every check) for each outcome and, at each tick, for each
+/// firing check.
+pub struct Policies {
+    of: Arc<Config>,
+    by_check: HashMap<String, Policy>,
+    global: Policy,
+}
+
+impl Policies {
+    pub fn new(config: &Arc<Config>) -> Self {
+        Policies {
+            of: config.clone(),
+            by_check: config
+                .checks
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        Policy::new(&config.alerting, &c.alert, &c.labels),
+                    )
+                })
+                .collect(),
+            global: Policy::global(&config.alerting),
+        }
+    }
+
+    /// Rebuilds the cache when `config` is not the one it was built from.
+    pub fn refresh(&mut self, config: &Arc<Config>) {
+        if !Arc::ptr_eq(&self.of, config) {
+            *self = Policies::new(config);
+        }
+    }
+
+    /// The policy of `check`; `[alerting]` itself for vigie's network
+    /// alert and for checks no longer configured (their last probe ending
+    /// after a reload).
+    pub fn get(&self, check: &str) -> Policy {
+        self.by_check.get(check).unwrap_or(&self.global).clone()
+    }
+}
+
+impl Alerter {
+    /// An alerter whose engine holds the stored alert states: what is due
+    /// is queued again, what fires keeps firing. A store that cannot be
+    /// read gives an engine without history (logged): paging goes on.
+    pub fn start(parts: &AlerterParts) -> Alerter {
+        let config = parts.config.borrow().clone();
+        let policies = Policies::new(&config);
+        let states = parts.store.states().unwrap_or_else(|err| {
+            tracing::error!(error = %err, "cannot read the stored alert states; alerting starts without them");
+            Vec::new()
+        });
+        let engine = Engine::new(
+            &parts.host,
+            config.alerting.group_window,
+            states,
+            parts.clock.now(),
+            |check| policies.get(check),
+        );
+        Alerter {
+            engine,
+            store: parts.store.clone(),
+            outbox: parts.outbox.clone(),
+            config: parts.config.clone(),
+            clock: parts.clock.clone(),
+            host: parts.host.clone(),
+            latest: parts.latest.clone(),
+            health: parts.health.clone(),
+            canary_now: parts.canary_now.clone(),
+            status: parts.status.clone(),
+            policies,
+        }
+    }
+
+    /// Runs until `outcomes` closes (the recorder stopped); each outcome
+    /// taken is progress of `stage`.
+    pub async fn run(mut self, inputs: &mut AlerterInputs, stage: Arc<Stage>) {
+        let now = self.clock.now();
+        let mut run = Run {
+            silences: self.store.silences().unwrap_or_else(|err| {
+                tracing::error!(error = %err, "cannot read silences; starting without");
+                Vec::new()
+            }),
+            last_leaf: HashMap::new(),
+            gated: Vec::new(),
+            last_round: None,
+            next_report: next_after(&self.config.borrow().report.schedule, now),
+        };
+        for outcome in self.latest.all() {
+            if outcome.leaf().is_some() {
+                run.last_leaf.insert(outcome.name.clone(), outcome);
+            }
+        }
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            // A grouping window closing is a page leaving: wake for it
+            // exactly rather than at the next tick.
+            let window_closes = self.until_next_due();
+            tokio::select! {
+                outcome = inputs.outcomes.recv() => match outcome {
+                    Some(outcome) => {
+                        self.outcome(&mut run, outcome);
+                        stage.took();
+                    }
+                    None => break,
+                },
+                Some(round) = inputs.rounds.recv() => self.round(&mut run, round),
+                Some(request) = inputs.requests.recv() => self.request(&mut run, request),
+                _ = tick.tick() => self.tick(&mut run),
+                _ = tokio::time::sleep(window_closes) => {}
+            }
+            self.send_due().await;
+        }
+        // Whatever is still grouping stays `due` in the stored states and
+        // is queued again at the next start (`Engine::new`).
+        self.send_due().await;
+    }
+
+    /// How long until the engine's next mail is due (at most a tick).
+    fn until_next_due(&self) -> Duration {
+        match self.engine.next_due() {
+            Some(at) => (at - self.clock.now()).try_into().unwrap_or_default(),
+            None => TICK,
+        }
+        .min(TICK)
+    }
+
+    fn outcome(&mut self, run: &mut Run, outcome: Arc<Outcome>) {
+        self.record_change(run, &outcome);
+        if self.needs_fresh_round(run, &outcome) {
+            run.gated.push(outcome);
+            if let Some(now) = &self.canary_now {
+                now.notify_one();
+            }
+            return;
+        }
+        self.observe(run, &outcome);
+    }
+
+    /// A network failure is judged only after a canary round at most
+    /// [`ROUND_FRESH`] older than it: was it the target, or vigie's own
+    /// uplink?
+    fn needs_fresh_round(&self, run: &Run, outcome: &Outcome) -> bool {
+        self.canary_now.is_some()
+            && alert::canary_failed(outcome)
+            && run
+                .last_round
+                .is_none_or(|at| at + ROUND_FRESH < outcome.started_at)
+    }
+
+    fn observe(&mut self, run: &mut Run, outcome: &Outcome) {
+        let now = self.clock.now();
+        let config = self.config.borrow().clone();
+        self.policies.refresh(&config);
+        let policy = self.policies.get(&outcome.name);
+        let hold = hold_of(&config, &run.silences, &outcome.name, now);
+        if let Some(state) = self.engine.observe(outcome, now, &policy, hold.as_ref()) {
+            self.save(&[state]);
+        }
+    }
+
+    fn round(&mut self, run: &mut Run, round: Round) {
+        let now = self.clock.now();
+        let config = self.config.borrow().clone();
+        let policy = Policy::global(&config.alerting);
+        let hold = hold_of(&config, &run.silences, NETWORK_CHECK, now);
+        if let Some(state) = self
+            .engine
+            .canaries(&round.outcomes, now, &policy, hold.as_ref())
+        {
+            self.save(&[state]);
+        }
+        let blind = self.engine.connectivity().is_blind();
+        if blind != self.status.blind() {
+            match blind {
+                true => tracing::warn!("every canary failed: vigie cannot reach the network; network failures are recorded as unknown (vigie blind)"),
+                false => tracing::info!("a canary answers again: failures are judged again"),
+            }
+        }
+        self.status.set_blind(blind);
+        run.last_round = Some(round.started);
+        for outcome in std::mem::take(&mut run.gated) {
+            self.observe(run, &outcome);
+        }
+    }
+
+    fn tick(&mut self, run: &mut Run) {
+        let now = self.clock.now();
+        let config = self.config.borrow().clone();
+        run.silences.retain(|s| s.until > now);
+        if let Err(err) = self.store.sweep_silences(now) {
+            tracing::error!(error = %err, "cannot delete expired silences");
+        }
+        // A canary round that never came (the task died or hangs) must not
+        // keep failures from being judged.
+        let stale = now - 2 * (config.default_timeout + ROUND_FRESH);
+        if run.gated.first().is_some_and(|o| o.started_at < stale) {
+            tracing::warn!("no canary round arrived; judging network failures without the gate");
+            for outcome in std::mem::take(&mut run.gated) {
+                self.observe(run, &outcome);
+            }
+        }
+        self.policies.refresh(&config);
+        let policies = &self.policies;
+        let silences = &run.silences;
+        let changed = self.engine.tick(
+            now,
+            |check| policies.get(check),
+            |check| hold_of(&config, silences, check, now),
+        );
+        self.save(&changed);
+        let firing = self.engine.states().filter(|s| s.is_firing()).count();
+        self.status.set_firing(firing as u64);
+        if run.next_report.is_some_and(|at| at <= now) {
+            run.next_report = next_after(&config.report.schedule, now);
+            self.queue_report(run, &config, now);
+        }
+    }
+
+    fn request(&mut self, run: &mut Run, request: AlertRequest) {
+        let now = self.clock.now();
+        match request {
+            AlertRequest::Report(reply) => {
+                let config = self.config.borrow().clone();
+                let _ = reply.send(self.report(run, &config, now));
+            }
+            AlertRequest::AddSilence(silence, reply) => {
+                let result = self.store.add_silence(&silence).map_err(|e| e.to_string());
+                if result.is_ok() {
+                    tracing::info!(pattern = %silence.pattern, until = %silence.until, reason = %silence.reason, "silence added");
+                    run.silences.retain(|s| s.pattern != silence.pattern);
+                    run.silences.push(silence);
+                }
+                let _ = reply.send(result);
+            }
+            AlertRequest::RemoveSilence(pattern, reply) => {
+                let result = self
+                    .store
+                    .remove_silence(&pattern)
+                    .map_err(|e| e.to_string());
+                if let Ok(true) = result {
+                    tracing::info!(pattern = %pattern, "silence removed");
+                    run.silences.retain(|s| s.pattern != pattern);
+                }
+                let _ = reply.send(result);
+            }
+            AlertRequest::Silences(reply) => {
+                let _ = reply.send(
+                    run.silences
+                        .iter()
+                        .filter(|s| s.is_active(now))
+                        .cloned()
+                        .collect(),
+                );
+            }
+        }
+    }
+
+    fn record_change(&mut self, run: &mut Run, outcome: &Arc<Outcome>) {
+        if outcome.leaf().is_none() {
+            return;
+        }
+        if let Some(before) = run.last_leaf.get(&outcome.name) {
+            if let Some(change) = report::leaf_change(before, outcome) {
+                tracing::info!(check = %change.check, kind = change.kind.as_str(), sha256 = %change.after.sha256, "the served certificate changed");
+                if let Err(err) = self.store.record_change(&change) {
+                    tracing::error!(error = %err, "cannot record a certificate change");
+                }
+            }
+        }
+        run.last_leaf.insert(outcome.name.clone(), outcome.clone());
+    }
+
+    fn report(&self, run: &Run, config: &Config, now: OffsetDateTime) -> Report {
+        let names: std::collections::HashSet<&str> =
+            config.checks.iter().map(|c| c.name.as_str()).collect();
+        let latest: Vec<Outcome> = self
+            .latest
+            .all()
+            .into_iter()
+            .filter(|o| names.contains(o.name.as_str()))
+            .map(|o| (*o).clone())
+            .collect();
+        let states: Vec<AlertState> = self.engine.states().cloned().collect();
+        let changes = self
+            .store
+            .changes_since(now - Duration::from_secs(86_400))
+            .unwrap_or_else(|err| {
+                tracing::error!(error = %err, "cannot read certificate changes for the report");
+                Vec::new()
+            });
+        report::build(&report::ReportInput {
+            now,
+            host: &self.host,
+            latest: &latest,
+            states: &states,
+            changes: &changes,
+            silences: &run.silences,
+            health: (self.health)(now),
+            escape_hatches: &[],
+        })
+    }
+
+    fn queue_report(&mut self, run: &Run, config: &Config, now: OffsetDateTime) {
+        if config.report.to.is_empty() {
+            tracing::warn!("daily report not sent: no recipients ([report] to or [alerting] to)");
+            return;
+        }
+        let report = self.report(run, config, now);
+        let to: Vec<String> = config.report.to.iter().map(ToString::to_string).collect();
+        let message = OutgoingMessage::from(report::email(&report, &to));
+        let outbox = self.outbox.clone();
+        tokio::spawn(async move {
+            match outbox.enqueue(&message, now).await {
+                Ok(_) => tracing::info!("daily report queued"),
+                Err(err) => tracing::error!(error = %err, "cannot queue the daily report"),
+            }
+        });
+    }
+
+    fn save(&mut self, states: &[AlertState]) {
+        if states.is_empty() {
+            return;
+        }
+        if let Err(err) = self.store.save(states) {
+            tracing::error!(error = %err, "cannot store alert state; reloading it from the store");
+            self.rebuild();
+        }
+    }
+
+    /// The engine from the store again, after a failed write: it re-queues
+    /// what is still due.
+    fn rebuild(&mut self) {
+        let config = self.config.borrow().clone();
+        self.policies.refresh(&config);
+        let policies = &self.policies;
+        match self.store.states() {
+            Ok(states) => {
+                self.engine = Engine::new(
+                    &self.host,
+                    config.alerting.group_window,
+                    states,
+                    self.clock.now(),
+                    |check| policies.get(check),
+                );
+            }
+            Err(err) => tracing::error!(error = %err, "cannot read alert state back"),
+        }
+    }
+
+    /// Writes every mail whose grouping window closed, each with its states
+    /// in one transaction, then makes them durable and wakes the sender.
+    async fn send_due(&mut self) {
+        let now = self.clock.now();
+        let due: Vec<Outbound> = self.engine.poll(now);
+        if due.is_empty() {
+            return;
+        }
+        let mut queued = 0;
+        for outbound in &due {
+            match self.store.commit(&self.outbox, outbound, now) {
+                Ok(()) => {
+                    queued += 1;
+                    tracing::info!(subject = %outbound.email.subject, "alert queued");
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, subject = %outbound.email.subject, "cannot queue an alert; it stays due");
+                    self.rebuild();
+                    break;
+                }
+            }
+        }
+        if queued > 0 {
+            if let Err(err) = self.outbox.flush_and_wake().await {
+                tracing::error!(error = %err, "cannot flush the outbox");
+            }
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! `vigie run`: the composition root. Builds every task from a [`Config`],
+//! runs each under the [`Supervisor`], reloads on SIGHUP, and stops them
+//! in order on SIGTERM.
+//!
+//! The tasks, each a supervised stage named in `/healthz` and in
+//! `vigie_task_restarts_total{task}`:
+//!
+//! | task | what it does | progress it owes |
+//! |---|---|---|
+//! | `scheduler` | runs the config's generation of checks (`scheduler.rs`) | checks on time (`late`) |
+//! | `recorder` | stores each outcome, keeps the latest, logs what is news ([`recorder`]) | takes what probes hand it within 30 s |
+//! | `alerter` | incidents, grouping, holds, the daily report, the outbox ([`alerter`]) | takes what the recorder hands it within 30 s |
+//! | `sender` | drains the outbox over SMTP or into the maildir | only death counts |
+//! | `canaries` | the blind-monitor gate's probes ([`canary`]) | a round every few minutes |
+//! | `replicator` | ships history off-region | only death counts; its lag is a degradation |
+//! | `heartbeat` | the dead-man's switch | a beat every few intervals |
+//! | `sweep` | retention, hourly ([`watch::sweep`]) | only death counts |
+//! | `api` | the local HTTP API | only death counts |
+//! | `watch` | health, degradations, the systemd watchdog ([`watch`]) | its own tick: when it stops, health says `stuck` |
+//!
+//! Shutdown order: the scheduler stops starting probes and waits for those
+//! in flight; the recorder drains, then the alerter (the last results are
+//! judged and mailed); then mail, replication and the rest stop. A
+//! shutdown after any task died says so and fails.
+
+pub mod alerter;
+pub mod canary;
+pub mod recorder;
+mod reload;
+pub mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch as watch_channel, Mutex};
+use tokio_util::sync::CancellationToken;
+
+use self::alerter::{Alerter, AlerterInputs, AlerterParts};
+use self::recorder::RecorderParts;
+use self::reload::{plan, Reloaded};
+use crate::api::{AlertStatus, TokenFileError};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::health::Health;
+use crate::net::CaFileError;
+use crate::outcome::Outcome;
+use crate::scheduler::Slots;
+use crate::store::{AlertStore, AlertStoreError, Latest, SledStore, Store};
+use crate::supervise::{Feed, Progress, Supervisor};
+
+/// What the daemon is told from outside (signals, tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// SIGHUP: reload config and checks; keep the old ones if invalid.
+    Reload,
+    /// SIGTERM/SIGINT: finish in-flight probes, flush, exit.
+    Shutdown,
+}
+
+/// Why the daemon could not start, or ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Client(#[from] CaFileError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot create state_dir {path}: {source}")]
+    StateDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr} ([api] listen): {source}")]
+    ApiListen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    TokenFile(#[from] TokenFileError),
+    #[error("[replication]: {0}")]
+    Replication(#[from] crate::replicate::ReplicateError),
+    #[error(transparent)]
+    Heartbeat(#[from] crate::heartbeat::HeartbeatError),
+    #[error(transparent)]
+    Mail(#[from] crate::mail::MailError),
+    #[error(transparent)]
+    Alerting(#[from] AlertStoreError),
+    #[error(
+        "vigie stopped, but tasks died while it ran: {}; see the log for each panic (\"task ... panicked\")",
+        .0.iter().map(|(task, n)| format!("{task} {n} time(s)")).collect::<Vec<_>>().join(", ")
+    )]
+    TasksDied(Vec<(&'static str, u64)>),
+}
+
+/// The recorder and the alerter owe progress this soon after work reaches
+/// them.
+const TAKE_WITHIN: Duration = Duration::from_secs(30);
+
+/// `vigie run`: the daemon, until told to shut down.
+pub async fn run(
+    config_path: &std::path::Path,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    mut control: mpsc::Receiver<Control>,
+) -> Result<(), RunError> {
+    // One copy, shared with the alerter (10,000 checks are megabytes).
+    let config = Arc::new(config);
+    std::fs::create_dir_all(&config.state_dir).map_err(|source| RunError::StateDir {
+        path: config.state_dir.clone(),
+        source,
+    })?;
+    if crate::fault::ENABLED && std::env::var_os("VIGIE_FAULT_DIR").is_some() {
+        tracing::warn!("fault injection armed (a test build): tasks panic on demand");
+    }
+    let sled = Arc::new(SledStore::open(
+        &crate::store::history_path(&config.state_dir),
+        crate::store::FLUSH_EVERY,
+    )?);
+    let store: Arc<dyn Store> = sled.clone();
+    let supervisor = Supervisor::new();
+    let health = Arc::new(Health::new(clock.now(), supervisor.stages()));
+    // Before the scheduler appends anything, so that no result escapes the
+    // replication queue.
+    let replicator = match &config.replication {
+        Some(r) => Some(Arc::new(crate::replicate::Replicator::new(
+            &crate::replicate::BucketSettings::from_config(r, config.extra_ca_file.as_deref()),
+            r.interval,
+            sled.clone(),
+            clock.clone(),
+        )?)),
+        None => None,
+    };
+    let replication = replicator.as_ref().map(|r| r.status());
+    let heartbeat = match &config.heartbeat {
+        Some(h) => Some(Arc::new(crate::heartbeat::Heartbeat::new(
+            h,
+            config.extra_ca_file.as_deref(),
+            clock.clone(),
+        )?)),
+        None => None,
+    };
+    let slots = Slots::default();
+    let latest = Latest::default();
+    for outcome in store.latest_all()? {
+        latest.record(Arc::new(outcome));
+    }
+    // Stopped first: no new probes.
+    let shutdown = CancellationToken::new();
+    // Stopped once the recorder and the alerter have drained: mail and
+    // replication carry the last results out.
+    let late_stop = CancellationToken::new();
+    let started = clock.now();
+
+    let outbox = Arc::new(crate::mail::Outbox::open(sled.db(), sled.path())?);
+    let alert_store = AlertStore::open(sled.db(), sled.path())?;
+    let (sender, sender_handle) = crate::mail::Sender::new(
+        outbox.clone(),
+        crate::mail::Delivery::from_config(&config)?,
+        clock.clone(),
+        crate::mail::Backoff::DEFAULT,
+    );
+    supervisor.spawn("sender", Progress::Unwatched, late_stop.clone(), {
+        let stop = late_stop.clone();
+        move |_stage| sender.clone().run(stop.clone())
+    });
+
+    let (alert_config, alert_config_rx) = watch_channel::channel(config.clone());
+    let alert_status = Arc::new(AlertStatus::default());
+    let (round_tx, rounds) = mpsc::channel(4);
+    let canary_now = match config.connectivity.canaries.is_empty() {
+        true => None,
+        false => {
+            let now = Arc::new(tokio::sync::Notify::new());
+            let prober = Arc::new(crate::runner::prober(&config, clock.clone())?);
+            let checks: Arc<[crate::check::Check]> = canary::canary_checks(&config).into();
+            let every = Progress::Every(canary::CANARY_EVERY * 3 + 2 * config.default_timeout);
+            supervisor.spawn("canaries", every, shutdown.clone(), {
+                let (clock, now, shutdown) = (clock.clone(), now.clone(), shutdown.clone());
+                move |stage| {
+                    canary::canary_rounds(
+                        prober.clone(),
+                        checks.clone(),
+                        clock.clone(),
+                        now.clone(),
+                        round_tx.clone(),
+                        stage,
+                        shutdown.clone(),
+                    )
+                }
+            });
+            Some(now)
+        }
+    };
+    let (alert_requests, requests) = mpsc::channel(16);
+    let (alert_tx, alert_rx) = mpsc::channel::<Arc<Outcome>>(1024);
+    let report_health: alerter::HealthSource = {
+        let outbox = outbox.clone();
+        let replication = replication.clone();
+        Arc::new(move |now| crate::alert::report::Health {
+            uptime: (now - started).try_into().ok(),
+            outbox_backlog: Some(outbox.stats().snapshot().backlog),
+            dead_letters: Some(outbox.dead_letters_for_report()),
+            replication_lag: replication
+                .as_ref()
+                .map(|r| Duration::from_secs_f64(r.snapshot(now).lag_seconds)),
+        })
+    };
+    let alerter_parts = AlerterParts {
+        store: alert_store,
+        outbox: outbox.clone(),
+        config: alert_config_rx,
+        clock: clock.clone(),
+        host: crate::mail::hostname(),
+        latest: latest.clone(),
+        health: report_health,
+        canary_now,
+        status: alert_status.clone(),
+    };
+    let alerter_inputs = Arc::new(Mutex::new(AlerterInputs {
+        outcomes: alert_rx,
+        rounds,
+        requests,
+    }));
+    // The alerter drains until the recorder's side closes; `shutdown` only
+    // tells that end from a death.
+    let alerter_stage = supervisor.spawn(
+        "alerter",
+        Progress::Fed(TAKE_WITHIN),
+        shutdown.clone(),
+        move |stage| {
+            let (parts, inputs) = (alerter_parts.clone(), alerter_inputs.clone());
+            async move {
+                let mut inputs = inputs.lock().await;
+                Alerter::start(&parts).run(&mut inputs, stage).await;
+            }
+        },
+    );
+
+    let token = crate::api::Token::default();
+    token.set(crate::api::read_token(&config)?);
+    let listener = tokio::net::TcpListener::bind(config.api.listen)
+        .await
+        .map_err(|source| RunError::ApiListen {
+            addr: config.api.listen,
+            source,
+        })?;
+    let api = crate::api::router(crate::api::ApiState {
+        store: store.clone(),
+        latest: latest.clone(),
+        slots: slots.clone(),
+        health: health.clone(),
+        clock: clock.clone(),
+        token: token.clone(),
+        replication: replication.clone(),
+        heartbeat: heartbeat.as_ref().map(|h| h.stats()),
+        mail: Some(outbox.stats()),
+        alerts: Some(crate::api::Alerts {
+            status: alert_status.clone(),
+            requests: alert_requests,
+        }),
+    });
+    let listen = config.api.listen;
+    let bound = Arc::new(std::sync::Mutex::new(Some(listener)));
+    supervisor.spawn("api", Progress::Unwatched, shutdown.clone(), {
+        let shutdown = shutdown.clone();
+        move |_stage| {
+            let (api, bound, shutdown) = (api.clone(), bound.clone(), shutdown.clone());
+            async move {
+                // The first start serves the socket bound above; a restart
+                // binds again (the dead server's socket closed with it).
+                let first = bound.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let listener = match first {
+                    Some(listener) => listener,
+                    None => match tokio::net::TcpListener::bind(listen).await {
+                        Ok(listener) => listener,
+                        Err(err) => panic!("cannot listen on {listen} again: {err}"),
+                    },
+                };
+                let served = axum::serve(listener, api)
+                    .with_graceful_shutdown(shutdown.cancelled_owned())
+                    .await;
+                if let Err(err) = served {
+                    tracing::error!(error = %err, "API server failed");
+                }
+            }
+        }
+    });
+
+    let (sink, outcomes) = mpsc::channel::<Outcome>(1024);
+    let recorder_parts = RecorderParts {
+        store: store.clone(),
+        health: health.clone(),
+        latest: latest.clone(),
+        alerter: Feed::new(alert_tx, alerter_stage),
+    };
+    let outcomes = Arc::new(Mutex::new(outcomes));
+    let recorder_stage = supervisor.spawn(
+        "recorder",
+        Progress::Fed(TAKE_WITHIN),
+        shutdown.clone(),
+        move |stage| {
+            let (parts, outcomes) = (recorder_parts.clone(), outcomes.clone());
+            async move {
+                let mut outcomes = outcomes.lock().await;
+                recorder::run(parts, &mut outcomes, stage).await;
+            }
+        },
+    );
+    let sink = Feed::new(sink, recorder_stage);
+
+    if let Some(replicator) = replicator {
+        supervisor.spawn("replicator", Progress::Unwatched, late_stop.clone(), {
+            let stop = late_stop.clone();
+            move |_stage| {
+                let (replicator, stop) = (replicator.clone(), stop.clone());
+                async move { replicator.run(stop).await }
+            }
+        });
+    }
+    if let Some(heartbeat) = heartbeat {
+        let every = Progress::Every(heartbeat.interval() * 3 + Duration::from_secs(30));
+        supervisor.spawn("heartbeat", every, shutdown.clone(), {
+            let (health, clock, shutdown) = (health.clone(), clock.clone(), shutdown.clone());
+            move |stage| {
+                let (heartbeat, health, clock, shutdown) = (
+                    heartbeat.clone(),
+                    health.clone(),
+                    clock.clone(),
+                    shutdown.clone(),
+                );
+                async move {
+                    let signal = move || {
+                        stage.progressed();
+                        crate::heartbeat::signal(&health.verdict(clock.now()))
+                    };
+                    heartbeat.run(signal, shutdown).await
+                }
+            }
+        });
+    }
+
+    let (plans, plan_rx) = watch_channel::channel(plan(&config, clock.clone())?);
+    supervisor.spawn("scheduler", Progress::Unwatched, shutdown.clone(), {
+        let (clock, slots, shutdown, supervisor) = (
+            clock.clone(),
+            slots.clone(),
+            shutdown.clone(),
+            supervisor.clone(),
+        );
+        move |_stage| {
+            reload::schedule(
+                plan_rx.clone(),
+                clock.clone(),
+                sink.clone(),
+                slots.clone(),
+                shutdown.clone(),
+                supervisor.clone(),
+            )
+        }
+    });
+    supervisor.spawn("watch", Progress::Unwatched, shutdown.clone(), {
+        let parts = watch::WatchParts {
+            health: health.clone(),
+            slots: slots.clone(),
+            clock: clock.clone(),
+            replication: replication.clone(),
+            mail: outbox.stats(),
+            alerts: alert_status.clone(),
+        };
+        let shutdown = shutdown.clone();
+        move |stage| watch::run(parts.clone(), stage, shutdown.clone())
+    });
+    let (retention_tx, retention_rx) = watch_channel::channel(config.history.retention);
+    supervisor.spawn("sweep", Progress::Unwatched, shutdown.clone(), {
+        let (store, clock, shutdown) = (store.clone(), clock.clone(), shutdown.clone());
+        move |stage| {
+            watch::sweep(
+                store.clone(),
+                clock.clone(),
+                retention_rx.clone(),
+                stage,
+                shutdown.clone(),
+            )
+        }
+    });
+    crate::notify::ready();
+    tracing::info!(checks = config.checks.len(), listen = %config.api.listen, "vigie running");
+
+    let mut config = config;
+    while let Some(command) = control.recv().await {
+        match command {
+            Control::Shutdown => break,
+            Control::Reload => {
+                crate::notify::reloading();
+                match reload::reload(config_path, &config, clock.clone()) {
+                    Ok(Reloaded {
+                        config: fresh,
+                        plan,
+                        token: fresh_token,
+                        delivery,
+                    }) => {
+                        let fresh = Arc::new(fresh);
+                        token.set(fresh_token);
+                        sender_handle.reconfigure(delivery);
+                        alert_config.send_replace(fresh.clone());
+                        plans.send_replace(plan);
+                        let _ = retention_tx.send(fresh.history.retention);
+                        let names: std::collections::HashSet<&str> =
+                            fresh.checks.iter().map(|c| c.name.as_str()).collect();
+                        latest.retain(|name| names.contains(name));
+                        health.reloaded(true, clock.now());
+                        tracing::info!(checks = fresh.checks.len(), "config reloaded");
+                        config = fresh;
+                    }
+                    Err(errors) => {
+                        health.reloaded(false, clock.now());
+                        for line in errors.lines() {
+                            tracing::error!("{line}");
+                        }
+                        tracing::error!(
+                            "config reload rejected; the previous config keeps running"
+                        );
+                    }
+                }
+                crate::notify::ready();
+            }
+        }
+    }
+
+    crate::notify::stopping();
+    tracing::info!("stopping: finishing in-flight probes");
+    // The scheduler, its probes, the recorder (once the probes' sink is
+    // gone) and everything on `shutdown`; then the alerter has drained and
+    // mail and replication may go.
+    shutdown.cancel();
+    let stages = supervisor.stages();
+    wait_stopped(&stages, &["scheduler", "recorder", "alerter"]).await;
+    late_stop.cancel();
+    supervisor.wait().await;
+    store.flush()?;
+    tracing::info!("stopped; store flushed");
+    let died = stages.restarted();
+    if !died.is_empty() {
+        return Err(RunError::TasksDied(died));
+    }
+    Ok(())
+}
+
+/// Waits until each named stage (if registered) has stopped.
+async fn wait_stopped(stages: &crate::supervise::Stages, names: &[&str]) {
+    for name in names {
+        let Some(stage) = stages.get(name) else {
+            continue;
+        };
+        while stage.state() != crate::supervise::StageState::Stopped {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The daemon's watch over itself, once a second: which checks are late,
+//! what degrades vigie (replication, mail, blindness), and whether systemd
+//! should hear from us. It writes [`Health`]; `/healthz`, the metrics and
+//! the heartbeat read it. Also the hourly retention sweep.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::AlertStatus;
+use crate::clock::Clock;
+use crate::health::{Health, Late, TICK};
+use crate::mail::MailStats;
+use crate::redact::reason_kind;
+use crate::replicate::ReplicationStatus;
+use crate::scheduler::Slots;
+use crate::store::Store;
+use crate::supervise::Stage;
+
+/// A check waiting past its due time by less than this is not "late",
+/// whatever its interval: a busy second is not an incident.
+const LATE_FLOOR: Duration = Duration::from_secs(5);
+
+/// How often retention is enforced.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+/// What the watch reads.
+#[derive(Clone)]
+pub struct WatchParts {
+    pub health: Arc<Health>,
+    pub slots: Slots,
+    pub clock: Arc<dyn Clock>,
+    pub replication: Option<Arc<ReplicationStatus>>,
+    pub mail: Arc<MailStats>,
+    pub alerts: Arc<AlertStatus>,
+}
+
+/// Ticks every [`TICK`] until `shutdown`.
+pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(TICK);
+    let mut recorded_before = parts.health.recorded_count();
+    let mut watchdog_fed = true;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = parts.clock.now();
+        let late = parts.slots.late(now, LATE_FLOOR);
+        let worst = late
+            .iter()
+            .max_by_key(|(_, by)| *by)
+            .map(|(check, by)| Late {
+                check: check.clone(),
+                by: *by,
+            });
+        let recorded = parts.health.recorded_count();
+        let progressing = late.is_empty() || recorded > recorded_before;
+        recorded_before = recorded;
+        parts.health.tick(now, worst, late.len() as u64);
+        parts.health.set_degraded(degradations(&parts, now));
+        let verdict = parts.health.verdict(now);
+        let feed = progressing && verdict.feeds_watchdog();
+        if feed {
+            crate::notify::watchdog();
+        }
+        if feed != watchdog_fed {
+            match feed {
+                true => tracing::info!("the systemd watchdog is fed again"),
+                false => tracing::error!(
+                    reason = verdict
+                        .reason
+                        .as_deref()
+                        .unwrap_or("checks late and nothing recorded"),
+                    "the systemd watchdog is no longer fed: systemd will restart vigie"
+                ),
+            }
+            watchdog_fed = feed;
+        }
+        stage.progressed();
+    }
+}
+
+/// What leaves vigie monitoring but may keep a page from its reader, in
+/// words fit for `/healthz` and the heartbeat's `/fail` body (no server
+/// name, bucket, subject or address).
+fn degradations(parts: &WatchParts, now: OffsetDateTime) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(reason) = parts
+        .replication
+        .as_ref()
+        .and_then(|r| r.snapshot(now).reason())
+    {
+        out.push(reason_kind(&reason));
+    }
+    let mail = parts.mail.snapshot();
+    if mail.failing {
+        out.push(format!(
+            "mail delivery failing ({} failures in a row, {} messages waiting in the outbox)",
+            mail.consecutive_failures, mail.backlog
+        ));
+    }
+    if mail.dead_letters > 0 {
+        out.push(format!(
+            "{} message(s) refused for good by the mail server (dead letters; see the daily report and the log)",
+            mail.dead_letters
+        ));
+    }
+    if parts.alerts.blind() {
+        out.push("vigie is blind: every canary fails, network failures are not judged".to_string());
+    }
+    out
+}
+
+/// Deletes history older than `retention` every [`SWEEP_EVERY`], the first
+/// time at once, until `shutdown`.
+pub async fn sweep(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    retention: tokio::sync::watch::Receiver<Duration>,
+    stage: Arc<Stage>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let retention = *retention.borrow();
+        let before = crate::clock::since(clock.now(), retention);
+        let store = store.clone();
+        match tokio::task::spawn_blocking(move || store.sweep(before)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(removed)) => tracing::info!(removed, "retention sweep"),
+            Ok(Err(err)) => tracing::error!(error = %err, "retention sweep failed"),
+            Err(err) => tracing::error!(error = %err, "retention sweep panicked"),
+        }
+        stage.progressed();
+    }
+}

@@ -1,0 +1,133 @@
+//! TLS for everything that is not a probe: the crypto provider, CA files,
+//! root stores and the HTTP clients of vigie's own services (the replication
+//! bucket, the heartbeat URL, the CLI asking the daemon). The mail transport
+//! builds its rustls config from [`roots`] too.
+//!
+//! Probes build their trust in `probe/` instead: they record the chain they
+//! are shown and never pool connections, which these clients may.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use rustls::RootCertStore;
+
+const USER_AGENT: &str = concat!("vigie/", env!("CARGO_PKG_VERSION"));
+
+/// A CA file that cannot serve as trust, named.
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    #[error("cannot read CA file {path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("CA file {path} holds no certificate")]
+    Empty { path: PathBuf },
+    #[error("CA file {path}: {source}")]
+    Rejected {
+        path: PathBuf,
+        source: rustls::Error,
+    },
+}
+
+/// vigie's crypto: aws-lc-rs, the provider reqwest and lettre use too, so the
+/// whole dependency tree carries one. Passed explicitly everywhere because
+/// with more than one provider compiled in, rustls has no implicit default.
+///
+/// Cipher suites are offered in the order browsers offer them (AES-128-GCM
+/// first): a probe should negotiate what a visitor negotiates, and the
+/// SHA-256 key schedule is measurably cheaper than SHA-384 per handshake.
+pub fn crypto_provider() -> Arc<CryptoProvider> {
+    use rustls::crypto::aws_lc_rs::cipher_suite::*;
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.cipher_suites = vec![
+        TLS13_AES_128_GCM_SHA256,
+        TLS13_AES_256_GCM_SHA384,
+        TLS13_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ];
+    Arc::new(provider)
+}
+
+/// Every certificate of a PEM file; a file with none is an error, since an
+/// operator who names a CA file means to trust something.
+pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, CaFileError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| CaFileError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(CaFileError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(certs)
+}
+
+/// Mozilla's roots plus the operator's CA file: a private service's CA is
+/// trusted *in addition*, so moving to a public one needs no edit.
+pub fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, CaFileError> {
+    let mut roots = RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    if let Some(path) = ca_file {
+        for cert in read_ca_file(path)? {
+            roots.add(cert).map_err(|source| CaFileError::Rejected {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        }
+    }
+    Ok(roots)
+}
+
+/// A rustls client config over `roots`, TLS 1.2 and 1.3, no client
+/// certificate.
+pub fn client_config(roots: RootCertStore) -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(crypto_provider())
+        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        // Invariant: aws-lc-rs implements both default versions.
+        .expect("the aws-lc-rs provider supports the default TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+/// The client for vigie's own API (the CLI asking the daemon): plain HTTP to
+/// loopback, short timeouts. Built with an explicit crypto provider because
+/// reqwest has no default one in this build.
+pub fn api_client() -> Result<reqwest::Client, reqwest::Error> {
+    let tls = client_config(RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    });
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .connect_timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(30))
+        .no_proxy()
+        .build()
+}
+
+/// A client builder for vigie's own outbound services (the replication
+/// bucket, the heartbeat URL): the Mozilla roots plus `extra_ca_file` (a
+/// private S3 endpoint or ping service), no proxy. Unlike probes, these
+/// connections may be pooled: nothing is judged about the chain, and a
+/// replication catch-up makes hundreds of requests to one host. Callers add
+/// their own timeouts.
+pub fn service_client(extra_ca_file: Option<&Path>) -> Result<reqwest::ClientBuilder, CaFileError> {
+    let tls = client_config(roots(extra_ca_file)?);
+    Ok(reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .user_agent(USER_AGENT)
+        .no_proxy())
+}

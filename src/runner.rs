@@ -1,0 +1,44 @@
+//! Probe and judge: the one step `vigie check`, the scheduler and the
+//! canaries share. Builds the prober from a config (the CA files are read
+//! once), probes a check and evaluates its outcome.
+
+use std::sync::Arc;
+
+use futures_util::stream::{self, StreamExt};
+
+use crate::check::Check;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::evaluate::evaluate;
+use crate::net::CaFileError;
+use crate::outcome::Outcome;
+use crate::probe::client::Client;
+use crate::probe::Prober;
+
+/// Builds the prober for a config: reads the CA files once.
+pub fn prober(config: &Config, clock: Arc<dyn Clock>) -> Result<Prober, CaFileError> {
+    let client = Client::new(config.extra_ca_file.as_deref(), &config.checks, clock)?;
+    Ok(Prober::new(client))
+}
+
+/// Probes and judges one check.
+pub async fn run_check(prober: &Prober, clock: &dyn Clock, check: &Check) -> Outcome {
+    let mut outcome = prober.probe(check).await;
+    evaluate(check, &mut outcome, clock.now());
+    outcome
+}
+
+/// Probes `checks` now, at most `concurrency` at a time; outcomes come back
+/// in the order of `checks`.
+pub async fn check_now(
+    prober: &Prober,
+    clock: &dyn Clock,
+    checks: &[&Check],
+    concurrency: usize,
+) -> Vec<Outcome> {
+    stream::iter(checks)
+        .map(|check| run_check(prober, clock, check))
+        .buffered(concurrency.max(1))
+        .collect()
+        .await
+}
