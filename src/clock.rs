@@ -4,10 +4,25 @@
 //! windows) asks a [`Clock`] instead of calling `now_utc()` itself, so tests
 //! can pin "now". Monotonic timers (timeouts, sleeps) use tokio time instead,
 //! which tests pause and advance.
+//!
+//! Also the one place wall-clock arithmetic goes when a duration may be
+//! large: `time` panics when `OffsetDateTime + Duration` leaves its calendar
+//! (years -9999 to 9999), so [`saturating_add`] and [`saturating_sub`] stop
+//! at [`FAR_FUTURE`] and [`FAR_PAST`] instead.
 
 use std::sync::{Arc, Mutex};
 
+use time::macros::datetime;
 use time::OffsetDateTime;
+
+/// The latest time vigie computes with, the last instant `time` represents
+/// (without its `large-dates` feature): a deadline that would pass it means
+/// "never" and stops there.
+pub const FAR_FUTURE: OffsetDateTime = datetime!(9999-12-31 23:59:59.999_999_999 UTC);
+
+/// The earliest time vigie computes with, the first instant `time`
+/// represents.
+pub const FAR_PAST: OffsetDateTime = datetime!(-9999-01-01 0:00 UTC);
 
 /// A source of wall-clock time.
 pub trait Clock: Send + Sync + 'static {
@@ -38,7 +53,7 @@ impl FakeClock {
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *now += by;
+        *now = saturating_add(*now, by);
     }
 
     pub fn set(&self, at: OffsetDateTime) {
@@ -79,7 +94,7 @@ impl TokioClock {
 
 impl Clock for TokioClock {
     fn now(&self) -> OffsetDateTime {
-        self.base + self.start.elapsed()
+        saturating_add(self.base, self.start.elapsed())
     }
 }
 
@@ -91,6 +106,25 @@ pub fn unix_millis(t: OffsetDateTime) -> i64 {
 
 pub fn from_unix_millis(ms: i64) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
+}
+
+/// `at + by`, or [`FAR_FUTURE`] when that is later (a "20000y" deadline, a
+/// `Duration::MAX`).
+pub fn saturating_add(at: OffsetDateTime, by: std::time::Duration) -> OffsetDateTime {
+    time::Duration::try_from(by)
+        .ok()
+        .and_then(|by| at.checked_add(by))
+        .filter(|t| *t <= FAR_FUTURE)
+        .unwrap_or(FAR_FUTURE)
+}
+
+/// `at - by`, or [`FAR_PAST`] when that is earlier.
+pub fn saturating_sub(at: OffsetDateTime, by: std::time::Duration) -> OffsetDateTime {
+    time::Duration::try_from(by)
+        .ok()
+        .and_then(|by| at.checked_sub(by))
+        .filter(|t| *t >= FAR_PAST)
+        .unwrap_or(FAR_PAST)
 }
 
 /// `now - window`, clamped at the Unix epoch: nothing vigie stores is
@@ -106,6 +140,32 @@ pub fn since(now: OffsetDateTime, window: std::time::Duration) -> OffsetDateTime
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
+
+    #[test]
+    fn saturating_arithmetic_stops_at_the_ends_of_the_calendar() {
+        let now = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        assert_eq!(saturating_add(now, YEAR), now + YEAR);
+        assert_eq!(saturating_sub(now, YEAR), now - YEAR);
+        // `now + 20000y` panics in `time`; here it is the far future.
+        assert_eq!(saturating_add(now, 20_000 * YEAR), FAR_FUTURE);
+        assert_eq!(saturating_add(now, std::time::Duration::MAX), FAR_FUTURE);
+        assert_eq!(saturating_sub(now, 20_000 * YEAR), FAR_PAST);
+        assert_eq!(saturating_sub(now, std::time::Duration::MAX), FAR_PAST);
+        // At the ends themselves, any step stays there.
+        let second = std::time::Duration::from_secs(1);
+        assert_eq!(saturating_add(FAR_FUTURE, second), FAR_FUTURE);
+        assert_eq!(saturating_sub(FAR_PAST, second), FAR_PAST);
+        assert_eq!(saturating_add(FAR_FUTURE - YEAR, YEAR + second), FAR_FUTURE);
+    }
+
+    #[test]
+    fn clocks_saturate_instead_of_panicking() {
+        let fake = FakeClock::new(FAR_FUTURE - YEAR);
+        fake.advance(2 * YEAR);
+        assert_eq!(fake.now(), FAR_FUTURE);
+    }
 
     #[test]
     fn since_clamps_at_the_epoch() {
