@@ -8,7 +8,8 @@
 //!
 //! - [`config`]: `config.toml` + `checks/*.toml`, in two stages: `raw`
 //!   (serde mirror, unknown keys rejected) then `resolve` (typed values,
-//!   every problem reported with file, line and column).
+//!   every duration within its `limits`, every problem reported with file,
+//!   line and column).
 //! - [`check`]: a validated check, ready to run.
 //! - [`probe`]: I/O only. `client` is the one place connections are made
 //!   (fresh TCP + TLS per request, recording verifier from `tls`); one

@@ -17,6 +17,7 @@
 //!   files that must exist, duplicate names, defaults): `config.toml` there,
 //!   `[[check]]` entries in `resolve/check.rs`, the shared string -> value
 //!   conversions and their messages in `resolve/cx.rs`.
+//! - `limits.rs`: the minimum and maximum of every duration key.
 //! - this file: the typed configuration, which files are read in which
 //!   order, and small queries on the result ([`Config::select`],
 //!   [`MaintenanceWindow::covers`]).
@@ -28,6 +29,7 @@
 
 mod decode;
 mod error;
+pub mod limits;
 mod raw;
 mod resolve;
 mod source;

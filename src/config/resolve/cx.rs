@@ -150,24 +150,29 @@ impl<'a> Cx<'a> {
             .ok()
     }
 
-    /// A duration no shorter than `min`.
-    pub(super) fn duration_at_least(
+    /// A duration from `min` to `max`, both included. Every duration key
+    /// has both bounds (`config/limits.rs`): the maximum is what keeps a
+    /// deadline computed from it inside the calendar.
+    pub(super) fn duration_within(
         &mut self,
         key: &str,
         value: &Spanned<DurationText>,
         min: Duration,
+        max: Duration,
     ) -> Option<Duration> {
         let duration = self.duration(key, value)?;
-        if duration < min {
-            let message = format!(
-                "{:?} is shorter than the minimum of {}",
-                value.get_ref().0,
-                humantime::format_duration(min)
-            );
-            self.error(&value.span(), key, message);
-            return None;
-        }
-        Some(duration)
+        let (comparison, bound) = match duration {
+            d if d < min => ("shorter than the minimum", min),
+            d if d > max => ("longer than the maximum", max),
+            d => return Some(d),
+        };
+        let message = format!(
+            "{:?} is {comparison} of {}",
+            value.get_ref().0,
+            humantime::format_duration(bound)
+        );
+        self.error(&value.span(), key, message);
+        None
     }
 
     /// An optional duration with its default; a wrong value is reported
@@ -178,9 +183,10 @@ impl<'a> Cx<'a> {
         value: Option<&Spanned<DurationText>>,
         default: Duration,
         min: Duration,
+        max: Duration,
     ) -> Duration {
         value
-            .and_then(|v| self.duration_at_least(key, v, min))
+            .and_then(|v| self.duration_within(key, v, min, max))
             .unwrap_or(default)
     }
 
