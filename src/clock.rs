@@ -127,6 +127,24 @@ pub fn saturating_sub(at: OffsetDateTime, by: std::time::Duration) -> OffsetDate
         .unwrap_or(FAR_PAST)
 }
 
+/// The same instant in chrono, the cron crate's time. chrono's calendar is
+/// wider than `time`'s, so nothing is lost; the fallback is unreachable.
+pub fn to_chrono(t: OffsetDateTime) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond())
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
+}
+
+/// A chrono instant in `time`, saturating at [`FAR_PAST`] and
+/// [`FAR_FUTURE`] (chrono reaches further).
+pub fn from_chrono(t: chrono::DateTime<chrono::Utc>) -> OffsetDateTime {
+    let nanos = i128::from(t.timestamp()) * 1_000_000_000 + i128::from(t.timestamp_subsec_nanos());
+    match OffsetDateTime::from_unix_timestamp_nanos(nanos) {
+        Ok(t) => t.clamp(FAR_PAST, FAR_FUTURE),
+        Err(_) if nanos < 0 => FAR_PAST,
+        Err(_) => FAR_FUTURE,
+    }
+}
+
 /// `now - window`, clamped at the Unix epoch: nothing vigie stores is
 /// older, and a window like "20000y" must not overflow the calendar.
 pub fn since(now: OffsetDateTime, window: std::time::Duration) -> OffsetDateTime {
@@ -165,6 +183,28 @@ mod tests {
         let fake = FakeClock::new(FAR_FUTURE - YEAR);
         fake.advance(2 * YEAR);
         assert_eq!(fake.now(), FAR_FUTURE);
+    }
+
+    #[test]
+    fn chrono_round_trips_and_saturates() {
+        for t in [
+            FAR_PAST,
+            OffsetDateTime::UNIX_EPOCH,
+            datetime!(2026-11-30 20:00:00.123_456_789 UTC),
+            // Past 2262, where chrono's i64 nanoseconds end.
+            datetime!(2500-01-01 0:00 UTC),
+            FAR_FUTURE,
+        ] {
+            assert_eq!(from_chrono(to_chrono(t)), t);
+        }
+        assert_eq!(
+            from_chrono(chrono::DateTime::<chrono::Utc>::MAX_UTC),
+            FAR_FUTURE
+        );
+        assert_eq!(
+            from_chrono(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+            FAR_PAST
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use lettre::message::Mailbox;
+use time::OffsetDateTime;
 use toml::Spanned;
 use url::{Host, Url};
 
@@ -73,9 +74,15 @@ const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(60);
 /// Resolves `config.toml`. Always returns a config (with defaults where a
 /// value was wrong) so the checks can still be validated; `checks` is left
 /// empty for the caller to fill.
-pub(crate) fn config(src: &Source, raw: &RawConfig, diag: &mut Diagnostics) -> Config {
+/// Cron expressions must fire after `now`.
+pub(crate) fn config(
+    src: &Source,
+    raw: &RawConfig,
+    now: OffsetDateTime,
+    diag: &mut Diagnostics,
+) -> Config {
     let base = base_dir(&src.path);
-    let mut cx = Cx::new(src, diag, base);
+    let mut cx = Cx::new(src, diag, base, now);
     let top = raw.top.as_ref().map(|d| &d.value);
     let state_dir = match top.and_then(|t| t.state_dir.as_ref()) {
         Some(dir) => cx.path(dir.get_ref()),

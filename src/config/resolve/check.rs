@@ -13,6 +13,7 @@ use std::time::Duration;
 use http::HeaderName;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::Deserialize;
+use time::OffsetDateTime;
 use toml::Spanned;
 
 use super::base_dir;
@@ -48,15 +49,17 @@ pub(crate) struct Names {
     first: HashMap<String, String>,
 }
 
-/// Resolves the `[[check]]` entries of one checks file, in order.
+/// Resolves the `[[check]]` entries of one checks file, in order; cron
+/// schedules must fire after `now`.
 pub(crate) fn checks(
     src: &Source,
     raw: &[Decoded<RawCheck>],
     defaults: &CheckDefaults,
     names: &mut Names,
+    now: OffsetDateTime,
     diag: &mut Diagnostics,
 ) -> Vec<Check> {
-    let mut cx = Cx::new(src, diag, base_dir(&src.path));
+    let mut cx = Cx::new(src, diag, base_dir(&src.path), now);
     raw.iter()
         .enumerate()
         .filter_map(|(i, d)| check(&mut cx, d, i, defaults, names))
