@@ -846,7 +846,8 @@ pub async fn silence_command(
     if let Some(value) = ask_daemon(config, reqwest::Method::POST, &path, &[], Some(body)).await? {
         return serde_json::from_value(value).map_err(|e| CommandError::Local(e.to_string()));
     }
-    let silence = Silence::new(pattern, duration, reason, clock.now());
+    let silence = Silence::new(pattern, duration, reason, clock.now())
+        .map_err(|e| CommandError::Local(e.to_string()))?;
     let (_store, alerts) = local_store(config)?;
     alerts
         .add_silence(&silence)
@@ -941,13 +942,13 @@ mod tests {
         let (store, _dir) = store();
         let hour = Duration::from_secs(3600);
         store
-            .add_silence(&Silence::new("staging-*", hour, "deploy", T0))
+            .add_silence(&Silence::new("staging-*", hour, "deploy", T0).unwrap())
             .unwrap();
         store
-            .add_silence(&Silence::new("staging-*", 2 * hour, "longer", T0))
+            .add_silence(&Silence::new("staging-*", 2 * hour, "longer", T0).unwrap())
             .unwrap();
         store
-            .add_silence(&Silence::new("app", hour / 2, "", T0))
+            .add_silence(&Silence::new("app", hour / 2, "", T0).unwrap())
             .unwrap();
         let silences = store.silences().unwrap();
         assert_eq!(silences.len(), 2, "one per pattern: {silences:?}");
