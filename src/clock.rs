@@ -145,6 +145,39 @@ pub fn from_chrono(t: chrono::DateTime<chrono::Utc>) -> OffsetDateTime {
     }
 }
 
+/// The times of `schedule` before `at`, latest first (cron's own walk
+/// back: whole seconds, `at` itself excluded unless it has a fraction).
+///
+/// The cron crate (0.17) walks backwards wrongly from a year its
+/// expression leaves out: it keeps the month, day and hour of the start as
+/// bounds, so from 2026-12-01 09:00 "0 30 7 * * * 2020" ends on 2020-12-01
+/// instead of 2020-12-31. Starting at the end of the last year the
+/// expression names, when that is not `at`'s year, avoids it. The crate
+/// knows the years 1970 to 2100 only, so every walk ends.
+pub fn cron_before(
+    schedule: &cron::Schedule,
+    at: OffsetDateTime,
+) -> impl Iterator<Item = OffsetDateTime> + '_ {
+    use chrono::TimeZone;
+    use cron::TimeUnitSpec;
+
+    let this_year = u32::try_from(at.year()).unwrap_or(0);
+    let last_year = schedule
+        .years()
+        .iter()
+        .take_while(|y| *y <= this_year)
+        .last();
+    let from = last_year.and_then(|year| match year == this_year {
+        true => Some(to_chrono(at)),
+        false => chrono::Utc
+            .with_ymd_and_hms(i32::try_from(year).ok()? + 1, 1, 1, 0, 0, 0)
+            .single(),
+    });
+    from.into_iter()
+        .flat_map(move |from| schedule.after(&from).rev())
+        .map(from_chrono)
+}
+
 /// `now - window`, clamped at the Unix epoch: nothing vigie stores is
 /// older, and a window like "20000y" must not overflow the calendar.
 pub fn since(now: OffsetDateTime, window: std::time::Duration) -> OffsetDateTime {
@@ -204,6 +237,33 @@ mod tests {
         assert_eq!(
             from_chrono(chrono::DateTime::<chrono::Utc>::MIN_UTC),
             FAR_PAST
+        );
+    }
+
+    #[test]
+    fn cron_before_walks_back_across_years_the_expression_leaves_out() {
+        use std::str::FromStr;
+        let cron = |text: &str| cron::Schedule::from_str(text).unwrap();
+        let at = datetime!(2026-12-01 09:00 UTC);
+        let last = |text: &str| cron_before(&cron(text), at).next();
+        assert_eq!(
+            last("0 30 7 * * * 2020"),
+            Some(datetime!(2020-12-31 07:30 UTC))
+        );
+        assert_eq!(last("0 0 7 * * *"), Some(datetime!(2026-12-01 07:00 UTC)));
+        assert_eq!(last("0 0 20 * * *"), Some(datetime!(2026-11-30 20:00 UTC)));
+        assert_eq!(last("0 0 0 * * * 2030"), None, "only later years");
+        assert_eq!(last("0 0 0 30 2 *"), None, "no date at all");
+        // Past the crate's last year, the walk starts at the end of 2100.
+        let times: Vec<_> = cron_before(&cron("0 0 12 * * *"), FAR_FUTURE)
+            .take(2)
+            .collect();
+        assert_eq!(
+            times,
+            [
+                datetime!(2100-12-31 12:00 UTC),
+                datetime!(2100-12-30 12:00 UTC)
+            ]
         );
     }
 

@@ -14,12 +14,11 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::cert::format_date;
-use crate::clock::saturating_add;
+use crate::clock::{cron_before, saturating_add};
 use crate::config::limits::MAX_HOLD;
 use crate::config::{glob_match, MaintenanceWindow};
 
@@ -183,7 +182,7 @@ pub fn hold(
 /// read in UTC, like checks' cron expressions.
 pub fn maintenance_end(window: &MaintenanceWindow, now: OffsetDateTime) -> Option<OffsetDateTime> {
     let opened = latest_at_or_before(&window.schedule, now)?;
-    let end = opened + window.duration;
+    let end = saturating_add(opened, window.duration);
     (now < end).then_some(end)
 }
 
@@ -192,23 +191,8 @@ fn latest_at_or_before(schedule: &cron::Schedule, now: OffsetDateTime) -> Option
     // The cron crate walks backwards from a start it excludes, at whole
     // seconds; starting one second late and skipping anything after `now`
     // makes `now` itself count without caring how it rounds.
-    let start = to_chrono(now + Duration::from_secs(1));
-    schedule
-        .after(&start)
-        .rev()
-        .take(3)
-        .map(from_chrono)
-        .find(|t| *t <= now)
-}
-
-fn to_chrono(t: OffsetDateTime) -> DateTime<Utc> {
-    DateTime::from_timestamp_nanos(t.unix_timestamp_nanos() as i64)
-}
-
-fn from_chrono(t: DateTime<Utc>) -> OffsetDateTime {
-    let nanos = t.timestamp_nanos_opt().unwrap_or(i64::MAX);
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    let start = saturating_add(now, Duration::from_secs(1));
+    cron_before(schedule, start).take(3).find(|t| *t <= now)
 }
 
 #[cfg(test)]
@@ -247,6 +231,34 @@ mod tests {
         assert_eq!(maintenance_end(&w, datetime!(2026-12-01 07:00 UTC)), None);
         // Saturday evening: no window.
         assert_eq!(maintenance_end(&w, datetime!(2026-12-05 21:00 UTC)), None);
+    }
+
+    #[test]
+    fn a_window_too_long_for_the_calendar_ends_at_its_end() {
+        // The cron crate's last year is 2100: a year-long window opened
+        // then, the longest config allows, ends in 2101.
+        let w = window(
+            &["*"],
+            "0 0 0 31 12 * 2100",
+            crate::config::limits::MAX_HOLD,
+        );
+        assert_eq!(
+            maintenance_end(&w, datetime!(2101-06-01 0:00 UTC)),
+            Some(datetime!(2101-12-31 06:00 UTC))
+        );
+        // No duration overflows: `opened + Duration::MAX` used to panic.
+        let w = window(&["*"], "0 0 20 * * *", Duration::MAX);
+        let now = datetime!(2026-11-30 21:00 UTC);
+        assert_eq!(maintenance_end(&w, now), Some(crate::clock::FAR_FUTURE));
+        let h = hold("site", now, &[], &[w]).unwrap();
+        assert_eq!(
+            h.describe(),
+            "maintenance window * until 9999-12-31 23:59 UTC"
+        );
+        // At the very end of the calendar, `now + 1s` does not overflow.
+        let end = crate::clock::FAR_FUTURE;
+        let daily = window(&["*"], "0 0 20 * * *", HOUR);
+        assert_eq!(maintenance_end(&daily, end), None);
     }
 
     #[test]

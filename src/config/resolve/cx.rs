@@ -10,15 +10,13 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
-use cron::TimeUnitSpec;
 use lettre::message::Mailbox;
 use regex::Regex;
 use time::OffsetDateTime;
 use toml::Spanned;
 use url::Url;
 
-use crate::clock::to_chrono;
+use crate::clock::{cron_before, to_chrono};
 
 use crate::config::decode::Decoded;
 use crate::config::error::Diagnostics;
@@ -318,37 +316,16 @@ fn never_fires(schedule: &cron::Schedule, now: OffsetDateTime) -> Option<String>
     if schedule.after(&to_chrono(now)).next().is_some() {
         return None;
     }
-    Some(match last_time(schedule, now) {
+    Some(match cron_before(schedule, now).next() {
         Some(last) => format!(
-            "it has no time after now (its last was {})",
-            last.format("%Y-%m-%d %H:%M:%S UTC")
+            "it has no time after now (its last was {} {:02}:{:02}:{:02} UTC)",
+            last.date(),
+            last.hour(),
+            last.minute(),
+            last.second()
         ),
         None => "no date matches it".to_string(),
     })
-}
-
-/// The latest time of `schedule` before `now`, for a schedule with none
-/// after it.
-///
-/// The cron crate (0.17) walks backwards wrongly from a year its
-/// expression leaves out: it keeps the month, day and hour of the start as
-/// bounds, so from 2026-12-01 "0 30 7 * * * 2020" would end on 2020-12-01.
-/// Starting at the end of the last year the expression names avoids that.
-/// It knows the years 1970 to 2100 only, so either walk ends.
-fn last_time(schedule: &cron::Schedule, now: OffsetDateTime) -> Option<chrono::DateTime<Utc>> {
-    let this_year = u32::try_from(now.year()).ok()?;
-    let last_year = schedule
-        .years()
-        .iter()
-        .take_while(|y| *y <= this_year)
-        .last()?;
-    let from = match last_year == this_year {
-        true => to_chrono(now),
-        false => Utc
-            .with_ymd_and_hms(i32::try_from(last_year).ok()? + 1, 1, 1, 0, 0, 0)
-            .single()?,
-    };
-    schedule.after(&from).next_back()
 }
 
 /// regex's errors repeat the pattern with a caret; the last line,
