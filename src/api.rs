@@ -369,8 +369,7 @@ async fn add_silence(State(state): State<ApiState>, Json(body): Json<SilenceRequ
         return refused;
     }
     let duration = match humantime::parse_duration(&body.duration) {
-        Ok(d) if !d.is_zero() => d,
-        Ok(_) => return error(StatusCode::BAD_REQUEST, "for: must be longer than 0s"),
+        Ok(d) => d,
         Err(err) => {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -381,7 +380,11 @@ async fn add_silence(State(state): State<ApiState>, Json(body): Json<SilenceRequ
     if body.pattern.trim().is_empty() {
         return error(StatusCode::BAD_REQUEST, "pattern: must not be empty");
     }
-    let silence = Silence::new(&body.pattern, duration, &body.reason, state.clock.now());
+    // Zero and more than MAX_SILENCE are refused here.
+    let silence = match Silence::new(&body.pattern, duration, &body.reason, state.clock.now()) {
+        Ok(silence) => silence,
+        Err(err) => return error(StatusCode::BAD_REQUEST, &format!("for: {err}")),
+    };
     let stored = silence.clone();
     match ask(&state, |reply| AlertRequest::AddSilence(silence, reply)).await {
         Ok(Ok(())) => (StatusCode::CREATED, Json(stored)).into_response(),

@@ -326,7 +326,12 @@ fn judge_http(expect: &HttpExpect, report: &HttpReport, out: &mut Vec<Failure>) 
         });
     }
     if let Some(max) = expect.max_response_time {
-        let took = Duration::from_secs_f64(report.response_ms / 1000.0);
+        // Saturating: from_secs_f64 panics on a negative, NaN or huge value.
+        let seconds = report.response_ms / 1000.0;
+        let took = Duration::try_from_secs_f64(seconds).unwrap_or(match seconds > 0.0 {
+            true => Duration::MAX,
+            false => Duration::ZERO,
+        });
         if took > max {
             out.push(Failure {
                 assertion: Assertion::HttpResponseTime,

@@ -12,7 +12,8 @@
 //! - [`clock`]: wall-clock time as a dependency.
 //! - [`config`]: `config.toml` + `checks/*.toml`, in two stages: `raw`
 //!   (serde mirror, unknown keys rejected) then `resolve` (typed values,
-//!   every problem reported with file, line and column).
+//!   every duration within its `limits`, every problem reported with file,
+//!   line and column).
 //! - [`check`]: a validated check, ready to run.
 //! - [`cert`]: DER -> [`cert::CertInfo`], and small pure certificate
 //!   judgments (hostname coverage, earliest expiry, staging issuers).

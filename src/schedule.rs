@@ -15,10 +15,10 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use time::OffsetDateTime;
 
 use crate::check::Cadence;
+use crate::clock::{from_chrono, saturating_add, saturating_sub, to_chrono};
 
 /// Cron checks are spread over at most this much after their due second.
 pub const MAX_CRON_JITTER: Duration = Duration::from_secs(30);
@@ -75,9 +75,9 @@ pub fn next_due(
         Cadence::Cron(schedule) => {
             // Shift back by the jitter so a time just before `after + jitter`
             // is not skipped, then forward again.
-            let base = after - jitter;
+            let base = saturating_sub(after, jitter);
             let next = schedule.after(&to_chrono(base)).next()?;
-            Some(from_chrono(next) + jitter)
+            Some(saturating_add(from_chrono(next), jitter))
         }
     }
 }
@@ -100,16 +100,6 @@ pub fn interval(cadence: &Cadence, now: OffsetDateTime) -> Duration {
 /// The first time of `schedule` after `now` (the daily report's).
 pub fn next_after(schedule: &cron::Schedule, now: OffsetDateTime) -> Option<OffsetDateTime> {
     schedule.after(&to_chrono(now)).next().map(from_chrono)
-}
-
-fn to_chrono(t: OffsetDateTime) -> DateTime<Utc> {
-    DateTime::from_timestamp_nanos(t.unix_timestamp_nanos() as i64)
-}
-
-fn from_chrono(t: DateTime<Utc>) -> OffsetDateTime {
-    let nanos = t.timestamp_nanos_opt().unwrap_or(i64::MAX);
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
 /// FNV-1a: tiny, and stable across Rust versions (std's hasher is not
@@ -218,5 +208,31 @@ mod tests {
             Some(T0 + Duration::from_secs(86_400))
         );
         assert_eq!(next_after(&schedule, T0 - Duration::from_secs(1)), Some(T0));
+    }
+
+    #[test]
+    fn cron_at_the_ends_of_the_calendar() {
+        let c = cron("0 0 7 * * *");
+        // After 2262 chrono's nanoseconds used to wrap to the 1700s, and the
+        // check fell due in 1970 forever; past the cron crate's last year
+        // (2100) there is no next run.
+        let late =
+            crate::clock::from_chrono(chrono::DateTime::from_timestamp(10_000_000_000, 0).unwrap());
+        assert_eq!(late.year(), 2286);
+        assert_eq!(next_due(&c, Duration::from_secs(3), late), None);
+        assert_eq!(jitter("site", &c, late), Duration::ZERO);
+        assert_eq!(interval(&c, late), Duration::ZERO);
+        // At the start of the calendar `after - jitter` saturates instead of
+        // panicking (the cron crate reads a negative year as a huge one, so
+        // it finds nothing there either).
+        assert_eq!(next_due(&c, MAX_CRON_JITTER, crate::clock::FAR_PAST), None);
+        assert_eq!(
+            next_due(&c, MAX_CRON_JITTER, at(-3600)),
+            Some(at(7 * 3600) + MAX_CRON_JITTER)
+        );
+        assert_eq!(
+            next_due(&c, MAX_CRON_JITTER, crate::clock::FAR_FUTURE),
+            None
+        );
     }
 }

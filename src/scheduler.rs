@@ -352,7 +352,7 @@ impl Slot {
         if self.running.load(Ordering::Relaxed) || self.idle.load(Ordering::Relaxed) {
             return Duration::ZERO;
         }
-        let late_ms = unix_millis(now) - self.next_due_ms.load(Ordering::Relaxed);
+        let late_ms = unix_millis(now).saturating_sub(self.next_due_ms.load(Ordering::Relaxed));
         Duration::from_millis(late_ms.max(0) as u64)
     }
 

@@ -5,6 +5,7 @@ mod common;
 
 use std::process::Command;
 
+use common::daemon::{api_section, free_addr};
 use common::env::{check_toml, Env};
 use common::*;
 
@@ -127,6 +128,29 @@ fn validate_reports_errors_with_exit_3() {
     );
     // `check` refuses to run on a broken config too.
     assert_eq!(vigie(&env, &["check"]).status.code(), Some(3));
+}
+
+#[test]
+fn silence_without_a_daemon_refuses_more_than_a_year() {
+    let env = Env::new();
+    // Nobody listens there: the command writes the store itself.
+    env.append_config(&api_section(free_addr(), None));
+    let out = vigie(&env, &["silence", "site", "--for", "20000y"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // It used to panic (`now + 20000y` is past the year 9999).
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "vigie: a silence of 20000years is longer than the maximum of 1year"
+    );
+    let out = vigie(&env, &["silence", "site", "--for", "1y"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&out).starts_with("silenced \"site\" until "));
 }
 
 #[test]

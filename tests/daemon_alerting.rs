@@ -149,6 +149,21 @@ async fn an_outage_pages_once_grouped_and_its_recovery_threads_to_it() {
         "{}",
         text(&out.stdout)
     );
+    // A silence longer than MAX_SILENCE is refused with the reason; it
+    // used to panic the handler and reset the connection.
+    let (code, body) = daemon
+        .post(
+            "/api/v1/silences",
+            &serde_json::json!({ "pattern": "site", "for": "20000y" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code, 400, "{body}");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body["error"],
+        "for: a silence of 20000years is longer than the maximum of 1year"
+    );
     status.store(503, Ordering::SeqCst);
     let mails = smtp.wait_for(3, MAIL);
     let subject = mails[2].header("Subject").unwrap();

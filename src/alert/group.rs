@@ -18,6 +18,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::event::{Event, EventKind};
+use crate::clock::saturating_add;
 
 /// Events waiting for their group to close.
 #[derive(Debug, Clone)]
@@ -102,7 +103,7 @@ impl Grouper {
         let window = self.window;
         let (closed, open): (Vec<Group>, Vec<Group>) = std::mem::take(&mut self.groups)
             .into_iter()
-            .partition(|g| now >= g.opened + window);
+            .partition(|g| now >= saturating_add(g.opened, window));
         self.groups = open;
         let mut closed = closed;
         closed.sort_by_key(|g| g.opened);
@@ -119,7 +120,10 @@ impl Grouper {
 
     /// When the next group closes: the time to poll again.
     pub fn next_due(&self) -> Option<OffsetDateTime> {
-        self.groups.iter().map(|g| g.opened + self.window).min()
+        self.groups
+            .iter()
+            .map(|g| saturating_add(g.opened, self.window))
+            .min()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -184,6 +188,22 @@ mod tests {
         let out = g.poll(T0 + Duration::from_secs(50));
         assert_eq!(out[0].kind, EventKind::Resolved);
         assert!(g.is_empty());
+    }
+
+    #[test]
+    fn a_window_past_the_end_of_the_calendar_closes_there() {
+        let mut g = Grouper::new(crate::config::limits::MAX_GROUP_WINDOW);
+        let end = crate::clock::FAR_FUTURE;
+        let late = end - Duration::from_secs(3600);
+        g.push(event(EventKind::Down, "site"), late);
+        // `opened + 1 year` is past the year 9999: it used to panic.
+        assert_eq!(g.next_due(), Some(end));
+        assert!(g.poll(late).is_empty());
+        assert_eq!(g.poll(end).len(), 1);
+        let mut g = Grouper::new(Duration::MAX);
+        g.push(event(EventKind::Down, "site"), T0);
+        assert_eq!(g.next_due(), Some(end));
+        assert!(g.poll(T0 + Duration::from_secs(86_400)).is_empty());
     }
 
     #[test]

@@ -7,15 +7,38 @@
 //! ends pages then (`state.rs` models that). Persisting silences and
 //! expiring them from the store is the daemon's job; this module only reads
 //! them.
+//!
+//! A silence lasts from more than zero to [`MAX_SILENCE`]; [`Silence::new`]
+//! refuses anything else, so neither the CLI nor the API can store one that
+//! ends never (or in the year 22026, which `time` cannot even represent).
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::cert::format_date;
+use crate::clock::{cron_before, saturating_add};
+use crate::config::limits::MAX_HOLD;
 use crate::config::{glob_match, MaintenanceWindow};
+
+/// The longest silence: a year, the same bound as a `[[maintenance]]`
+/// duration. Holding a check's pages for longer is `page = false` in its
+/// `[check.alert]`, which the daily report shows.
+pub const MAX_SILENCE: Duration = MAX_HOLD;
+
+/// Why a silence cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SilenceError {
+    #[error("a silence must be longer than 0s")]
+    Zero,
+    #[error(
+        "a silence of {} is longer than the maximum of {}",
+        humantime::format_duration(*.0),
+        humantime::format_duration(MAX_SILENCE)
+    )]
+    TooLong(Duration),
+}
 
 /// A silence, as `vigie silence` creates it and the store keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,14 +55,26 @@ pub struct Silence {
 }
 
 impl Silence {
-    /// A silence of `pattern` for `duration` from `now`.
-    pub fn new(pattern: &str, duration: Duration, reason: &str, now: OffsetDateTime) -> Self {
-        Self {
+    /// A silence of `pattern` for `duration` from `now`; `duration` is more
+    /// than zero and at most [`MAX_SILENCE`].
+    pub fn new(
+        pattern: &str,
+        duration: Duration,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> Result<Self, SilenceError> {
+        if duration.is_zero() {
+            return Err(SilenceError::Zero);
+        }
+        if duration > MAX_SILENCE {
+            return Err(SilenceError::TooLong(duration));
+        }
+        Ok(Self {
             pattern: pattern.to_string(),
-            until: now + duration,
+            until: saturating_add(now, duration),
             reason: reason.to_string(),
             created: now,
-        }
+        })
     }
 
     pub fn covers(&self, check: &str) -> bool {
@@ -147,7 +182,7 @@ pub fn hold(
 /// read in UTC, like checks' cron expressions.
 pub fn maintenance_end(window: &MaintenanceWindow, now: OffsetDateTime) -> Option<OffsetDateTime> {
     let opened = latest_at_or_before(&window.schedule, now)?;
-    let end = opened + window.duration;
+    let end = saturating_add(opened, window.duration);
     (now < end).then_some(end)
 }
 
@@ -156,23 +191,8 @@ fn latest_at_or_before(schedule: &cron::Schedule, now: OffsetDateTime) -> Option
     // The cron crate walks backwards from a start it excludes, at whole
     // seconds; starting one second late and skipping anything after `now`
     // makes `now` itself count without caring how it rounds.
-    let start = to_chrono(now + Duration::from_secs(1));
-    schedule
-        .after(&start)
-        .rev()
-        .take(3)
-        .map(from_chrono)
-        .find(|t| *t <= now)
-}
-
-fn to_chrono(t: OffsetDateTime) -> DateTime<Utc> {
-    DateTime::from_timestamp_nanos(t.unix_timestamp_nanos() as i64)
-}
-
-fn from_chrono(t: DateTime<Utc>) -> OffsetDateTime {
-    let nanos = t.timestamp_nanos_opt().unwrap_or(i64::MAX);
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    let start = saturating_add(now, Duration::from_secs(1));
+    cron_before(schedule, start).take(3).find(|t| *t <= now)
 }
 
 #[cfg(test)]
@@ -214,6 +234,34 @@ mod tests {
     }
 
     #[test]
+    fn a_window_too_long_for_the_calendar_ends_at_its_end() {
+        // The cron crate's last year is 2100: a year-long window opened
+        // then, the longest config allows, ends in 2101.
+        let w = window(
+            &["*"],
+            "0 0 0 31 12 * 2100",
+            crate::config::limits::MAX_HOLD,
+        );
+        assert_eq!(
+            maintenance_end(&w, datetime!(2101-06-01 0:00 UTC)),
+            Some(datetime!(2101-12-31 06:00 UTC))
+        );
+        // No duration overflows: `opened + Duration::MAX` used to panic.
+        let w = window(&["*"], "0 0 20 * * *", Duration::MAX);
+        let now = datetime!(2026-11-30 21:00 UTC);
+        assert_eq!(maintenance_end(&w, now), Some(crate::clock::FAR_FUTURE));
+        let h = hold("site", now, &[], &[w]).unwrap();
+        assert_eq!(
+            h.describe(),
+            "maintenance window * until 9999-12-31 23:59 UTC"
+        );
+        // At the very end of the calendar, `now + 1s` does not overflow.
+        let end = crate::clock::FAR_FUTURE;
+        let daily = window(&["*"], "0 0 20 * * *", HOUR);
+        assert_eq!(maintenance_end(&daily, end), None);
+    }
+
+    #[test]
     fn overlapping_openings_end_with_the_latest() {
         let w = window(&["*"], "0 0 * * * *", 2 * HOUR);
         assert_eq!(
@@ -226,8 +274,8 @@ mod tests {
     fn the_hold_that_ends_last_wins_and_only_covered_checks_are_held() {
         let now = datetime!(2026-11-30 21:00 UTC);
         let silences = vec![
-            Silence::new("staging-api", 8 * HOUR, "migration", now - HOUR),
-            Silence::new("prod-*", HOUR, "", now - 2 * HOUR),
+            Silence::new("staging-api", 8 * HOUR, "migration", now - HOUR).unwrap(),
+            Silence::new("prod-*", HOUR, "", now - 2 * HOUR).unwrap(),
         ];
         let windows = vec![window(&["staging-*"], "0 0 20 * * Mon-Fri", 11 * HOUR)];
         let h = hold("staging-api", now, &silences, &windows).unwrap();
@@ -249,12 +297,35 @@ mod tests {
     #[test]
     fn a_silence_is_active_from_creation_to_until() {
         let now = datetime!(2026-11-30 21:00 UTC);
-        let s = Silence::new("site", HOUR, "", now);
+        let s = Silence::new("site", HOUR, "", now).unwrap();
         assert!(!s.is_active(now - Duration::from_secs(1)));
         assert!(s.is_active(now));
         assert!(s.is_active(now + HOUR - Duration::from_millis(1)));
         assert!(!s.is_active(now + HOUR));
         assert!(s.covers("site") && !s.covers("site2"));
+    }
+
+    #[test]
+    fn a_silence_lasts_more_than_zero_and_at_most_a_year() {
+        let now = datetime!(2026-11-30 21:00 UTC);
+        let year = Silence::new("site", MAX_SILENCE, "", now).unwrap();
+        assert_eq!(year.until, datetime!(2027-12-01 03:00 UTC), "365.25 days");
+        assert_eq!(
+            Silence::new("site", Duration::ZERO, "", now),
+            Err(SilenceError::Zero)
+        );
+        // "20000y" used to panic here (`now + duration` past the year 9999).
+        let long = humantime::parse_duration("20000y").unwrap();
+        let err = Silence::new("site", long, "", now).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "a silence of 20000years is longer than the maximum of 1year"
+        );
+        let just_over = MAX_SILENCE + Duration::from_secs(1);
+        assert_eq!(
+            Silence::new("site", just_over, "", now),
+            Err(SilenceError::TooLong(just_over))
+        );
     }
 
     #[test]

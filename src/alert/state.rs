@@ -33,6 +33,7 @@ use time::OffsetDateTime;
 use super::event::{Event, EventKind, Held, IncidentId, Snapshot};
 use super::policy::Policy;
 use super::silence::Hold;
+use crate::clock::saturating_add;
 use crate::outcome::{Outcome, Status};
 
 /// A probe as the state machine receives it, after the blind gate.
@@ -407,7 +408,7 @@ fn reminder_is_due(incident: &Incident, now: OffsetDateTime, policy: &Policy) ->
         return false;
     }
     match incident.last_sent {
-        Some(last) => now >= last + policy.repeat,
+        Some(last) => now >= saturating_add(last, policy.repeat),
         None => false,
     }
 }
@@ -543,6 +544,49 @@ mod tests {
             (again[0].kind, &again[0].incident),
             (EventKind::Down, &events[0].incident)
         );
+    }
+
+    #[test]
+    fn a_yearly_reminder_near_the_end_of_the_calendar_saturates() {
+        let year = crate::config::limits::MAX_REPEAT;
+        let policy = Policy {
+            repeat: year,
+            ..policy()
+        };
+        let end = crate::clock::FAR_FUTURE;
+        let hour = Duration::from_secs(3600);
+        let (first, second) = (end - 2 * hour, end - hour);
+        let mut state = AlertState::new("site");
+        let mut events = Vec::new();
+        for o in [
+            down("site", first, Assertion::Connect),
+            down("site", second, Assertion::Connect),
+        ] {
+            let step = transition(state, Observation::judged(&o), o.started_at, &policy, None);
+            state = step.state;
+            events.extend(step.events);
+        }
+        assert_eq!(events.len(), 1, "the DOWN");
+        let state = mark_sent(state, &events[0], "<down@h>", second);
+        // `last_sent + 1 year` is past the year 9999: it used to panic
+        // here; now the reminder is simply not due before the calendar ends.
+        let step = tick(state, end - Duration::from_secs(1), &policy, None);
+        assert!(step.events.is_empty(), "{:?}", step.events);
+        assert!(step.state.is_firing());
+        // Where a year fits, it is due after exactly a year.
+        let (state, events) = feed(
+            AlertState::new("site"),
+            &[
+                down("site", T0, Assertion::Connect),
+                down("site", T0 + PROBE, Assertion::Connect),
+            ],
+        );
+        let state = mark_sent(state, &events[0], "<down@h>", T0 + PROBE);
+        let early = tick(state.clone(), T0 + PROBE + year - PROBE, &policy, None);
+        assert!(early.events.is_empty());
+        let due = tick(state, T0 + PROBE + year, &policy, None);
+        assert_eq!(due.events.len(), 1);
+        assert_eq!(due.events[0].kind, EventKind::Reminder);
     }
 
     #[test]

@@ -312,7 +312,7 @@ fn a_maintenance_window_holds_the_page_and_releases_it_when_still_down() {
 fn a_silence_holds_the_page_and_releases_it_when_still_down() {
     let mut w = World::new(T0);
     w.silences
-        .push(Silence::new("si*", HOUR, "replacing the load balancer", T0));
+        .push(Silence::new("si*", HOUR, "replacing the load balancer", T0).unwrap());
     w.checks(HOUR + 5 * MIN, |t| vec![refused("site", t), up("app", t)]);
     assert_eq!(w.subjects(), ["[vigie] DOWN site: connection refused"]);
     let sent = w.store["site"]
@@ -328,7 +328,7 @@ fn a_silence_holds_the_page_and_releases_it_when_still_down() {
 #[test]
 fn an_incident_that_ends_during_its_silence_is_never_mailed() {
     let mut w = World::new(T0);
-    w.silences.push(Silence::new("site", HOUR, "", T0));
+    w.silences.push(Silence::new("site", HOUR, "", T0).unwrap());
     w.checks(2 * HOUR, |t| match t < T0 + 30 * MIN {
         true => vec![refused("site", t)],
         false => vec![up("site", t)],
@@ -341,7 +341,8 @@ fn an_incident_that_ends_during_its_silence_is_never_mailed() {
 fn a_silence_after_the_page_holds_reminders_but_not_the_resolution() {
     let mut w = World::new(T0);
     w.checks(10 * MIN, |t| vec![refused("site", t)]);
-    w.silences.push(Silence::new("site", 8 * HOUR, "", w.now()));
+    w.silences
+        .push(Silence::new("site", 8 * HOUR, "", w.now()).unwrap());
     w.checks(6 * HOUR, |t| vec![refused("site", t)]);
     w.checks(5 * MIN, |t| vec![up("site", t)]);
     assert_eq!(

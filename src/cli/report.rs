@@ -51,7 +51,10 @@ pub async fn report_offline(
                 alerts.states().map_err(|e| local(&e))?,
                 alerts.silences().map_err(|e| local(&e))?,
                 alerts
-                    .changes_since(now - Duration::from_secs(86_400))
+                    .changes_since(crate::clock::saturating_sub(
+                        now,
+                        Duration::from_secs(86_400),
+                    ))
                     .map_err(|e| local(&e))?,
                 health,
             )

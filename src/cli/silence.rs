@@ -25,7 +25,8 @@ pub async fn silence_command(
     if let Some(value) = ask_daemon(config, reqwest::Method::POST, &path, &[], Some(body)).await? {
         return serde_json::from_value(value).map_err(|e| CommandError::Local(e.to_string()));
     }
-    let silence = Silence::new(pattern, duration, reason, clock.now());
+    let silence = Silence::new(pattern, duration, reason, clock.now())
+        .map_err(|e| CommandError::Local(e.to_string()))?;
     let (_store, alerts) = local_store(config)?;
     alerts
         .add_silence(&silence)

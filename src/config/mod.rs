@@ -1,6 +1,7 @@
 //! The daemon's configuration: `config.toml` plus every `checks/*.toml`,
 //! loaded into typed values once; after [`load`] nothing can hold an invalid
-//! URL, regex, cron expression, duration or mailbox.
+//! URL, regex, cron expression, duration or mailbox, a duration outside its
+//! [`limits`], or a cron expression that never fires again.
 //!
 //! Loading has two stages (ripgrep's raw-then-validated shape), and reports
 //! every problem of every file at once as `FILE:LINE:COL: message`, the
@@ -17,6 +18,7 @@
 //!   files that must exist, duplicate names, defaults): `config.toml` there,
 //!   `[[check]]` entries in `resolve/check.rs`, the shared string -> value
 //!   conversions and their messages in `resolve/cx.rs`.
+//! - `limits.rs`: the minimum and maximum of every duration key.
 //! - this file: the typed configuration, which files are read in which
 //!   order, and small queries on the result ([`Config::select`],
 //!   [`MaintenanceWindow::covers`]).
@@ -28,6 +30,7 @@
 
 mod decode;
 mod error;
+pub mod limits;
 mod raw;
 mod resolve;
 mod source;
@@ -39,9 +42,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lettre::message::Mailbox;
+use time::OffsetDateTime;
 use url::Url;
 
 use crate::check::Check;
+use crate::clock::{Clock, SystemClock};
 
 pub use error::{ConfigError, ConfigErrors};
 
@@ -292,6 +297,12 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 /// in messages and anchors relative paths, and the checks files are read
 /// from disk.
 pub fn load_str(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    load_str_at(path, text, SystemClock.now())
+}
+
+/// Like [`load_str`], as if read at `now`: a cron expression with no time
+/// after `now` is an error (loading at the wall clock is [`load_str`]).
+pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Config, ConfigErrors> {
     let mut diag = Diagnostics::default();
     let src = Source::new(path, text.to_owned(), 0);
     let Some(raw) = decode::config(&src, &mut diag) else {
@@ -299,13 +310,13 @@ pub fn load_str(path: &Path, text: &str) -> Result<Config, ConfigErrors> {
         // are unknown, so the checks are not read.
         return Err(diag.into_errors());
     };
-    let mut config = resolve::config(&src, &raw, &mut diag);
+    let mut config = resolve::config(&src, &raw, now, &mut diag);
     // A missing checks_dir was reported by `resolve`.
     if config.checks_dir.is_dir() {
         let defaults = resolve::CheckDefaults {
             timeout: config.default_timeout,
         };
-        config.checks = load_checks(path, &config.checks_dir, &defaults, &mut diag)
+        config.checks = load_checks(path, &config.checks_dir, &defaults, now, &mut diag)
             .into_iter()
             .map(std::sync::Arc::new)
             .collect();
@@ -332,6 +343,7 @@ pub fn checks_from_str(
             &raw,
             &defaults,
             &mut resolve::Names::default(),
+            SystemClock.now(),
             &mut diag,
         ),
         None => Vec::new(),
@@ -344,6 +356,7 @@ fn load_checks(
     config_path: &Path,
     dir: &Path,
     defaults: &resolve::CheckDefaults,
+    now: OffsetDateTime,
     diag: &mut Diagnostics,
 ) -> Vec<Check> {
     let files = match checks_files(dir) {
@@ -371,7 +384,7 @@ fn load_checks(
         };
         let src = Source::new(file, text, rank);
         if let Some(raw) = decode::checks(&src, diag) {
-            checks.extend(resolve::checks(&src, &raw, defaults, &mut names, diag));
+            checks.extend(resolve::checks(&src, &raw, defaults, &mut names, now, diag));
         }
     }
     checks
@@ -566,6 +579,31 @@ mod tests {
         assert_eq!(picked[0].name, "one");
         let err = config.select(&["three".into(), "one".into()]).unwrap_err();
         assert_eq!(err, "unknown check \"three\" (known: one, two)");
+    }
+
+    #[test]
+    fn cron_expressions_must_fire_after_the_load_time() {
+        let dir = dir_with_checks(&[(
+            "c.toml",
+            "[[check]]\nname = \"once\"\nkind = \"http\"\nurl = \"https://a.example/\"\n\
+             schedule = \"0 0 9 1 6 * 2030\"\n",
+        )]);
+        let text = "[report]\nschedule = \"0 0 7 1 6 * 2030\"\n\
+                    [[maintenance]]\nchecks = [\"*\"]\nschedule = \"0 0 8 1 6 * 2030\"\nduration = \"1h\"\n";
+        let path = dir.path().join("config.toml");
+        let before = time::macros::datetime!(2030-06-01 0:00 UTC);
+        assert!(load_str_at(&path, text, before).is_ok());
+        let after = time::macros::datetime!(2030-06-02 0:00 UTC);
+        let errors = load_str_at(&path, text, after).unwrap_err();
+        let messages: Vec<&str> = errors.0.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "`report.schedule`: \"0 0 7 1 6 * 2030\" never fires: it has no time after now (its last was 2030-06-01 07:00:00 UTC)",
+                "`maintenance[0].schedule`: \"0 0 8 1 6 * 2030\" never fires: it has no time after now (its last was 2030-06-01 08:00:00 UTC)",
+                "`schedule`: \"0 0 9 1 6 * 2030\" never fires: it has no time after now (its last was 2030-06-01 09:00:00 UTC)",
+            ]
+        );
     }
 
     #[test]

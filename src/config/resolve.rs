@@ -26,11 +26,16 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use lettre::message::Mailbox;
+use time::OffsetDateTime;
 use toml::Spanned;
 use url::{Host, Url};
 
 use super::decode::{Decoded, RawConfig};
 use super::error::Diagnostics;
+use super::limits::{
+    MAX_GROUP_WINDOW, MAX_HEARTBEAT_INTERVAL, MAX_HOLD, MAX_REPEAT, MAX_REPLICATION_INTERVAL,
+    MAX_RETENTION, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE,
+};
 use super::raw::{
     RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance, RawReplication,
     RawReport, RawSmtp,
@@ -66,18 +71,18 @@ const DEFAULT_RETENTION: Duration = Duration::from_secs(400 * 86400);
 const DEFAULT_REPLICATION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Shortest `every` and interval: below a second a check is a load test.
-const MIN_INTERVAL: Duration = Duration::from_secs(1);
-/// Shortest timeout-like duration: it only rules out zero, which would fail
-/// every probe.
-const MIN_POSITIVE: Duration = Duration::from_millis(1);
-
 /// Resolves `config.toml`. Always returns a config (with defaults where a
 /// value was wrong) so the checks can still be validated; `checks` is left
 /// empty for the caller to fill.
-pub(crate) fn config(src: &Source, raw: &RawConfig, diag: &mut Diagnostics) -> Config {
+/// Cron expressions must fire after `now`.
+pub(crate) fn config(
+    src: &Source,
+    raw: &RawConfig,
+    now: OffsetDateTime,
+    diag: &mut Diagnostics,
+) -> Config {
     let base = base_dir(&src.path);
-    let mut cx = Cx::new(src, diag, base);
+    let mut cx = Cx::new(src, diag, base, now);
     let top = raw.top.as_ref().map(|d| &d.value);
     let state_dir = match top.and_then(|t| t.state_dir.as_ref()) {
         Some(dir) => cx.path(dir.get_ref()),
@@ -92,6 +97,7 @@ pub(crate) fn config(src: &Source, raw: &RawConfig, diag: &mut Diagnostics) -> C
         top.and_then(|t| t.default_timeout.as_ref()),
         DEFAULT_TIMEOUT,
         MIN_POSITIVE,
+        MAX_TIMEOUT,
     );
     let extra_ca_file = top
         .and_then(|t| t.extra_ca_file.as_ref())
@@ -244,6 +250,7 @@ fn alerting(cx: &mut Cx<'_>, raw: Option<&Decoded<RawAlerting>>) -> AlertingConf
             raw.and_then(|r| r.repeat.as_ref()),
             DEFAULT_REPEAT,
             MIN_INTERVAL,
+            MAX_REPEAT,
         ),
         // Zero is fine: no grouping, one email per alert.
         group_window: cx.duration_or(
@@ -251,6 +258,7 @@ fn alerting(cx: &mut Cx<'_>, raw: Option<&Decoded<RawAlerting>>) -> AlertingConf
             raw.and_then(|r| r.group_window.as_ref()),
             DEFAULT_GROUP_WINDOW,
             Duration::ZERO,
+            MAX_GROUP_WINDOW,
         ),
     }
 }
@@ -362,7 +370,13 @@ fn default_report_schedule() -> cron::Schedule {
 fn history(cx: &mut Cx<'_>, raw: Option<&Decoded<RawHistory>>) -> HistoryConfig {
     let retention = raw.and_then(|d| d.value.retention.as_ref());
     HistoryConfig {
-        retention: cx.duration_or("retention", retention, DEFAULT_RETENTION, MIN_INTERVAL),
+        retention: cx.duration_or(
+            "retention",
+            retention,
+            DEFAULT_RETENTION,
+            MIN_INTERVAL,
+            MAX_RETENTION,
+        ),
     }
 }
 
@@ -430,6 +444,7 @@ fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<Replicati
         raw.interval.as_ref(),
         DEFAULT_REPLICATION_INTERVAL,
         MIN_INTERVAL,
+        MAX_REPLICATION_INTERVAL,
     );
     Some(ReplicationConfig {
         url: url?,
@@ -473,6 +488,7 @@ fn heartbeat(cx: &mut Cx<'_>, d: &Decoded<RawHeartbeat>) -> Option<HeartbeatConf
         raw.interval.as_ref(),
         DEFAULT_HEARTBEAT_INTERVAL,
         MIN_INTERVAL,
+        MAX_HEARTBEAT_INTERVAL,
     );
     Some(HeartbeatConfig {
         url: url?,
@@ -503,7 +519,7 @@ fn maintenance(cx: &mut Cx<'_>, d: &Decoded<RawMaintenance>) -> Option<Maintenan
         .and_then(|s| cx.cron("schedule", s));
     let duration = cx
         .required(d, "duration", raw.duration.as_ref(), "")
-        .and_then(|dur| cx.duration_at_least("duration", dur, MIN_INTERVAL));
+        .and_then(|dur| cx.duration_within("duration", dur, MIN_INTERVAL, MAX_HOLD));
     Some(MaintenanceWindow {
         checks: checks?,
         schedule: schedule?,

@@ -22,7 +22,7 @@ use super::canary::Round;
 use crate::alert::report::{self, Report};
 use crate::alert::{self, AlertState, Engine, Hold, Outbound, Policy, Silence, NETWORK_CHECK};
 use crate::api::{AlertRequest, AlertStatus};
-use crate::clock::Clock;
+use crate::clock::{saturating_add, saturating_sub, Clock};
 use crate::config::Config;
 use crate::mail::{Outbox, OutgoingMessage};
 use crate::outcome::Outcome;
@@ -249,7 +249,7 @@ impl Alerter {
             && alert::canary_failed(outcome)
             && run
                 .last_round
-                .is_none_or(|at| at + ROUND_FRESH < outcome.started_at)
+                .is_none_or(|at| saturating_add(at, ROUND_FRESH) < outcome.started_at)
     }
 
     fn observe(&mut self, run: &mut Run, outcome: &Outcome) {
@@ -297,7 +297,13 @@ impl Alerter {
         }
         // A canary round that never came (the task died or hangs) must not
         // keep failures from being judged.
-        let stale = now - 2 * (config.default_timeout + ROUND_FRESH);
+        let stale = saturating_sub(
+            now,
+            config
+                .default_timeout
+                .saturating_add(ROUND_FRESH)
+                .saturating_mul(2),
+        );
         if run.gated.first().is_some_and(|o| o.started_at < stale) {
             tracing::warn!("no canary round arrived; judging network failures without the gate");
             for outcome in std::mem::take(&mut run.gated) {
@@ -388,7 +394,7 @@ impl Alerter {
         let states: Vec<AlertState> = self.engine.states().cloned().collect();
         let changes = self
             .store
-            .changes_since(now - Duration::from_secs(86_400))
+            .changes_since(saturating_sub(now, Duration::from_secs(86_400)))
             .unwrap_or_else(|err| {
                 tracing::error!(error = %err, "cannot read certificate changes for the report");
                 Vec::new()

@@ -201,7 +201,7 @@ pub async fn run(
             dead_letters: Some(outbox.dead_letters_for_report()),
             replication_lag: replication
                 .as_ref()
-                .map(|r| Duration::from_secs_f64(r.snapshot(now).lag_seconds)),
+                .and_then(|r| Duration::try_from_secs_f64(r.snapshot(now).lag_seconds).ok()),
         })
     };
     let alerter_parts = AlerterParts {

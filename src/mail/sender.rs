@@ -36,7 +36,7 @@ use super::message::{self, render};
 use super::outbox::{Outbox, Pending, TransportState};
 use super::smtp::{DeliveryError, Failure, Session, SmtpTransport, Stage};
 use super::{MailError, OutgoingMessage};
-use crate::clock::{from_unix_millis, Clock};
+use crate::clock::{from_unix_millis, saturating_add, Clock};
 use crate::config::Config;
 
 /// How long an idle sender sleeps before looking again on its own (it is
@@ -340,7 +340,7 @@ impl Sender {
                     self.outbox
                         .stats()
                         .record_error(self.clock.now(), &e.to_string());
-                    Some(self.clock.now() + self.backoff.initial)
+                    Some(saturating_add(self.clock.now(), self.backoff.initial))
                 }
             };
             if shutdown.is_cancelled() {
@@ -459,13 +459,16 @@ impl Sender {
                             self.bury(&pending, &reason, now).await?;
                             backlog -= 1;
                         } else {
-                            let next = now + self.backoff.after(pending.attempts.saturating_add(1));
+                            let next = saturating_add(
+                                now,
+                                self.backoff.after(pending.attempts.saturating_add(1)),
+                            );
                             self.outbox.defer(&pending, &e.to_string(), next)?;
                             earliest = Some(earliest.map_or(next, |t| t.min(next)));
                             stats.deferred(now, &e.to_string());
                             tracing::warn!(
                                 message_id = %pending.message.message_id,
-                                attempts = pending.attempts + 1,
+                                attempts = pending.attempts.saturating_add(1),
                                 retry_at = %next,
                                 error = %e,
                                 "mail deferred by the server"
@@ -513,7 +516,7 @@ impl Sender {
             .as_ref()
             .map_or(0, |t| t.failures)
             .saturating_add(1);
-        let next = now + self.backoff.after(failures);
+        let next = saturating_add(now, self.backoff.after(failures));
         let state = TransportState {
             failures,
             next_attempt: next,

@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 
 use crate::alert::report::CertChange;
 use crate::alert::{AlertState, Outbound, Silence};
-use crate::clock::unix_millis;
+use crate::clock::{saturating_sub, unix_millis};
 use crate::mail::{MailError, Outbox, OutgoingMessage};
 
 const STATES_TREE: &str = "alert_state";
@@ -179,7 +179,8 @@ impl AlertStore {
                 Err(err) => tracing::warn!(error = %err, "skipping a damaged certificate change"),
             }
         }
-        let expired = (unix_millis(since - CHANGES_KEPT).max(0) as u64).to_be_bytes();
+        let expired =
+            (unix_millis(saturating_sub(since, CHANGES_KEPT)).max(0) as u64).to_be_bytes();
         for entry in self.changes.range(..expired) {
             let (key, _) = entry.map_err(self.io("read certificate changes"))?;
             self.changes
@@ -272,13 +273,13 @@ mod tests {
         let (store, _dir) = store();
         let hour = Duration::from_secs(3600);
         store
-            .add_silence(&Silence::new("staging-*", hour, "deploy", T0))
+            .add_silence(&Silence::new("staging-*", hour, "deploy", T0).unwrap())
             .unwrap();
         store
-            .add_silence(&Silence::new("staging-*", 2 * hour, "longer", T0))
+            .add_silence(&Silence::new("staging-*", 2 * hour, "longer", T0).unwrap())
             .unwrap();
         store
-            .add_silence(&Silence::new("app", hour / 2, "", T0))
+            .add_silence(&Silence::new("app", hour / 2, "", T0).unwrap())
             .unwrap();
         let silences = store.silences().unwrap();
         assert_eq!(silences.len(), 2, "one per pattern: {silences:?}");

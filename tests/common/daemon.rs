@@ -228,6 +228,27 @@ impl Daemon {
         self.get_as(path, self.token.as_deref()).await
     }
 
+    /// POST `body` as JSON to `path` with [`Daemon::token`] if set.
+    pub async fn post(&self, path: &str, body: &Value) -> Result<(u16, String), String> {
+        let mut request = self
+            .client
+            .post(format!("http://{}{path}", self.api))
+            .json(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("POST {path}: {e}"))?;
+        let status = response.status().as_u16();
+        let body = response
+            .text()
+            .await
+            .map_err(|e| format!("POST {path} body: {e}"))?;
+        Ok((status, body))
+    }
+
     /// GET `path`, expecting 200 and JSON.
     pub async fn get_json(&self, path: &str) -> Result<Value, String> {
         match self.get(path).await? {

@@ -402,8 +402,8 @@ mod tests {
             .unwrap(),
         ];
         let silences = vec![
-            Silence::new("staging-*", 8 * HOUR, "load test <until noon>", now - HOUR),
-            Silence::new("expired", HOUR, "", now - 2 * HOUR),
+            Silence::new("staging-*", 8 * HOUR, "load test <until noon>", now - HOUR).unwrap(),
+            Silence::new("expired", HOUR, "", now - 2 * HOUR).unwrap(),
         ];
         let health = Health {
             uptime: Some(Duration::from_secs(3 * 86400 + 4 * 3600 + 120)),

@@ -13,16 +13,20 @@ use std::time::Duration;
 use http::HeaderName;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::Deserialize;
+use time::OffsetDateTime;
 use toml::Spanned;
 
+use super::base_dir;
 use super::cx::Cx;
-use super::{base_dir, MIN_INTERVAL, MIN_POSITIVE};
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
     TlsExpect, DEFAULT_CRITICAL_DAYS,
 };
 use crate::config::decode::{backticked, key_as_written, Decoded};
 use crate::config::error::Diagnostics;
+use crate::config::limits::{
+    MAX_EVERY, MAX_MIN_MAX_AGE, MAX_REPEAT, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE,
+};
 use crate::config::raw::{RawCheck, RawCheckAlert, RawExpect, RawTls};
 use crate::config::source::Source;
 
@@ -45,15 +49,17 @@ pub(crate) struct Names {
     first: HashMap<String, String>,
 }
 
-/// Resolves the `[[check]]` entries of one checks file, in order.
+/// Resolves the `[[check]]` entries of one checks file, in order; cron
+/// schedules must fire after `now`.
 pub(crate) fn checks(
     src: &Source,
     raw: &[Decoded<RawCheck>],
     defaults: &CheckDefaults,
     names: &mut Names,
+    now: OffsetDateTime,
     diag: &mut Diagnostics,
 ) -> Vec<Check> {
-    let mut cx = Cx::new(src, diag, base_dir(&src.path));
+    let mut cx = Cx::new(src, diag, base_dir(&src.path), now);
     raw.iter()
         .enumerate()
         .filter_map(|(i, d)| check(&mut cx, d, i, defaults, names))
@@ -89,6 +95,7 @@ fn check(
         raw.timeout.as_ref(),
         defaults.timeout,
         MIN_POSITIVE,
+        MAX_TIMEOUT,
     );
     let resolve = raw.resolve.as_ref().and_then(|r| {
         let ip = r.get_ref().parse::<IpAddr>().ok();
@@ -187,7 +194,7 @@ fn cadence(cx: &mut Cx<'_>, raw: &RawCheck) -> Cadence {
             fallback
         }
         (Some(every), None) => cx
-            .duration_at_least("every", every, MIN_INTERVAL)
+            .duration_within("every", every, MIN_INTERVAL, MAX_EVERY)
             .map_or(fallback, Cadence::Every),
         (None, Some(schedule)) => cx
             .cron("schedule", schedule)
@@ -285,7 +292,7 @@ fn alert(cx: &mut Cx<'_>, raw: Option<&RawCheckAlert>) -> AlertOverrides {
         repeat: raw
             .repeat
             .as_ref()
-            .and_then(|r| cx.duration("alert.repeat", r)),
+            .and_then(|r| cx.duration_within("alert.repeat", r, Duration::ZERO, MAX_REPEAT)),
         to: raw
             .to
             .as_deref()
@@ -339,10 +346,9 @@ fn expect(cx: &mut Cx<'_>, raw: &RawExpect) -> HttpExpect {
             .body_regex
             .as_ref()
             .and_then(|r| cx.regex("expect.body_regex", r)),
-        max_response_time: raw
-            .max_response_time
-            .as_ref()
-            .and_then(|t| cx.duration_at_least("expect.max_response_time", t, MIN_POSITIVE)),
+        max_response_time: raw.max_response_time.as_ref().and_then(|t| {
+            cx.duration_within("expect.max_response_time", t, MIN_POSITIVE, MAX_TIMEOUT)
+        }),
         headers,
     }
 }
@@ -439,7 +445,7 @@ fn cors(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Option<CorsChe
     let min_max_age = raw
         .min_max_age
         .as_ref()
-        .and_then(|t| cx.duration_at_least("min_max_age", t, MIN_INTERVAL));
+        .and_then(|t| cx.duration_within("min_max_age", t, MIN_INTERVAL, MAX_MIN_MAX_AGE));
     Some(CorsCheck {
         origin: origin?,
         method: method?,

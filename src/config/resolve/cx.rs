@@ -12,8 +12,11 @@ use std::time::Duration;
 
 use lettre::message::Mailbox;
 use regex::Regex;
+use time::OffsetDateTime;
 use toml::Spanned;
 use url::Url;
+
+use crate::clock::{cron_before, to_chrono};
 
 use crate::config::decode::Decoded;
 use crate::config::error::Diagnostics;
@@ -37,16 +40,25 @@ pub(super) struct Cx<'a> {
     /// "smtp." while resolving `[smtp]`, "" at the top level and in checks
     /// (whose keys are named without `check[3].`).
     prefix: String,
+    /// When the files are read: a cron expression must fire after it.
+    now: OffsetDateTime,
 }
 
 impl<'a> Cx<'a> {
-    /// Top-level keys of `src`; relative paths against `base`.
-    pub(super) fn new(src: &'a Source, diag: &'a mut Diagnostics, base: &'a Path) -> Self {
+    /// Top-level keys of `src`; relative paths against `base`; schedules
+    /// judged at `now`.
+    pub(super) fn new(
+        src: &'a Source,
+        diag: &'a mut Diagnostics,
+        base: &'a Path,
+        now: OffsetDateTime,
+    ) -> Self {
         Self {
             src,
             diag,
             base,
             prefix: String::new(),
+            now,
         }
     }
 
@@ -59,6 +71,7 @@ impl<'a> Cx<'a> {
             diag: self.diag,
             base: self.base,
             prefix: format!("{name}."),
+            now: self.now,
         }
     }
 
@@ -150,24 +163,29 @@ impl<'a> Cx<'a> {
             .ok()
     }
 
-    /// A duration no shorter than `min`.
-    pub(super) fn duration_at_least(
+    /// A duration from `min` to `max`, both included. Every duration key
+    /// has both bounds (`config/limits.rs`): the maximum is what keeps a
+    /// deadline computed from it inside the calendar.
+    pub(super) fn duration_within(
         &mut self,
         key: &str,
         value: &Spanned<DurationText>,
         min: Duration,
+        max: Duration,
     ) -> Option<Duration> {
         let duration = self.duration(key, value)?;
-        if duration < min {
-            let message = format!(
-                "{:?} is shorter than the minimum of {}",
-                value.get_ref().0,
-                humantime::format_duration(min)
-            );
-            self.error(&value.span(), key, message);
-            return None;
-        }
-        Some(duration)
+        let (comparison, bound) = match duration {
+            d if d < min => ("shorter than the minimum", min),
+            d if d > max => ("longer than the maximum", max),
+            d => return Some(d),
+        };
+        let message = format!(
+            "{:?} is {comparison} of {}",
+            value.get_ref().0,
+            humantime::format_duration(bound)
+        );
+        self.error(&value.span(), key, message);
+        None
     }
 
     /// An optional duration with its default; a wrong value is reported
@@ -178,18 +196,23 @@ impl<'a> Cx<'a> {
         value: Option<&Spanned<DurationText>>,
         default: Duration,
         min: Duration,
+        max: Duration,
     ) -> Duration {
         value
-            .and_then(|v| self.duration_at_least(key, v, min))
+            .and_then(|v| self.duration_within(key, v, min, max))
             .unwrap_or(default)
     }
 
     /// A cron expression, cron crate syntax (six or seven fields, seconds
     /// first), which differs from crontab's five fields: the commonest
     /// mistake, so the message always shows the expected form.
+    ///
+    /// It must also fire after now: one that never does (a past year, the
+    /// 30th of February) parses, and would leave a check, the report or a
+    /// maintenance window silently idle.
     pub(super) fn cron(&mut self, key: &str, value: &Spanned<CronText>) -> Option<cron::Schedule> {
         let text = &value.get_ref().0;
-        cron::Schedule::from_str(text)
+        let schedule = cron::Schedule::from_str(text)
             .map_err(|e| {
                 let message = format!(
                     "invalid cron expression {text:?}{} ({CRON_HELP})",
@@ -197,7 +220,14 @@ impl<'a> Cx<'a> {
                 );
                 self.error(&value.span(), key, message);
             })
-            .ok()
+            .ok()?;
+        match never_fires(&schedule, self.now) {
+            None => Some(schedule),
+            Some(why) => {
+                self.error(&value.span(), key, format!("{text:?} never fires: {why}"));
+                None
+            }
+        }
     }
 
     /// A regex, compiled once here so no probe can meet an invalid one.
@@ -279,6 +309,25 @@ fn cron_reason(text: &str, error: &cron::error::Error) -> String {
     }
 }
 
+/// Why `schedule` has no time after `now`, or `None` when it has one. The
+/// message names the last time it had, not `now`, so it is the same from
+/// one run to the next.
+fn never_fires(schedule: &cron::Schedule, now: OffsetDateTime) -> Option<String> {
+    if schedule.after(&to_chrono(now)).next().is_some() {
+        return None;
+    }
+    Some(match cron_before(schedule, now).next() {
+        Some(last) => format!(
+            "it has no time after now (its last was {} {:02}:{:02}:{:02} UTC)",
+            last.date(),
+            last.hour(),
+            last.minute(),
+            last.second()
+        ),
+        None => "no date matches it".to_string(),
+    })
+}
+
 /// regex's errors repeat the pattern with a caret; the last line,
 /// `error: ...`, is the reason.
 fn regex_reason(error: &regex::Error) -> String {
@@ -307,6 +356,34 @@ mod tests {
         let hours = reason("0 0 25 * * *").unwrap_or_default();
         assert!(hours.contains("25"), "{hours}");
         assert_eq!(reason("0 0 7 * * *"), None);
+    }
+
+    #[test]
+    fn a_cron_with_no_time_after_now_never_fires() {
+        let cron = |text: &str| cron::Schedule::from_str(text).unwrap();
+        let now = time::macros::datetime!(2026-11-30 12:00 UTC);
+        assert_eq!(never_fires(&cron("0 0 7 * * *"), now), None);
+        assert_eq!(
+            never_fires(&cron("0 0 0 1 1 * 2020"), now).as_deref(),
+            Some("it has no time after now (its last was 2020-01-01 00:00:00 UTC)")
+        );
+        // The last time of a past year is its last day, whatever today is
+        // (the cron crate alone would say 2020-11-30).
+        assert_eq!(
+            never_fires(&cron("0 30 7 * * * 2020"), now).as_deref(),
+            Some("it has no time after now (its last was 2020-12-31 07:30:00 UTC)")
+        );
+        assert_eq!(
+            never_fires(&cron("0 0 20 * * Mon-Fri 2019-2021"), now).as_deref(),
+            Some("it has no time after now (its last was 2021-12-31 20:00:00 UTC)")
+        );
+        // A time later today still fires; one that passed an hour ago, no.
+        assert_eq!(never_fires(&cron("0 0 13 30 11 * 2026"), now), None);
+        assert!(never_fires(&cron("0 0 11 30 11 * 2026"), now).is_some());
+        assert_eq!(
+            never_fires(&cron("0 0 0 30 2 *"), now).as_deref(),
+            Some("no date matches it")
+        );
     }
 
     #[test]

@@ -1,0 +1,95 @@
+//! The bounds of every duration key, in one place: resolution takes its
+//! minima and maxima from here, and the README and `checks/README.md` list
+//! the same values next to each key.
+//!
+//! The minima rule out values that break the daemon (a zero timeout fails
+//! every probe). The maxima rule out values no one means, "400y" for
+//! "400d", and keep every deadline the daemon computes from them (`now +
+//! repeat`, the end of a maintenance window, the retention cutoff) well
+//! inside the calendar: `time` panics past the year 9999, and before these
+//! bounds `vigie validate` accepted values that made the daemon do that.
+//! Each maximum is far above any sensible setting; its comment says why it
+//! is where it is.
+
+use std::time::Duration;
+
+/// humantime's year (365.25 days), so that `"1y"` is exactly the maximum
+/// and messages read "1year".
+const YEAR: Duration = Duration::from_secs(31_557_600);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// Shortest `every` and interval: below a second a check is a load test.
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Shortest timeout-like duration: it only rules out zero, which would fail
+/// every probe.
+pub(crate) const MIN_POSITIVE: Duration = Duration::from_millis(1);
+
+/// `default_timeout`, a check's `timeout` and `expect.max_response_time`.
+/// A probe is one lookup, connection, handshake and request (with its
+/// redirects); one still running after ten minutes is hung, not slow. The
+/// blind-monitor gate also waits up to twice `default_timeout` for a canary
+/// round before judging network failures, so a longer timeout delays pages.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// A check's `every`. An `every` check's runs are spread over its period
+/// (jitter), so its first run after a start or reload can come up to one
+/// period later: past a day, a new check would go unprobed for days.
+/// Rarer runs are what `schedule` (cron) is for.
+pub const MAX_EVERY: Duration = DAY;
+
+/// `[alerting] repeat` and `[check.alert] repeat`: a reminder rarer than
+/// yearly is none; `"0s"` in a check turns reminders off instead.
+pub const MAX_REPEAT: Duration = YEAR;
+
+/// `[alerting] group_window`. Every page waits out the window, so useful
+/// values are seconds; the bound only keeps the wait finite and in the
+/// calendar.
+pub const MAX_GROUP_WINDOW: Duration = YEAR;
+
+/// `[[maintenance]] duration`, and every silence (`MAX_SILENCE` in
+/// `alert/silence.rs` is this value): a hold on pages longer than a year is
+/// a check that should not page at all, `page = false`.
+pub const MAX_HOLD: Duration = YEAR;
+
+/// `[history] retention`: ten years of history is more than any
+/// certificate or incident needs, and the store's keys stay far from the
+/// calendar's ends.
+pub const MAX_RETENTION: Duration = Duration::from_secs(10 * 31_557_600);
+
+/// `[replication] interval`: the replica is the copy that survives losing
+/// this machine; shipping less often than daily loses more than a day of
+/// history with it, and `/healthz` only calls replication behind after
+/// three intervals.
+pub const MAX_REPLICATION_INTERVAL: Duration = DAY;
+
+/// `[heartbeat] interval`: the dead-man's switch is how anyone learns that
+/// vigie itself died; pinging less often than daily leaves a dead monitor
+/// unnoticed for more than a day.
+pub const MAX_HEARTBEAT_INTERVAL: Duration = DAY;
+
+/// A cors check's `min_max_age`: browsers cap `Access-Control-Max-Age` at
+/// a day (Firefox; Chromium at two hours), so requiring more asserts a
+/// cache no browser keeps.
+pub const MAX_MIN_MAX_AGE: Duration = DAY;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maxima_read_as_the_documentation_writes_them() {
+        let text = |d: Duration| humantime::format_duration(d).to_string();
+        assert_eq!(text(MAX_TIMEOUT), "10m");
+        assert_eq!(text(MAX_EVERY), "1day");
+        assert_eq!(text(MAX_REPEAT), "1year");
+        assert_eq!(text(MAX_GROUP_WINDOW), "1year");
+        assert_eq!(text(MAX_HOLD), "1year");
+        assert_eq!(text(MAX_RETENTION), "10years");
+        assert_eq!(text(MAX_REPLICATION_INTERVAL), "1day");
+        assert_eq!(text(MAX_HEARTBEAT_INTERVAL), "1day");
+        assert_eq!(text(MAX_MIN_MAX_AGE), "1day");
+        assert_eq!(humantime::parse_duration("1y").ok(), Some(MAX_HOLD));
+        assert_eq!(humantime::parse_duration("10y").ok(), Some(MAX_RETENTION));
+    }
+}
