@@ -1,6 +1,8 @@
 //! The local HTTP API: `/healthz`, `/metrics`, `/api/v1/checks`,
-//! `/api/v1/history/{name}`. Read-only: it reads the store, the scheduler's
-//! slots and the health state; it never probes and never writes.
+//! `/api/v1/history/{name}`, `/api/v1/report` and `/api/v1/silences`. It
+//! reads the store, the scheduler's slots and the health verdict; it never
+//! probes and writes nothing itself: silences and the report are asked of
+//! the alerter ([`AlertRequest`]), which owns them.
 //!
 //! It listens on loopback by default. When `[api] listen` is another
 //! address, every endpoint but `/healthz` requires the bearer token from

@@ -37,8 +37,20 @@ pub struct Health {
     /// succeeds again.
     store_failing: Mutex<Option<String>>,
     recorded: AtomicU64,
-    degraded: Mutex<Vec<String>>,
+    degradations: Degradations,
     stages: Arc<Stages>,
+}
+
+/// What degrades vigie, read at each verdict (the daemon sets it once).
+type DegradationSource = Box<dyn Fn(OffsetDateTime) -> Vec<String> + Send + Sync>;
+
+#[derive(Default)]
+struct Degradations(std::sync::OnceLock<DegradationSource>);
+
+impl std::fmt::Debug for Degradations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Degradations")
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -133,10 +145,14 @@ impl Health {
         *self.late.lock().unwrap_or_else(|p| p.into_inner()) = worst;
     }
 
-    /// What degrades vigie now (each a line fit for a third party: no
-    /// target, bucket or address).
-    pub fn set_degraded(&self, reasons: Vec<String>) {
-        *self.degraded.lock().unwrap_or_else(|p| p.into_inner()) = reasons;
+    /// Where each verdict reads what degrades vigie (each reason a line
+    /// fit for a third party: no target, bucket or address). Set once; a
+    /// later call is ignored.
+    pub fn degraded_by(
+        &self,
+        source: impl Fn(OffsetDateTime) -> Vec<String> + Send + Sync + 'static,
+    ) {
+        let _ = self.degradations.0.set(Box::new(source));
     }
 
     pub fn reloaded(&self, ok: bool, now: OffsetDateTime) {
@@ -278,10 +294,11 @@ impl Health {
             store_errors: self.store_errors(),
             config_reload_ok: self.reload_ok(),
             degraded: self
-                .degraded
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+                .degradations
+                .0
+                .get()
+                .map(|source| source(now))
+                .unwrap_or_default(),
             tasks: stages
                 .iter()
                 .map(|s| TaskHealth {

@@ -1,7 +1,9 @@
 //! systemd's notify protocol (`Type=notify`): READY once the first
 //! schedule is armed, RELOADING/READY around a config reload, STOPPING on
-//! the way out, and WATCHDOG only while the scheduler makes progress, so
-//! systemd restarts a daemon that hangs rather than one that is merely busy.
+//! the way out, and WATCHDOG only while the scheduler makes progress and
+//! every supervised task can be brought back (the daemon's watch decides),
+//! so systemd restarts a daemon that hangs rather than one that is merely
+//! busy.
 //!
 //! Outside systemd (`NOTIFY_SOCKET` unset) every call is a no-op.
 

@@ -203,13 +203,16 @@ fn replication_failing_or_far_behind_degrades_the_beat() {
         bytes_total: 0,
         last_error: Some("cannot reach https://s3.example: timed out".into()),
     };
+    let current = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let source = current.clone();
+    health.degraded_by(move |_| source.lock().unwrap().clone());
     let beat_with = |snapshot: ReplicationSnapshot| {
         let degraded = snapshot
             .reason()
             .map(|r| reason_kind(&r))
             .into_iter()
             .collect();
-        health.set_degraded(degraded);
+        *current.lock().unwrap() = degraded;
         heartbeat::signal(&health.verdict(clock.now()))
     };
     assert_eq!(beat_with(snapshot(ReplicationState::Ok)), Signal::Alive);

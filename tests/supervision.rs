@@ -10,7 +10,7 @@ mod common;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -201,8 +201,26 @@ async fn a_task_that_panics_at_every_start_fails_health_and_starves_the_watchdog
     );
     let faults = tempfile::tempdir().unwrap();
     let notify_path = faults.path().join("notify.sock");
+    // Read at once, always: a datagram socket holds only a few unread
+    // messages (net.unix.max_dgram_qlen), then the sender blocks.
     let notify = UnixDatagram::bind(&notify_path).unwrap();
-    notify.set_nonblocking(true).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let watchdogs = Arc::new(AtomicUsize::new(0));
+    let counted = watchdogs.clone();
+    let reading = Arc::new(AtomicBool::new(true));
+    let read_on = reading.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while read_on.load(Ordering::SeqCst) {
+            if let Ok(n) = notify.recv(&mut buf) {
+                if String::from_utf8_lossy(&buf[..n]).contains("WATCHDOG=1") {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+    });
     let mut daemon = Daemon::spawn_with_env(
         &env.config_path(),
         api,
@@ -213,19 +231,9 @@ async fn a_task_that_panics_at_every_start_fails_health_and_starves_the_watchdog
     );
     daemon.wait_healthy(START).await;
     assert_hook_armed(&daemon);
-    let watchdogs = |socket: &UnixDatagram| {
-        let mut buf = [0u8; 512];
-        let mut count = 0;
-        while let Ok(n) = socket.recv(&mut buf) {
-            if String::from_utf8_lossy(&buf[..n]).contains("WATCHDOG=1") {
-                count += 1;
-            }
-        }
-        count
-    };
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
-        watchdogs(&notify) >= 1,
+        watchdogs.load(Ordering::SeqCst) >= 1,
         "a healthy vigie feeds the watchdog"
     );
 
@@ -251,10 +259,11 @@ async fn a_task_that_panics_at_every_start_fails_health_and_starves_the_watchdog
         reason.contains("alerter") && reason.contains("injected fault in alerter"),
         "{health}"
     );
-    watchdogs(&notify);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fed = watchdogs.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
-        watchdogs(&notify),
+        watchdogs.load(Ordering::SeqCst) - fed,
         0,
         "no WATCHDOG=1 while the alerter cannot be brought back:\n{}",
         daemon.log()
@@ -270,4 +279,6 @@ async fn a_task_that_panics_at_every_start_fails_health_and_starves_the_watchdog
     daemon.signal(libc::SIGTERM);
     let exit = daemon.wait_exit(Duration::from_secs(30)).await;
     assert_ne!(exit.code(), Some(0), "{}", daemon.log());
+    reading.store(false, Ordering::SeqCst);
+    reader.join().unwrap();
 }

@@ -87,6 +87,10 @@ pub struct Alerter {
     canary_now: Option<Arc<Notify>>,
     status: Arc<AlertStatus>,
     policies: Policies,
+    /// States the store refused (a full or failing disk), by check: the
+    /// engine goes on in memory, and they are written back once the store
+    /// takes writes again.
+    unsaved: HashMap<String, AlertState>,
 }
 
 struct Run {
@@ -172,6 +176,7 @@ impl Alerter {
             canary_now: parts.canary_now.clone(),
             status: parts.status.clone(),
             policies,
+            unsaved: HashMap::new(),
         }
     }
 
@@ -289,6 +294,7 @@ impl Alerter {
     }
 
     fn tick(&mut self, run: &mut Run) {
+        self.write_back();
         let now = self.clock.now();
         let config = self.config.borrow().clone();
         run.silences.retain(|s| s.until > now);
@@ -428,38 +434,45 @@ impl Alerter {
         });
     }
 
+    /// Stores changed states; what the store refuses stays in memory (see
+    /// [`Alerter::write_back`]) and alerting goes on as if it were stored.
     fn save(&mut self, states: &[AlertState]) {
         if states.is_empty() {
             return;
         }
         if let Err(err) = self.store.save(states) {
-            tracing::error!(error = %err, "cannot store alert state; reloading it from the store");
-            self.rebuild();
+            if self.unsaved.is_empty() {
+                tracing::error!(error = %err, "cannot store alert state; alerting goes on from memory and writes it back once the store takes writes");
+            }
+            self.hold_unsaved(states);
         }
     }
 
-    /// The engine from the store again, after a failed write: it re-queues
-    /// what is still due.
-    fn rebuild(&mut self) {
-        let config = self.config.borrow().clone();
-        self.policies.refresh(&config);
-        let policies = &self.policies;
-        match self.store.states() {
-            Ok(states) => {
-                self.engine = Engine::new(
-                    &self.host,
-                    config.alerting.group_window,
-                    states,
-                    self.clock.now(),
-                    |check| policies.get(check),
-                );
-            }
-            Err(err) => tracing::error!(error = %err, "cannot read alert state back"),
+    fn hold_unsaved(&mut self, states: &[AlertState]) {
+        for state in states {
+            self.unsaved.insert(state.check.clone(), state.clone());
+        }
+    }
+
+    /// Writes back the states the store refused, once it takes them.
+    fn write_back(&mut self) {
+        if self.unsaved.is_empty() {
+            return;
+        }
+        let held: Vec<AlertState> = self.unsaved.values().cloned().collect();
+        if self.store.save(&held).is_ok() {
+            tracing::info!(
+                checks = held.len(),
+                "the store takes writes again: alert state held in memory written back"
+            );
+            self.unsaved.clear();
         }
     }
 
     /// Writes every mail whose grouping window closed, each with its states
-    /// in one transaction, then makes them durable and wakes the sender.
+    /// in one transaction, then makes them durable and wakes the sender. A
+    /// mail the store refuses is still delivered, from memory: see
+    /// [`send_not_durable`].
     async fn send_due(&mut self) {
         let now = self.clock.now();
         let due: Vec<Outbound> = self.engine.poll(now);
@@ -474,16 +487,43 @@ impl Alerter {
                     tracing::info!(subject = %outbound.email.subject, "alert queued");
                 }
                 Err(err) => {
-                    tracing::error!(error = %err, subject = %outbound.email.subject, "cannot queue an alert; it stays due");
-                    self.rebuild();
-                    break;
+                    tracing::error!(error = %err, subject = %outbound.email.subject, "cannot write the alert to the outbox; sending it from memory (not durable)");
+                    self.hold_unsaved(&outbound.states);
+                    let config = self.config.borrow().clone();
+                    send_not_durable(config, outbound, &err.to_string(), self.clock.clone());
                 }
             }
         }
         if queued > 0 {
             if let Err(err) = self.outbox.flush_and_wake().await {
-                tracing::error!(error = %err, "cannot flush the outbox");
+                // Written, not on disk: the sender still has them to send.
+                tracing::error!(error = %err, queued, "cannot flush the outbox: the alerts just queued are sent, but are not durable");
+                self.outbox.wake();
             }
         }
     }
+}
+
+/// Delivers a page the outbox could not take, from memory: straight
+/// through the configured delivery, retried with backoff until it is
+/// accepted (or vigie stops: it is not durable, and the mail says so).
+fn send_not_durable(config: Arc<Config>, outbound: &Outbound, why: &str, clock: Arc<dyn Clock>) {
+    let mut message = OutgoingMessage::from(outbound.email.clone());
+    message.mark_not_durable(why);
+    tokio::spawn(async move {
+        let mut wait = Duration::from_secs(2);
+        loop {
+            match crate::mail::send_direct(&config, &message, clock.as_ref()).await {
+                Ok(how) => {
+                    tracing::warn!(subject = %message.subject, via = %how, "alert sent from memory (not durable)");
+                    return;
+                }
+                Err(err) => {
+                    tracing::error!(subject = %message.subject, error = %err, retry_in = %humantime::format_duration(wait), "cannot send the alert held in memory (not durable)");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(300));
+                }
+            }
+        }
+    });
 }

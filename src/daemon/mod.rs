@@ -357,14 +357,17 @@ pub async fn run(
             )
         }
     });
+    let degraders = watch::Degraders {
+        replication: replication.clone(),
+        mail: outbox.stats(),
+        alerts: alert_status.clone(),
+    };
+    health.degraded_by(move |now| watch::degradations(&degraders, now));
     supervisor.spawn("watch", Progress::Unwatched, shutdown.clone(), {
         let parts = watch::WatchParts {
             health: health.clone(),
             slots: slots.clone(),
             clock: clock.clone(),
-            replication: replication.clone(),
-            mail: outbox.stats(),
-            alerts: alert_status.clone(),
         };
         let shutdown = shutdown.clone();
         move |stage| watch::run(parts.clone(), stage, shutdown.clone())

@@ -1,7 +1,8 @@
 //! The daemon's watch over itself, once a second: which checks are late,
-//! what degrades vigie (replication, mail, blindness), and whether systemd
-//! should hear from us. It writes [`Health`]; `/healthz`, the metrics and
-//! the heartbeat read it. Also the hourly retention sweep.
+//! and whether systemd should hear from us. It writes [`Health`];
+//! `/healthz`, the metrics and the heartbeat read it, with what degrades
+//! vigie ([`degradations`]: replication, mail, blindness). Also the hourly
+//! retention sweep.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,11 @@ pub struct WatchParts {
     pub health: Arc<Health>,
     pub slots: Slots,
     pub clock: Arc<dyn Clock>,
+}
+
+/// What degrades vigie without stopping it.
+#[derive(Clone)]
+pub struct Degraders {
     pub replication: Option<Arc<ReplicationStatus>>,
     pub mail: Arc<MailStats>,
     pub alerts: Arc<AlertStatus>,
@@ -60,7 +66,6 @@ pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationTok
         let progressing = late.is_empty() || recorded > recorded_before;
         recorded_before = recorded;
         parts.health.tick(now, worst, late.len() as u64);
-        parts.health.set_degraded(degradations(&parts, now));
         let verdict = parts.health.verdict(now);
         let feed = progressing && verdict.feeds_watchdog();
         if feed {
@@ -85,8 +90,8 @@ pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationTok
 
 /// What leaves vigie monitoring but may keep a page from its reader, in
 /// words fit for `/healthz` and the heartbeat's `/fail` body (no server
-/// name, bucket, subject or address).
-fn degradations(parts: &WatchParts, now: OffsetDateTime) -> Vec<String> {
+/// name, bucket, subject or address). Health reads it at each verdict.
+pub fn degradations(parts: &Degraders, now: OffsetDateTime) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(reason) = parts
         .replication

@@ -39,6 +39,29 @@ pub struct OutgoingMessage {
     pub to: Vec<String>,
 }
 
+impl OutgoingMessage {
+    /// Says at the top of the text and HTML parts that this message was
+    /// sent from memory, the outbox having refused it for `why`: it is
+    /// lost if vigie stops before the server accepts it.
+    pub fn mark_not_durable(&mut self, why: &str) {
+        let note = format!(
+            "NOT DURABLE: vigie could not write this alert to its outbox ({why}); it was sent from memory and is lost if vigie stops before the mail server accepts it."
+        );
+        self.text = format!("{note}\n\n{}", self.text);
+        if self.html.is_empty() {
+            return;
+        }
+        let html_note = format!("<p><strong>{}</strong></p>", escape_html(&note));
+        self.html = match self.html.find("<body>") {
+            Some(at) => {
+                let (head, body) = self.html.split_at(at + "<body>".len());
+                format!("{head}{html_note}{body}")
+            }
+            None => format!("{html_note}{}", self.html),
+        };
+    }
+}
+
 impl From<crate::alert::Email> for OutgoingMessage {
     fn from(email: crate::alert::Email) -> Self {
         OutgoingMessage {

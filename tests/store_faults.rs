@@ -1,0 +1,164 @@
+//! Storage faults through the real daemon: the state directory on a small
+//! tmpfs of its own, filled up (ENOSPC) while vigie runs, then a target
+//! goes down. The page still reaches the real SMTP server,
+//! `/healthz` answers 503 `store` with the OS error, and probing goes on.
+//!
+//! Mounting needs root: CI runs as root. Elsewhere, run these tests with
+//! `sudo -E cargo test --features fault-injection --test store_faults`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::daemon::{api_section, free_addr, poll, Daemon};
+use common::env::{check_toml, Env};
+use common::pki::valid_leaf;
+use common::servers::{TlsOpts, TlsServer};
+use common::smtp::{SmtpOpts, SmtpServer};
+
+const START: Duration = Duration::from_secs(20);
+const MAIL: Duration = Duration::from_secs(40);
+
+/// A tmpfs mounted on a directory, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(
+            root,
+            "mounting a small tmpfs needs root (CI runs as root); run: \
+             sudo -E cargo test --features fault-injection --test store_faults"
+        );
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "mount -t tmpfs on {}: {status}",
+            dir.display()
+        );
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Writes `dir/filler` until the file system refuses: ENOSPC.
+fn fill(dir: &Path) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(dir.join("filler")).unwrap();
+    let chunk = vec![0xA5u8; 64 * 1024];
+    loop {
+        if let Err(err) = file.write_all(&chunk).and_then(|()| file.sync_all()) {
+            assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+            return;
+        }
+    }
+}
+
+fn switchable() -> (TlsServer, Arc<AtomicU16>) {
+    let status = Arc::new(AtomicU16::new(200));
+    let answer = status.clone();
+    let server = TlsServer::start_with(
+        &valid_leaf(),
+        TlsOpts::default(),
+        Arc::new(move |_| (answer.load(Ordering::SeqCst), vec![], "ok".to_string())),
+    );
+    (server, status)
+}
+
+fn env(smtp: &SmtpServer, target: &TlsServer) -> (Env, std::net::SocketAddr) {
+    let api = free_addr();
+    let env = Env::with_config(&api_section(api, None));
+    env.append_config(&format!(
+        "[alerting]\nto = [\"oncall@example.com\"]\nfrom = \"vigie <vigie@example.com>\"\n\
+         failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n\
+         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n",
+        smtp.port
+    ));
+    env.write_checks(
+        "site.toml",
+        &check_toml(
+            "site",
+            &target.url("/"),
+            "every = \"1s\"\ntimeout = \"5s\"\n[check.expect]\nstatus = [200]",
+        ),
+    );
+    (env, api)
+}
+
+/// Waits for `/healthz` to answer 503 `store`, naming `os_error`.
+async fn store_unhealthy(daemon: &Daemon, os_error: &str) -> Value {
+    poll(
+        Duration::from_secs(30),
+        "/healthz 503 store",
+        async || match daemon.get("/healthz").await? {
+            (503, body) => {
+                let json: Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+                let reason = json["reason"].as_str().unwrap_or_default();
+                match json["status"] == "store" && reason.contains(os_error) {
+                    true => Ok(json),
+                    false => Err(body),
+                }
+            }
+            (code, body) => Err(format!("{code} {body}")),
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_state_disk_still_pages_and_says_store_in_healthz() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable();
+    let (env, api) = env(&smtp, &target);
+    let state = env.path().join("state");
+    let _tmpfs = Tmpfs::mount(&state, "48m");
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    fill(&state);
+    status.store(503, Ordering::SeqCst);
+    let mails = smtp.wait_for(1, MAIL);
+    let subject = mails[0].header("Subject").unwrap_or_default();
+    assert!(
+        subject.contains("DOWN") && subject.contains("site"),
+        "{subject}"
+    );
+    let health = store_unhealthy(&daemon, "No space left on device").await;
+    assert!(
+        health["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pages still go out"),
+        "{health}"
+    );
+    // Probing goes on: the latest result keeps moving.
+    let before =
+        daemon.get_json("/api/v1/checks").await.unwrap()["checks"][0]["last_started"].clone();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after =
+        daemon.get_json("/api/v1/checks").await.unwrap()["checks"][0]["last_started"].clone();
+    assert_ne!(before, after, "probes stopped while the disk is full");
+    assert!(
+        daemon.log().contains("cannot store results"),
+        "{}",
+        daemon.log()
+    );
+    daemon.kill9();
+}
