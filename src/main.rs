@@ -99,6 +99,18 @@ enum Command {
         #[arg(long)]
         from: Option<String>,
     },
+    /// The history store itself.
+    Store {
+        #[command(subcommand)]
+        action: StoreAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum StoreAction {
+    /// Clear the notice of a corrupt store that was moved aside (the
+    /// moved directory stays on disk).
+    AckCorrupt,
 }
 
 fn main() -> ExitCode {
@@ -115,6 +127,9 @@ fn main() -> ExitCode {
         Command::Run => run(&cli.config),
         Command::History { name, since, json } => history(&cli.config, &name, since, json),
         Command::Restore { from } => restore(&cli.config, from.as_deref()),
+        Command::Store {
+            action: StoreAction::AckCorrupt,
+        } => ack_corrupt(&cli.config),
         Command::Report { json, send } => report(&cli.config, json, send),
         Command::Silence {
             pattern,
@@ -375,6 +390,35 @@ fn restore(path: &std::path::Path, from: Option<&str>) -> ExitCode {
         }
         Err(err) => {
             eprintln!("vigie: {err}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+fn ack_corrupt(path: &std::path::Path) -> ExitCode {
+    let Some(config) = load_or_report(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    match vigie::store::acknowledge(&config.state_dir) {
+        Ok(Some(aside)) => {
+            out(&format!(
+                "cleared the notice; the damaged store stays at {} (delete it when you no longer need it)\n",
+                aside.moved_to.display()
+            ));
+            ExitCode::SUCCESS
+        }
+        Ok(None) => {
+            out("no corrupt store was moved aside\n");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!(
+                "vigie: cannot remove {}: {err}",
+                config
+                    .state_dir
+                    .join(vigie::store::CORRUPT_MARKER)
+                    .display()
+            );
             ExitCode::from(EXIT_UNKNOWN)
         }
     }

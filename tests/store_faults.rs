@@ -162,3 +162,102 @@ async fn a_full_state_disk_still_pages_and_says_store_in_healthz() {
     );
     daemon.kill9();
 }
+
+/// Damages the stopped daemon's database file: garbage over all of it, or
+/// cut down to its first hundred bytes. (A cut that only loses the last
+/// writes, sled recovers from as from a power loss, and says nothing.)
+fn damage(state: &Path, how: &str) {
+    let db = state.join("history").join("db");
+    let size = std::fs::metadata(&db).unwrap().len();
+    match how {
+        "garbage" => {
+            let garbage: Vec<u8> = (0..size).map(|i| (i * 7919 % 251) as u8).collect();
+            std::fs::write(&db, garbage).unwrap();
+        }
+        "truncated" => {
+            let file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+            file.set_len(100).unwrap();
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_corrupt_store_is_moved_aside_paged_once_and_listed_until_acknowledged() {
+    for how in ["garbage", "truncated"] {
+        let smtp = SmtpServer::start(SmtpOpts::plain());
+        let (target, _status) = switchable();
+        let (env, api) = env(&smtp, &target);
+        let state = env.path().join("state");
+        let mut daemon = Daemon::spawn(&env.config_path(), api);
+        daemon.wait_healthy(START).await;
+        poll(
+            Duration::from_secs(20),
+            "3 results stored",
+            async || match daemon.history("site").await?.len() {
+                n if n >= 3 => Ok(()),
+                n => Err(format!("{n} results")),
+            },
+        )
+        .await;
+        daemon.stop(Duration::from_secs(30)).await;
+        damage(&state, how);
+
+        let mut daemon = Daemon::spawn(&env.config_path(), api);
+        let health = daemon.wait_healthy(START).await;
+        let degraded = health["degraded"].to_string();
+        assert!(
+            degraded.contains("history store was corrupt; moved aside to history.corrupt-")
+                && degraded.contains("vigie restore"),
+            "{how}: {health}"
+        );
+        let log = daemon.log();
+        assert!(
+            log.contains("history store was corrupt (") && log.contains("moved aside to"),
+            "{how}:\n{log}"
+        );
+        let aside: Vec<String> = std::fs::read_dir(&state)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with("history.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{how}: {aside:?}");
+        assert!(
+            state.join(&aside[0]).join("db").exists(),
+            "{how}: the damaged store is kept"
+        );
+        let mails = smtp.wait_for(1, MAIL);
+        let subject = mails[0].header("Subject").unwrap_or_default();
+        assert!(
+            subject.contains("history store was corrupt"),
+            "{how}: {subject}"
+        );
+        assert!(mails[0].data.contains("vigie restore"), "{how}");
+        let kept = daemon.history("site").await.unwrap().len();
+        assert!(
+            kept < 3,
+            "{how}: started on an empty store ({kept} results)"
+        );
+
+        let out =
+            common::daemon::vigie_cli_async(&env.config_path(), &["store", "ack-corrupt"]).await;
+        assert_eq!(out.status.code(), Some(0), "{how}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&aside[0]),
+            "{how}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let health = daemon.get_json("/healthz").await.unwrap();
+        assert!(
+            !health["degraded"].to_string().contains("corrupt"),
+            "{how}: cleared: {health}"
+        );
+        // Restarted, vigie neither sets aside its new store nor pages again.
+        daemon.stop(Duration::from_secs(30)).await;
+        let mut daemon = Daemon::spawn(&env.config_path(), api);
+        daemon.wait_healthy(START).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(smtp.count(), 1, "{how}: paged once");
+        daemon.stop(Duration::from_secs(30)).await;
+    }
+}

@@ -33,5 +33,10 @@ pub async fn restore_command(
     let store = Arc::new(SledStore::open(&path, crate::store::FLUSH_EVERY)?);
     let report = restore(&bucket, store.clone()).await?;
     blocking(move || crate::store::Store::flush(&*store)).await??;
+    if report.is_complete() {
+        if let Ok(Some(aside)) = crate::store::acknowledge(&config.state_dir) {
+            tracing::warn!(moved_to = %aside.moved_to.display(), "restored: the notice of the store set aside is cleared (the directory stays; delete it when done)");
+        }
+    }
     Ok(report)
 }

@@ -45,7 +45,7 @@ use crate::health::Health;
 use crate::net::CaFileError;
 use crate::outcome::Outcome;
 use crate::scheduler::Slots;
-use crate::store::{AlertStore, AlertStoreError, Latest, SledStore, Store};
+use crate::store::{AlertStore, AlertStoreError, Latest, Store};
 use crate::supervise::{Feed, Progress, Supervisor};
 
 /// What the daemon is told from outside (signals, tests).
@@ -111,10 +111,15 @@ pub async fn run(
     if crate::fault::ENABLED && std::env::var_os("VIGIE_FAULT_DIR").is_some() {
         tracing::warn!("fault injection armed (a test build): tasks panic on demand");
     }
-    let sled = Arc::new(SledStore::open(
+    let (sled, set_aside) = crate::store::open_or_set_aside(
         &crate::store::history_path(&config.state_dir),
         crate::store::FLUSH_EVERY,
-    )?);
+        clock.now(),
+    )?;
+    if let Some(aside) = &set_aside {
+        tracing::error!("{}", aside.message());
+    }
+    let sled = Arc::new(sled);
     let store: Arc<dyn Store> = sled.clone();
     let supervisor = Supervisor::new();
     let health = Arc::new(Health::new(clock.now(), supervisor.stages()));
@@ -151,6 +156,9 @@ pub async fn run(
     let started = clock.now();
 
     let outbox = Arc::new(crate::mail::Outbox::open(sled.db(), sled.path())?);
+    if let Some(aside) = &set_aside {
+        page_set_aside(&outbox, aside, clock.now()).await;
+    }
     let alert_store = AlertStore::open(sled.db(), sled.path())?;
     let (sender, sender_handle) = crate::mail::Sender::new(
         outbox.clone(),
@@ -358,6 +366,7 @@ pub async fn run(
         }
     });
     let degraders = watch::Degraders {
+        state_dir: config.state_dir.clone(),
         replication: replication.clone(),
         mail: outbox.stats(),
         alerts: alert_status.clone(),
@@ -446,6 +455,31 @@ pub async fn run(
         return Err(RunError::TasksDied(died));
     }
     Ok(())
+}
+
+/// The one page about a store set aside at this start (the daemon's own
+/// incident: no check, no threading).
+async fn page_set_aside(
+    outbox: &crate::mail::Outbox,
+    aside: &crate::store::SetAside,
+    now: time::OffsetDateTime,
+) {
+    let host = crate::mail::hostname();
+    let message = crate::mail::OutgoingMessage {
+        subject: format!("[vigie {host}] history store was corrupt; moved aside"),
+        text: format!("{}\n", aside.message()),
+        html: String::new(),
+        message_id: format!("<store-set-aside-{}@{host}>", now.unix_timestamp()),
+        in_reply_to: None,
+        references: Vec::new(),
+        to: Vec::new(),
+    };
+    match outbox.enqueue(&message, now).await {
+        Ok(_) => tracing::info!("the set-aside store is paged"),
+        Err(err) => {
+            tracing::error!(error = %err, "cannot queue the page about the set-aside store")
+        }
+    }
 }
 
 /// Waits until each named stage (if registered) has stopped.

@@ -38,6 +38,8 @@ pub struct WatchParts {
 /// What degrades vigie without stopping it.
 #[derive(Clone)]
 pub struct Degraders {
+    /// Where a store set aside is marked until the operator clears it.
+    pub state_dir: std::path::PathBuf,
     pub replication: Option<Arc<ReplicationStatus>>,
     pub mail: Arc<MailStats>,
     pub alerts: Arc<AlertStatus>,
@@ -93,6 +95,16 @@ pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationTok
 /// name, bucket, subject or address). Health reads it at each verdict.
 pub fn degradations(parts: &Degraders, now: OffsetDateTime) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(aside) = crate::store::set_aside_earlier(&parts.state_dir) {
+        let name = aside
+            .moved_to
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        out.push(format!(
+            "history store was corrupt; moved aside to {name}; `vigie restore` brings the replicated history back, `vigie store ack-corrupt` clears this"
+        ));
+    }
     if let Some(reason) = parts
         .replication
         .as_ref()

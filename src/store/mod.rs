@@ -95,6 +95,7 @@
 //! outbox's (`outbox`, `dead_letters`: opened by `mail::Outbox`).
 
 mod alerts;
+mod aside;
 mod latest;
 mod memory;
 mod record;
@@ -108,6 +109,9 @@ use time::{OffsetDateTime, UtcOffset};
 use crate::outcome::{Outcome, VerifyError};
 
 pub use self::alerts::{AlertStore, AlertStoreError};
+pub use self::aside::{
+    acknowledge, open_or_set_aside, set_aside_earlier, SetAside, CORRUPT_MARKER,
+};
 pub use self::latest::Latest;
 pub use self::memory::MemoryStore;
 pub use self::sled::{

@@ -53,6 +53,11 @@ use crate::outcome::Outcome;
 
 pub use self::replication::{Backlog, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped};
 
+/// A file of vigie's own beside sled's, written once the schema version is
+/// stored: sled opens a garbled or truncated file as an empty database,
+/// and this file is how an empty database is told from a new one.
+pub const SENTINEL: &str = "vigie-store";
+
 /// The layout this code reads and writes (`meta` / `schema_version`).
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -234,11 +239,26 @@ impl SledStore {
         let stored = meta
             .get(SCHEMA_KEY)
             .map_err(self.io("read the schema version"))?;
+        let sentinel = self.path.join(SENTINEL);
         let Some(bytes) = stored else {
+            // sled opens a damaged file without a word and hands back what
+            // it could read, often nothing: an empty database in a
+            // directory vigie has written to before is that damage.
+            if sentinel.exists() {
+                return Err(self.corrupt(
+                    "the database",
+                    "sled opened it empty although vigie had written to it (the file is damaged or truncated)".to_string(),
+                ));
+            }
             meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
                 .map_err(self.io("write the schema version"))?;
+            meta.flush().map_err(self.io("write the schema version"))?;
+            self.write_sentinel(&sentinel)?;
             return Ok(SCHEMA_VERSION);
         };
+        if !sentinel.exists() {
+            self.write_sentinel(&sentinel)?;
+        }
         let found = <[u8; 4]>::try_from(bytes.as_ref())
             .map(u32::from_be_bytes)
             .map_err(|_| {
@@ -256,6 +276,20 @@ impl SledStore {
             }),
             older => Err(self.corrupt("the schema version", format!("unknown version {older}"))),
         }
+    }
+
+    /// Marks the directory as one vigie has written to (see
+    /// [`SENTINEL`]).
+    fn write_sentinel(&self, sentinel: &Path) -> Result<(), StoreError> {
+        std::fs::write(
+            sentinel,
+            "vigie keeps its history here; a database found empty beside this file is damaged\n",
+        )
+        .map_err(|cause| StoreError::Io {
+            path: self.path.clone(),
+            action: "mark the store as written".to_string(),
+            cause: ::sled::Error::Io(cause),
+        })
     }
 
     /// Schema 1 kept a check's newest results as single keys in `results`,
