@@ -105,13 +105,13 @@ fn run(config: &Arc<Config>, ticks: usize) -> (Vec<Duration>, usize) {
         config.alerting.group_window,
         Vec::new(),
         now,
-        |c| policies.get(c),
+        |c| policies.get(c).clone(),
     );
     for _ in 0..2 {
         for check in &config.checks {
             let outcome = down(&check.name, now);
             let policy = policies.get(&check.name);
-            engine.observe(&outcome, now, &policy, None);
+            engine.observe(&outcome, now, policy, None);
         }
         now += Duration::from_secs(1);
     }

@@ -82,7 +82,10 @@ pub struct TaskHealth {
     pub task: &'static str,
     pub state: StageState,
     pub restarts: u64,
-    pub since_progress_seconds: u64,
+    /// For tasks that owe progress (a round, an item taken); none for those
+    /// that may rightly wait on outside events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_progress_seconds: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_death: Option<String>,
 }
@@ -305,7 +308,7 @@ impl Health {
                     task: s.name(),
                     state: s.state(),
                     restarts: s.restarts(),
-                    since_progress_seconds: s.since_progress().as_secs(),
+                    since_progress_seconds: s.watched().then(|| s.since_progress().as_secs()),
                     last_death: s.last_death(),
                 })
                 .collect(),

@@ -176,6 +176,11 @@ impl Stage {
             .clone()
     }
 
+    /// Whether the stage reports progress at all.
+    pub fn watched(&self) -> bool {
+        self.progress != Progress::Unwatched
+    }
+
     /// Time since the task last progressed.
     pub fn since_progress(&self) -> Duration {
         let last = self

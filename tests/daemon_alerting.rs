@@ -6,31 +6,17 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::daemon::{api_section, free_addr, vigie_cli_async, Daemon};
 use common::env::{check_toml, Env};
-use common::pki::valid_leaf;
-use common::servers::{TlsOpts, TlsServer};
+use common::servers::{switchable_target, TlsServer};
 use common::smtp::{Received, SmtpOpts, SmtpServer};
 
 const START: Duration = Duration::from_secs(20);
 const MAIL: Duration = Duration::from_secs(30);
 const STOP: Duration = Duration::from_secs(30);
-
-/// A target answering whatever status `status` holds.
-fn switchable() -> (TlsServer, Arc<AtomicU16>) {
-    let status = Arc::new(AtomicU16::new(200));
-    let answer = status.clone();
-    let server = TlsServer::start_with(
-        &valid_leaf(),
-        TlsOpts::default(),
-        Arc::new(move |_| (answer.load(Ordering::SeqCst), vec![], "ok".to_string())),
-    );
-    (server, status)
-}
 
 /// A daemon config mailing `smtp`, with `checks` on `target`, a token.
 fn env(smtp: &SmtpServer, target: &TlsServer, checks: &[&str]) -> (Env, std::net::SocketAddr) {
@@ -71,7 +57,7 @@ fn text(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_outage_pages_once_grouped_and_its_recovery_threads_to_it() {
     let smtp = SmtpServer::start(SmtpOpts::plain());
-    let (target, status) = switchable();
+    let (target, status) = switchable_target();
     let (env, api) = env(&smtp, &target, &["site", "app"]);
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.token = Some("s3cr3t-token".to_string());
@@ -184,7 +170,7 @@ async fn an_outage_pages_once_grouped_and_its_recovery_threads_to_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kill_9_neither_loses_nor_repeats_a_known_incident() {
     let smtp = SmtpServer::start(SmtpOpts::plain());
-    let (target, status) = switchable();
+    let (target, status) = switchable_target();
     let (env, api) = env(&smtp, &target, &["site"]);
     status.store(503, Ordering::SeqCst);
     let mut daemon = Daemon::spawn(&env.config_path(), api);
@@ -239,7 +225,7 @@ async fn a_kill_9_neither_loses_nor_repeats_a_known_incident() {
 #[tokio::test(flavor = "multi_thread")]
 async fn when_every_canary_fails_vigie_pages_its_own_blindness_not_the_checks() {
     let smtp = SmtpServer::start(SmtpOpts::plain());
-    let (target, _status) = switchable();
+    let (target, _status) = switchable_target();
     let (env, api) = env(&smtp, &target, &[]);
     // Both the canary and the check get no answer at all: connection refused.
     let nowhere = common::servers::refused_addr();
@@ -297,7 +283,7 @@ async fn wait_backlog(daemon: &Daemon, n: f64) {
 #[tokio::test(flavor = "multi_thread")]
 async fn mail_pending_at_a_kill_9_is_delivered_once_after_restart() {
     let mut smtp = SmtpServer::start(SmtpOpts::plain());
-    let (target, status) = switchable();
+    let (target, status) = switchable_target();
     let (env, api) = env(&smtp, &target, &["site"]);
     // The relay is down: the DOWN and then the RESOLVED wait in the outbox.
     smtp.stop();

@@ -10,16 +10,14 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use common::daemon::{api_section, free_addr, poll, Daemon};
 use common::env::{check_toml, Env};
-use common::pki::valid_leaf;
-use common::servers::{TlsOpts, TlsServer};
+use common::servers::{switchable_target, TlsServer};
 use common::smtp::{SmtpOpts, SmtpServer};
 
 const START: Duration = Duration::from_secs(20);
@@ -71,17 +69,6 @@ fn fill(dir: &Path) {
     }
 }
 
-fn switchable() -> (TlsServer, Arc<AtomicU16>) {
-    let status = Arc::new(AtomicU16::new(200));
-    let answer = status.clone();
-    let server = TlsServer::start_with(
-        &valid_leaf(),
-        TlsOpts::default(),
-        Arc::new(move |_| (answer.load(Ordering::SeqCst), vec![], "ok".to_string())),
-    );
-    (server, status)
-}
-
 fn env(smtp: &SmtpServer, target: &TlsServer) -> (Env, std::net::SocketAddr) {
     let api = free_addr();
     let env = Env::with_config(&api_section(api, None));
@@ -125,7 +112,7 @@ async fn store_unhealthy(daemon: &Daemon, os_error: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_state_disk_still_pages_and_says_store_in_healthz() {
     let smtp = SmtpServer::start(SmtpOpts::plain());
-    let (target, status) = switchable();
+    let (target, status) = switchable_target();
     let (env, api) = env(&smtp, &target);
     let state = env.path().join("state");
     let _tmpfs = Tmpfs::mount(&state, "48m");
@@ -186,7 +173,7 @@ fn damage(state: &Path, how: &str) {
 async fn a_corrupt_store_is_moved_aside_paged_once_and_listed_until_acknowledged() {
     for how in ["garbage", "truncated"] {
         let smtp = SmtpServer::start(SmtpOpts::plain());
-        let (target, _status) = switchable();
+        let (target, _status) = switchable_target();
         let (env, api) = env(&smtp, &target);
         let state = env.path().join("state");
         let mut daemon = Daemon::spawn(&env.config_path(), api);

@@ -10,7 +10,7 @@ mod common;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,9 +18,9 @@ use serde_json::Value;
 
 use common::daemon::{api_section, free_addr, poll, Daemon};
 use common::env::{check_toml, Env};
-use common::pki::{issue, valid_leaf, LeafSpec};
+use common::pki::{issue, LeafSpec};
 use common::s3_auth::AuthS3;
-use common::servers::{TlsOpts, TlsServer};
+use common::servers::{switchable_target, TlsOpts, TlsServer};
 use common::smtp::{SmtpOpts, SmtpServer};
 
 const START: Duration = Duration::from_secs(20);
@@ -41,18 +41,6 @@ const TASKS: [&str; 10] = [
     "api",
     "watch",
 ];
-
-/// A target answering whatever status `status` holds.
-fn switchable() -> (TlsServer, Arc<AtomicU16>) {
-    let status = Arc::new(AtomicU16::new(200));
-    let answer = status.clone();
-    let server = TlsServer::start_with(
-        &valid_leaf(),
-        TlsOpts::default(),
-        Arc::new(move |_| (answer.load(Ordering::SeqCst), vec![], "ok".to_string())),
-    );
-    (server, status)
-}
 
 /// A daemon with every optional task: canaries and heartbeat on `aux`,
 /// replication to the shared S3 server, mail to `smtp`, one check `site`.
@@ -119,7 +107,7 @@ fn assert_hook_armed(daemon: &Daemon) {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_task_that_panics_comes_back_and_the_page_still_goes_out() {
     let smtp = SmtpServer::start(SmtpOpts::plain());
-    let (target, status) = switchable();
+    let (target, status) = switchable_target();
     let aux = TlsServer::start_with(
         &issue(&LeafSpec::new(["localhost"])),
         TlsOpts::default(),
@@ -187,13 +175,20 @@ async fn every_task_that_panics_comes_back_and_the_page_still_goes_out() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_that_panics_at_every_start_fails_health_and_starves_the_watchdog() {
     let smtp = SmtpServer::start(SmtpOpts::plain());
-    let (target, _status) = switchable();
+    let (target, _status) = switchable_target();
+    let ping = TlsServer::start_with(
+        &issue(&LeafSpec::new(["localhost"])),
+        TlsOpts::default(),
+        Arc::new(|_| (200, vec![], "OK".to_string())),
+    );
     let api = free_addr();
     let env = Env::with_config(&api_section(api, None));
     env.append_config(&format!(
         "[alerting]\nto = [\"oncall@example.com\"]\nfrom = \"vigie <vigie@example.com>\"\n\
-         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n",
-        smtp.port
+         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n\
+         [heartbeat]\nurl = \"https://localhost:{}/ping/x\"\ninterval = \"1s\"\n",
+        smtp.port,
+        ping.port()
     ));
     env.write_checks(
         "site.toml",
@@ -274,6 +269,20 @@ async fn a_task_that_panics_at_every_start_fails_health_and_starves_the_watchdog
             .contains("the systemd watchdog is no longer fed"),
         "{}",
         daemon.log()
+    );
+    // The heartbeat says so at the outside service.
+    let before = ping.recorded_requests().len();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let beats: Vec<(String, String)> = ping.recorded_requests()[before..]
+        .iter()
+        .map(|r| (r.method.clone(), r.uri.clone()))
+        .collect();
+    assert!(
+        !beats.is_empty()
+            && beats
+                .iter()
+                .all(|b| *b == ("POST".into(), "/ping/x/fail".into())),
+        "the beats while failing: {beats:?}"
     );
 
     daemon.signal(libc::SIGTERM);

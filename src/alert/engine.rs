@@ -119,10 +119,10 @@ impl Engine {
     /// due; call it every few seconds. Returns the states that changed.
     /// The lookups are asked about every firing check, [`NETWORK_CHECK`]
     /// included (give it `Policy::global`).
-    pub fn tick(
+    pub fn tick<'p>(
         &mut self,
         now: OffsetDateTime,
-        policy_of: impl Fn(&str) -> Policy,
+        policy_of: impl Fn(&str) -> &'p Policy,
         hold_of: impl Fn(&str) -> Option<Hold>,
     ) -> Vec<AlertState> {
         let mut changed = Vec::new();
@@ -130,13 +130,12 @@ impl Engine {
             if !s.is_firing() {
                 continue;
             }
-            let step = state::tick(s.clone(), now, &policy_of(name), hold_of(name).as_ref());
-            if step.events.is_empty() {
+            let events = state::tick_in_place(s, now, policy_of(name), hold_of(name).as_ref());
+            if events.is_empty() {
                 continue;
             }
-            *s = step.state;
             changed.push(s.clone());
-            for event in step.events {
+            for event in events {
                 self.grouper.push(event, now);
             }
         }

@@ -225,10 +225,23 @@ pub fn transition(
 /// returned.
 pub fn tick(state: AlertState, now: OffsetDateTime, policy: &Policy, hold: Option<&Hold>) -> Step {
     let mut state = state;
+    let events = tick_in_place(&mut state, now, policy, hold);
+    Step { state, events }
+}
+
+/// [`tick`] on a state in place: what the engine runs for every firing
+/// check each second, so that the common case (nothing due) copies
+/// nothing.
+pub fn tick_in_place(
+    state: &mut AlertState,
+    now: OffsetDateTime,
+    policy: &Policy,
+    hold: Option<&Hold>,
+) -> Vec<Event> {
     let mut events = Vec::new();
     let held = effective_hold(policy, hold).is_some();
     let Some(incident) = state.incident.as_mut() else {
-        return Step { state, events };
+        return events;
     };
     match &incident.page {
         Page::Held { since, by } if !held => {
@@ -238,18 +251,18 @@ pub fn tick(state: AlertState, now: OffsetDateTime, policy: &Policy, hold: Optio
             });
             incident.page = Page::Due { at: now };
             let incident = incident.clone();
-            events.push(event(EventKind::Down, &state, &incident, now, policy));
+            events.push(event(EventKind::Down, state, &incident, now, policy));
         }
         Page::Sent { .. }
             if !held && !incident.reminder_due && reminder_is_due(incident, now, policy) =>
         {
             incident.reminder_due = true;
             let incident = incident.clone();
-            events.push(event(EventKind::Reminder, &state, &incident, now, policy));
+            events.push(event(EventKind::Reminder, state, &incident, now, policy));
         }
         _ => {}
     }
-    Step { state, events }
+    events
 }
 
 /// Records that `event`'s mail entered the outbox as `message_id`; to be

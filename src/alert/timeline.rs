@@ -98,9 +98,10 @@ impl World {
                 self.silences.clone(),
                 self.windows.clone(),
             );
+            let fallback = policy();
             let changed = self.engine.tick(
                 now,
-                |c| policies.get(c).cloned().unwrap_or_else(policy),
+                |c| policies.get(c).unwrap_or(&fallback),
                 |c| silence::hold(c, now, &silences, &windows),
             );
             changed.into_iter().for_each(|s| self.persist(s));

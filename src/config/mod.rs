@@ -411,8 +411,21 @@ fn checks_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// `*` matches any run of characters (including none), `?` exactly one;
 /// everything else matches itself.
+///
+/// The alerter asks this of every firing check against every silence and
+/// maintenance window once a second, so an ASCII name (check names are
+/// `[a-z0-9._-]+`) is matched byte by byte without allocating: a
+/// multi-byte character of the pattern never equals an ASCII byte, and `?`
+/// then matches one byte, which is one character.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
+    if name.is_ascii() {
+        return glob_match_in(pattern.as_bytes(), name.as_bytes(), b'*', b'?');
+    }
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    glob_match_in(&p, &n, '*', '?')
+}
+
+fn glob_match_in<T: Copy + PartialEq>(p: &[T], n: &[T], any_run: T, any_one: T) -> bool {
     let (mut pi, mut ni) = (0, 0);
     // Where the last `*` was and what it had matched up to: on a mismatch
     // that star swallows one more character and matching resumes. Linear
@@ -421,11 +434,11 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
         match p.get(pi) {
-            Some('*') => {
+            Some(&c) if c == any_run => {
                 star = Some((pi, ni));
                 pi += 1;
             }
-            Some(&c) if c == '?' || c == n[ni] => {
+            Some(&c) if c == any_one || c == n[ni] => {
                 pi += 1;
                 ni += 1;
             }
@@ -439,7 +452,7 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
             },
         }
     }
-    p[pi..].iter().all(|&c| c == '*')
+    p[pi..].iter().all(|&c| c == any_run)
 }
 
 #[cfg(test)]
@@ -628,5 +641,10 @@ mod tests {
         assert!(glob_match("site", "site"));
         assert!(!glob_match("site", "sites"));
         assert!(glob_match("*", ""));
+        // Multi-byte characters: one `?` is one character on either path.
+        assert!(glob_match("caf?", "café"));
+        assert!(!glob_match("caf??", "café"));
+        assert!(!glob_match("café-*", "cafe-api"));
+        assert!(glob_match("é*", "éa"));
     }
 }

@@ -141,8 +141,8 @@ impl Policies {
     /// The policy of `check`; `[alerting]` itself for vigie's network
     /// alert and for checks no longer configured (their last probe ending
     /// after a reload).
-    pub fn get(&self, check: &str) -> Policy {
-        self.by_check.get(check).unwrap_or(&self.global).clone()
+    pub fn get(&self, check: &str) -> &Policy {
+        self.by_check.get(check).unwrap_or(&self.global)
     }
 }
 
@@ -162,7 +162,7 @@ impl Alerter {
             config.alerting.group_window,
             states,
             parts.clock.now(),
-            |check| policies.get(check),
+            |check| policies.get(check).clone(),
         );
         Alerter {
             engine,
@@ -263,7 +263,7 @@ impl Alerter {
         self.policies.refresh(&config);
         let policy = self.policies.get(&outcome.name);
         let hold = hold_of(&config, &run.silences, &outcome.name, now);
-        if let Some(state) = self.engine.observe(outcome, now, &policy, hold.as_ref()) {
+        if let Some(state) = self.engine.observe(outcome, now, policy, hold.as_ref()) {
             self.save(&[state]);
         }
     }

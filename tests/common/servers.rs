@@ -836,3 +836,18 @@ pub fn refused_addr() -> SocketAddr {
     drop(listener);
     addr
 }
+
+/// A loopback HTTPS target (the test PKI's valid leaf) answering whatever
+/// status the returned cell holds, 200 at first: the tests switch it to
+/// make a check go down and come back.
+pub fn switchable_target() -> (TlsServer, std::sync::Arc<std::sync::atomic::AtomicU16>) {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    let status = std::sync::Arc::new(AtomicU16::new(200));
+    let answer = status.clone();
+    let server = TlsServer::start_with(
+        &super::pki::valid_leaf(),
+        TlsOpts::default(),
+        std::sync::Arc::new(move |_| (answer.load(Ordering::SeqCst), vec![], "ok".to_string())),
+    );
+    (server, status)
+}
