@@ -680,4 +680,62 @@ mod tests {
         slot.set_running(true);
         assert_eq!(slot.lateness(due + Duration::from_secs(40)), Duration::ZERO);
     }
+
+    /// Panics for the check called `bad`, answers up for every other.
+    struct PanickyRunner;
+
+    impl Runner for PanickyRunner {
+        #[allow(clippy::manual_async_fn)] // the trait promises a Send future
+        fn run<'a>(&'a self, check: &'a Check) -> impl Future<Output = Outcome> + Send + 'a {
+            async move {
+                if check.name == "bad" {
+                    panic!("a hostile answer met a bug");
+                }
+                outcome(&check.name, start())
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_that_panics_is_a_down_result_and_its_check_stays_scheduled() {
+        let (sink, mut rx) = mpsc::channel(1000);
+        let shutdown = CancellationToken::new();
+        let plan = Plan {
+            checks: vec![check("bad", every(10)), check("good", every(10))],
+            runner: Arc::new(PanickyRunner),
+            concurrency: 4,
+        };
+        let clock = TokioClock::starting_at(start());
+        let generation = spawn(
+            plan,
+            Arc::new(clock),
+            Feed::unwatched(sink),
+            &Slots::default(),
+            &shutdown,
+        );
+        tokio::time::sleep(Duration::from_secs(35)).await;
+        generation.stop().await;
+        let mut outcomes = Vec::new();
+        while let Ok(o) = rx.try_recv() {
+            outcomes.push(o);
+        }
+        let bad: Vec<&Outcome> = outcomes.iter().filter(|o| o.name == "bad").collect();
+        assert!(
+            bad.len() >= 3,
+            "the check stays on its schedule: {}",
+            bad.len()
+        );
+        for o in &bad {
+            assert_eq!(o.status, Status::Down);
+            assert_eq!(o.failures[0].assertion, crate::outcome::Assertion::Internal);
+            assert!(
+                o.failures[0].message.contains("a hostile answer met a bug"),
+                "{}",
+                o.failures[0].message
+            );
+        }
+        assert!(outcomes
+            .iter()
+            .any(|o| o.name == "good" && o.status == Status::Up));
+    }
 }

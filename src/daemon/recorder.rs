@@ -58,7 +58,9 @@ pub async fn run(parts: RecorderParts, outcomes: &mut mpsc::Receiver<Outcome>, s
                 }
             }
         }
-        narrator.tell(&outcome);
+        if let Some(line) = narrator.tell(&outcome) {
+            tracing::info!("{line}");
+        }
         let outcome = Arc::new(outcome);
         parts.latest.record(outcome.clone());
         if parts.alerter.send(outcome).await.is_err() {
@@ -87,7 +89,9 @@ impl Narrator {
         Narrator { last }
     }
 
-    fn tell(&mut self, outcome: &Outcome) {
+    /// The line to log for `outcome`, if it is news: the check's first
+    /// result, or a change of status.
+    fn tell(&mut self, outcome: &Outcome) -> Option<String> {
         let reason = || {
             outcome
                 .first_failure()
@@ -96,10 +100,9 @@ impl Narrator {
         };
         let name = &outcome.name;
         let status = outcome.status.to_string().to_uppercase();
-        match self.last.get(name).copied() {
-            None => tracing::info!("{name} {status}{} (first result)", reason()),
-            Some((before, _)) if before == outcome.status => return,
-            Some((Status::Up, _)) => tracing::info!("{name} {status}{}", reason()),
+        let line = match self.last.get(name).copied() {
+            None => format!("{name} {status}{} (first result)", reason()),
+            Some((before, _)) if before == outcome.status => return None,
             Some((_, since)) if outcome.status == Status::Up => {
                 let after = (outcome.started_at - since)
                     .try_into()
@@ -108,11 +111,90 @@ impl Narrator {
                             .to_string()
                     })
                     .unwrap_or_else(|_| "a while".to_string());
-                tracing::info!("{name} UP again after {after}");
+                format!("{name} UP again after {after}")
             }
-            Some(_) => tracing::info!("{name} {status}{}", reason()),
-        }
+            Some(_) => format!("{name} {status}{}", reason()),
+        };
         self.last
             .insert(name.clone(), (outcome.status, outcome.started_at));
+        Some(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::check::KindName;
+    use crate::outcome::{Assertion, Failure};
+
+    const T0: OffsetDateTime = datetime!(2026-12-01 03:00:00 UTC);
+
+    fn outcome(status: Status, minutes: u64) -> Outcome {
+        let failures = match status {
+            Status::Up => Vec::new(),
+            _ => vec![Failure {
+                assertion: Assertion::Dns,
+                expected: "an address".into(),
+                observed: "NXDOMAIN".into(),
+                message: "cannot resolve www.example.com: no such host".into(),
+            }],
+        };
+        Outcome {
+            name: "site".into(),
+            kind: KindName::Http,
+            target: "https://www.example.com/".into(),
+            status,
+            started_at: T0 + Duration::from_secs(60 * minutes),
+            duration_ms: 3.0,
+            failures,
+            probe_error: None,
+            http: None,
+            tls: None,
+            cors: None,
+        }
+    }
+
+    #[test]
+    fn first_results_and_changes_are_told_routine_results_are_not() {
+        let mut narrator = Narrator {
+            last: HashMap::new(),
+        };
+        let lines: Vec<Option<String>> = [
+            outcome(Status::Up, 0),
+            outcome(Status::Up, 1),
+            outcome(Status::Down, 2),
+            outcome(Status::Down, 3),
+            outcome(Status::Up, 5),
+            outcome(Status::Up, 6),
+        ]
+        .iter()
+        .map(|o| narrator.tell(o))
+        .collect();
+        assert_eq!(
+            lines,
+            [
+                Some("site UP (first result)".to_string()),
+                None,
+                Some("site DOWN: cannot resolve www.example.com: no such host".to_string()),
+                None,
+                Some("site UP again after 3m".to_string()),
+                None,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_first_result_that_fails_says_why() {
+        let mut narrator = Narrator {
+            last: HashMap::new(),
+        };
+        assert_eq!(
+            narrator.tell(&outcome(Status::Down, 0)).as_deref(),
+            Some("site DOWN: cannot resolve www.example.com: no such host (first result)")
+        );
     }
 }

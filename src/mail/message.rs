@@ -323,4 +323,22 @@ mod tests {
         assert_eq!(angle("<x@y>"), "<x@y>");
         assert_eq!(angle(" <x@y "), "<x@y>");
     }
+
+    #[test]
+    fn a_message_sent_from_memory_says_so_in_both_parts() {
+        let mut m = message();
+        m.mark_not_durable("No space left on device <disk>");
+        assert!(m.text.starts_with("NOT DURABLE: vigie could not write this alert to its outbox (No space left on device <disk>)"), "{}", m.text);
+        assert!(m.text.ends_with("site is down\n"));
+        assert!(m.html.starts_with("<p><strong>NOT DURABLE:"), "{}", m.html);
+        assert!(m.html.contains("&lt;disk&gt;"), "escaped: {}", m.html);
+        let mut page = message();
+        page.html = "<html><body><p>site is down</p></body></html>".into();
+        page.mark_not_durable("EIO");
+        assert!(
+            page.html.starts_with("<html><body><p><strong>NOT DURABLE"),
+            "{}",
+            page.html
+        );
+    }
 }
