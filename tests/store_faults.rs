@@ -147,7 +147,40 @@ async fn a_full_state_disk_still_pages_and_says_store_in_healthz() {
         "{}",
         daemon.log()
     );
-    daemon.kill9();
+
+    // Space comes back: vigie reopens the store by itself, history resumes,
+    // and the page is not sent again and again meanwhile.
+    let stored_before = daemon.history("site").await.unwrap().len();
+    std::fs::remove_file(state.join("filler")).unwrap();
+    poll(
+        Duration::from_secs(60),
+        "/healthz ok again",
+        async || match daemon.get("/healthz").await? {
+            (200, body) if body.contains("\"status\":\"ok\"") => Ok(()),
+            (code, body) => Err(format!("{code} {body}")),
+        },
+    )
+    .await;
+    poll(
+        Duration::from_secs(20),
+        "new results stored",
+        async || match daemon.history("site").await?.len() {
+            n if n >= stored_before + 2 => Ok(()),
+            n => Err(format!("{n} results, {stored_before} before")),
+        },
+    )
+    .await;
+    let log = daemon.log();
+    assert!(
+        log.contains("the state disk takes writes again: the store is reopened"),
+        "{log}"
+    );
+    assert!(
+        smtp.count() <= 2,
+        "one DOWN (at most once more after the reopening): {}",
+        smtp.count()
+    );
+    daemon.stop(Duration::from_secs(30)).await;
 }
 
 /// Damages the stopped daemon's database file: garbage over all of it, or

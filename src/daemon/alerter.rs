@@ -72,7 +72,15 @@ pub struct AlerterParts {
     pub canary_now: Option<Arc<Notify>>,
     /// Firing incidents and blindness, for `/metrics` and `/healthz`.
     pub status: Arc<AlertStatus>,
+    /// Alert states the store refused, kept across restarts of the task
+    /// and reopenings of the store.
+    pub held: HeldStates,
 }
+
+/// Alert states the store refused (a full or failing disk), by check: the
+/// engine goes on in memory, and they are written back once the store
+/// takes writes again.
+pub type HeldStates = Arc<std::sync::Mutex<HashMap<String, AlertState>>>;
 
 /// The alerting task; see the module docs.
 pub struct Alerter {
@@ -87,10 +95,7 @@ pub struct Alerter {
     canary_now: Option<Arc<Notify>>,
     status: Arc<AlertStatus>,
     policies: Policies,
-    /// States the store refused (a full or failing disk), by check: the
-    /// engine goes on in memory, and they are written back once the store
-    /// takes writes again.
-    unsaved: HashMap<String, AlertState>,
+    unsaved: HeldStates,
 }
 
 struct Run {
@@ -147,16 +152,22 @@ impl Policies {
 }
 
 impl Alerter {
-    /// An alerter whose engine holds the stored alert states: what is due
+    /// An alerter whose engine holds the stored alert states, and over
+    /// them the states held in memory that the store refused: what is due
     /// is queued again, what fires keeps firing. A store that cannot be
     /// read gives an engine without history (logged): paging goes on.
     pub fn start(parts: &AlerterParts) -> Alerter {
         let config = parts.config.borrow().clone();
         let policies = Policies::new(&config);
-        let states = parts.store.states().unwrap_or_else(|err| {
+        let mut states = parts.store.states().unwrap_or_else(|err| {
             tracing::error!(error = %err, "cannot read the stored alert states; alerting starts without them");
             Vec::new()
         });
+        {
+            let held = parts.held.lock().unwrap_or_else(|p| p.into_inner());
+            states.retain(|s| !held.contains_key(&s.check));
+            states.extend(held.values().cloned());
+        }
         let engine = Engine::new(
             &parts.host,
             config.alerting.group_window,
@@ -176,7 +187,7 @@ impl Alerter {
             canary_now: parts.canary_now.clone(),
             status: parts.status.clone(),
             policies,
-            unsaved: HashMap::new(),
+            unsaved: parts.held.clone(),
         }
     }
 
@@ -441,31 +452,37 @@ impl Alerter {
             return;
         }
         if let Err(err) = self.store.save(states) {
-            if self.unsaved.is_empty() {
+            if self.held().is_empty() {
                 tracing::error!(error = %err, "cannot store alert state; alerting goes on from memory and writes it back once the store takes writes");
             }
             self.hold_unsaved(states);
         }
     }
 
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, AlertState>> {
+        self.unsaved.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn hold_unsaved(&mut self, states: &[AlertState]) {
+        let mut held = self.held();
         for state in states {
-            self.unsaved.insert(state.check.clone(), state.clone());
+            held.insert(state.check.clone(), state.clone());
         }
     }
 
     /// Writes back the states the store refused, once it takes them.
     fn write_back(&mut self) {
-        if self.unsaved.is_empty() {
+        let mut held = self.held();
+        if held.is_empty() {
             return;
         }
-        let held: Vec<AlertState> = self.unsaved.values().cloned().collect();
-        if self.store.save(&held).is_ok() {
+        let states: Vec<AlertState> = held.values().cloned().collect();
+        if self.store.save(&states).is_ok() {
             tracing::info!(
-                checks = held.len(),
+                checks = states.len(),
                 "the store takes writes again: alert state held in memory written back"
             );
-            self.unsaved.clear();
+            held.clear();
         }
     }
 

@@ -89,6 +89,8 @@ pub enum RunError {
         .0.iter().map(|(task, n)| format!("{task} {n} time(s)")).collect::<Vec<_>>().join(", ")
     )]
     TasksDied(Vec<(&'static str, u64)>),
+    #[error("the task opening the store died: {0}")]
+    StoreTask(String),
 }
 
 /// The recorder and the alerter owe progress this soon after work reaches
@@ -96,6 +98,13 @@ pub enum RunError {
 const TAKE_WITHIN: Duration = Duration::from_secs(30);
 
 /// `vigie run`: the daemon, until told to shut down.
+///
+/// sled refuses every write after its first I/O error until it is opened
+/// again, so when the state disk takes writes again after failing (the
+/// watch finds out, [`watch::run`]), every task is stopped in order as for
+/// a shutdown, the store is reopened and the tasks start again, in the same
+/// process: probing pauses for about a second, the API for as long, and the
+/// alert states held in memory are carried over and written back.
 pub async fn run(
     config_path: &std::path::Path,
     config: Config,
@@ -103,7 +112,7 @@ pub async fn run(
     mut control: mpsc::Receiver<Control>,
 ) -> Result<(), RunError> {
     // One copy, shared with the alerter (10,000 checks are megabytes).
-    let config = Arc::new(config);
+    let mut config = Arc::new(config);
     std::fs::create_dir_all(&config.state_dir).map_err(|source| RunError::StateDir {
         path: config.state_dir.clone(),
         source,
@@ -111,11 +120,66 @@ pub async fn run(
     if crate::fault::ENABLED && std::env::var_os("VIGIE_FAULT_DIR").is_some() {
         tracing::warn!("fault injection armed (a test build): tasks panic on demand");
     }
-    let (sled, set_aside) = crate::store::open_or_set_aside(
-        &crate::store::history_path(&config.state_dir),
-        crate::store::FLUSH_EVERY,
-        clock.now(),
-    )?;
+    let mut carried = Carried::default();
+    let mut died: Vec<(&'static str, u64)> = Vec::new();
+    loop {
+        let ended = run_once(
+            config_path,
+            config.clone(),
+            clock.clone(),
+            &mut control,
+            &carried,
+        )
+        .await?;
+        for (task, n) in ended.died {
+            match died.iter_mut().find(|(t, _)| *t == task) {
+                Some((_, total)) => *total += n,
+                None => died.push((task, n)),
+            }
+        }
+        match ended.store_back {
+            false => break,
+            true => {
+                carried.reopenings += 1;
+                config = ended.config;
+                tracing::info!("the state disk takes writes again: the store is reopened and every task started again");
+            }
+        }
+    }
+    if !died.is_empty() {
+        return Err(RunError::TasksDied(died));
+    }
+    Ok(())
+}
+
+/// What outlives one opening of the store.
+#[derive(Default)]
+struct Carried {
+    /// Alert states the store refused, written back once it is reopened.
+    held: alerter::HeldStates,
+    /// Reopenings so far: each one waits longer before the next.
+    reopenings: u32,
+}
+
+/// How one opening of the store ended.
+struct Ended {
+    /// The config running at the end (reloads included).
+    config: Arc<Config>,
+    /// The state disk takes writes again: open the store anew.
+    store_back: bool,
+    /// Tasks that died, and how often.
+    died: Vec<(&'static str, u64)>,
+}
+
+/// The daemon on one opening of the store; see [`run`].
+async fn run_once(
+    config_path: &std::path::Path,
+    config: Arc<Config>,
+    clock: Arc<dyn Clock>,
+    control: &mut mpsc::Receiver<Control>,
+    carried: &Carried,
+) -> Result<Ended, RunError> {
+    let (sled, set_aside) = open_store(&config, clock.now()).await?;
     if let Some(aside) = &set_aside {
         tracing::error!("{}", aside.message());
     }
@@ -222,6 +286,7 @@ pub async fn run(
         health: report_health,
         canary_now,
         status: alert_status.clone(),
+        held: carried.held.clone(),
     };
     let alerter_inputs = Arc::new(Mutex::new(AlerterInputs {
         outcomes: alert_rx,
@@ -346,6 +411,7 @@ pub async fn run(
         });
     }
 
+    let store_back = Arc::new(tokio::sync::Notify::new());
     let (plans, plan_rx) = watch_channel::channel(plan(&config, clock.clone())?);
     supervisor.spawn("scheduler", Progress::Unwatched, shutdown.clone(), {
         let (clock, slots, shutdown, supervisor) = (
@@ -377,6 +443,9 @@ pub async fn run(
             health: health.clone(),
             slots: slots.clone(),
             clock: clock.clone(),
+            state_dir: config.state_dir.clone(),
+            store_back: store_back.clone(),
+            reopenings: carried.reopenings,
         };
         let shutdown = shutdown.clone();
         move |stage| watch::run(parts.clone(), stage, shutdown.clone())
@@ -398,7 +467,16 @@ pub async fn run(
     tracing::info!(checks = config.checks.len(), listen = %config.api.listen, "vigie running");
 
     let mut config = config;
-    while let Some(command) = control.recv().await {
+    let mut reopen = false;
+    loop {
+        let command = tokio::select! {
+            command = control.recv() => command,
+            () = store_back.notified() => {
+                reopen = true;
+                break;
+            }
+        };
+        let Some(command) = command else { break };
         match command {
             Control::Shutdown => break,
             Control::Reload => {
@@ -438,8 +516,13 @@ pub async fn run(
         }
     }
 
-    crate::notify::stopping();
-    tracing::info!("stopping: finishing in-flight probes");
+    match reopen {
+        true => tracing::info!("stopping every task to reopen the store"),
+        false => {
+            crate::notify::stopping();
+            tracing::info!("stopping: finishing in-flight probes");
+        }
+    }
     // The scheduler, its probes, the recorder (once the probes' sink is
     // gone) and everything on `shutdown`; then the alerter has drained and
     // mail and replication may go.
@@ -448,13 +531,43 @@ pub async fn run(
     wait_stopped(&stages, &["scheduler", "recorder", "alerter"]).await;
     late_stop.cancel();
     supervisor.wait().await;
-    store.flush()?;
-    tracing::info!("stopped; store flushed");
-    let died = stages.restarted();
-    if !died.is_empty() {
-        return Err(RunError::TasksDied(died));
+    match (store.flush(), reopen) {
+        (Ok(()), _) => tracing::info!("stopped; store flushed"),
+        // The store being given up is the one that failed.
+        (Err(err), true) => tracing::warn!(error = %err, "the failed store could not be flushed"),
+        (Err(err), false) => return Err(err.into()),
     }
-    Ok(())
+    Ok(Ended {
+        config,
+        store_back: reopen,
+        died: stages.restarted(),
+    })
+}
+
+/// Opens the history under `state_dir`, setting a damaged one aside. A
+/// store given up a moment ago may still be locked by sled's flusher: the
+/// open is retried for a few seconds.
+async fn open_store(
+    config: &Config,
+    now: time::OffsetDateTime,
+) -> Result<(crate::store::SledStore, Option<crate::store::SetAside>), RunError> {
+    let path = crate::store::history_path(&config.state_dir);
+    let mut tries = 0;
+    loop {
+        let attempt = path.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            crate::store::open_or_set_aside(&attempt, crate::store::FLUSH_EVERY, now)
+        })
+        .await
+        .map_err(|err| RunError::StoreTask(err.to_string()))?;
+        match opened {
+            Err(crate::store::StoreError::Locked { .. }) if tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return Ok(other?),
+        }
+    }
 }
 
 /// The one page about a store set aside at this start (the daemon's own

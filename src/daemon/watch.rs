@@ -33,7 +33,20 @@ pub struct WatchParts {
     pub health: Arc<Health>,
     pub slots: Slots,
     pub clock: Arc<dyn Clock>,
+    /// Where the store lives: written to, to learn when the disk takes
+    /// writes again.
+    pub state_dir: std::path::PathBuf,
+    /// Told once the disk takes writes again while the store fails.
+    pub store_back: Arc<tokio::sync::Notify>,
+    /// Reopenings of the store so far in this process.
+    pub reopenings: u32,
 }
+
+/// A failing store's disk is first tried this long after the first error;
+/// each reopening of the store doubles it, up to [`DISK_RETRY_MAX`], so a
+/// disk that fails again at once is not reopened in a loop.
+const DISK_RETRY: Duration = Duration::from_secs(10);
+const DISK_RETRY_MAX: Duration = Duration::from_secs(600);
 
 /// What degrades vigie without stopping it.
 #[derive(Clone)]
@@ -50,6 +63,10 @@ pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationTok
     let mut tick = tokio::time::interval(TICK);
     let mut recorded_before = parts.health.recorded_count();
     let mut watchdog_fed = true;
+    let disk_retry = DISK_RETRY
+        .saturating_mul(1 << parts.reopenings.min(16))
+        .min(DISK_RETRY_MAX);
+    let mut try_disk_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -86,8 +103,39 @@ pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationTok
             }
             watchdog_fed = feed;
         }
+        match parts.health.store_failing() {
+            None => try_disk_at = None,
+            Some(_) => {
+                let at =
+                    *try_disk_at.get_or_insert_with(|| tokio::time::Instant::now() + disk_retry);
+                if tokio::time::Instant::now() >= at {
+                    try_disk_at = Some(tokio::time::Instant::now() + disk_retry);
+                    if disk_takes_writes(&parts.state_dir).await {
+                        parts.store_back.notify_one();
+                    }
+                }
+            }
+        }
         stage.progressed();
     }
+}
+
+/// Whether the state disk takes a write again: a file written, synced and
+/// removed (a full disk refuses the write or the sync; a read-only one the
+/// creation).
+async fn disk_takes_writes(state_dir: &std::path::Path) -> bool {
+    let probe = state_dir.join(".vigie-write-probe");
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let written = std::fs::File::create(&probe).and_then(|mut file| {
+            file.write_all(&[0u8; 256 * 1024])?;
+            file.sync_all()
+        });
+        let _ = std::fs::remove_file(&probe);
+        written.is_ok()
+    })
+    .await
+    .unwrap_or(false)
 }
 
 /// What leaves vigie monitoring but may keep a page from its reader, in

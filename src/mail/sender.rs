@@ -276,6 +276,10 @@ pub struct Sender {
     clock: Arc<dyn Clock>,
     backoff: Backoff,
     transport: Option<TransportState>,
+    /// Messages the server accepted whose removal from the outbox failed
+    /// (a full or failing disk): never sent again while this sender runs,
+    /// and their removal retried at each pass.
+    unremoved: std::collections::HashSet<super::MessageId>,
 }
 
 /// Kept by the daemon: swaps the delivery on a config reload.
@@ -307,6 +311,7 @@ impl Sender {
             clock,
             backoff,
             transport: None,
+            unremoved: Default::default(),
         };
         (
             sender,
@@ -409,6 +414,13 @@ impl Sender {
                 earliest = Some(earliest.map_or(due, |e| e.min(due)));
                 continue;
             }
+            if self.unremoved.contains(&id) {
+                if self.outbox.delivered(id).await.is_ok() {
+                    self.unremoved.remove(&id);
+                }
+                backlog -= 1;
+                continue;
+            }
             if shutdown.is_cancelled() {
                 stopped = Some(None);
                 continue;
@@ -428,7 +440,11 @@ impl Sender {
             let now = self.clock.now();
             match attempt {
                 Attempt::Accepted(accepted) => {
-                    self.outbox.delivered(id).await?;
+                    if let Err(err) = self.outbox.delivered(id).await {
+                        // Sent again now, it would page again at every pass.
+                        tracing::error!(error = %err, message_id = %pending.message.message_id, "delivered, but it cannot be removed from the outbox; it is not sent again while vigie runs");
+                        self.unremoved.insert(id);
+                    }
                     backlog -= 1;
                     deferred_in_a_row = 0;
                     stats.delivered(now);
