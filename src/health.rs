@@ -36,6 +36,9 @@ pub struct Health {
     /// The store's last write error while writes fail; `None` once one
     /// succeeds again.
     store_failing: Mutex<Option<String>>,
+    /// Why the daemon runs on a temporary store, `state_dir` having
+    /// refused it at start.
+    temporary_store: Mutex<Option<String>>,
     recorded: AtomicU64,
     degradations: Degradations,
     stages: Arc<Stages>,
@@ -191,11 +194,29 @@ impl Health {
             .is_some()
     }
 
+    /// The store's last write error while writes fail, or why the daemon
+    /// runs on a temporary store.
     pub fn store_failing(&self) -> Option<String> {
-        self.store_failing
+        let failing = self
+            .store_failing
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        failing.or_else(|| {
+            self.temporary_store
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        })
+    }
+
+    /// The daemon runs on a temporary store because `state_dir` refused
+    /// the real one (`why`): unhealthy until the store is reopened.
+    pub fn on_temporary_store(&self, why: &str) {
+        *self
+            .temporary_store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
     }
 
     pub fn reload_ok(&self) -> bool {

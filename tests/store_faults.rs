@@ -50,6 +50,17 @@ impl Tmpfs {
     }
 }
 
+impl Tmpfs {
+    fn remount(&self, options: &str) {
+        let status = Command::new("mount")
+            .args(["-o", &format!("remount,{options}")])
+            .arg(&self.0)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "remount {options}: {status}");
+    }
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
@@ -180,6 +191,59 @@ async fn a_full_state_disk_still_pages_and_says_store_in_healthz() {
         "one DOWN (at most once more after the reopening): {}",
         smtp.count()
     );
+    daemon.stop(Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_state_directory_at_start_still_pages_and_the_store_comes_when_it_can() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let (env, api) = env(&smtp, &target);
+    let state = env.path().join("state");
+    let tmpfs = Tmpfs::mount(&state, "48m");
+    tmpfs.remount("ro");
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    let health = store_unhealthy(&daemon, "Read-only file system").await;
+    assert!(
+        health["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("temporary store"),
+        "{health}"
+    );
+    status.store(503, Ordering::SeqCst);
+    let mails = smtp.wait_for(1, MAIL);
+    let subject = mails[0].header("Subject").unwrap_or_default();
+    assert!(
+        subject.contains("DOWN") && subject.contains("site"),
+        "{subject}"
+    );
+
+    tmpfs.remount("rw");
+    status.store(200, Ordering::SeqCst);
+    poll(
+        Duration::from_secs(60),
+        "/healthz ok on the real store",
+        async || match daemon.get("/healthz").await? {
+            (200, body) if body.contains("\"status\":\"ok\"") => Ok(()),
+            (code, body) => Err(format!("{code} {body}")),
+        },
+    )
+    .await;
+    assert!(
+        state.join("history").join("db").exists(),
+        "the real store is in state_dir now"
+    );
+    poll(
+        Duration::from_secs(20),
+        "results in the real store",
+        async || match daemon.history("site").await?.len() {
+            n if n >= 2 => Ok(()),
+            n => Err(format!("{n} results")),
+        },
+    )
+    .await;
+    assert!(daemon.exited().is_none(), "{}", daemon.log());
     daemon.stop(Duration::from_secs(30)).await;
 }
 

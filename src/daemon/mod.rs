@@ -45,7 +45,7 @@ use crate::health::Health;
 use crate::net::CaFileError;
 use crate::outcome::Outcome;
 use crate::scheduler::Slots;
-use crate::store::{AlertStore, AlertStoreError, Latest, Store};
+use crate::store::{AlertStore, AlertStoreError, Latest, Store, StoreError};
 use crate::supervise::{Feed, Progress, Supervisor};
 
 /// What the daemon is told from outside (signals, tests).
@@ -179,7 +179,22 @@ async fn run_once(
     control: &mut mpsc::Receiver<Control>,
     carried: &Carried,
 ) -> Result<Ended, RunError> {
-    let (sled, set_aside) = open_store(&config, clock.now()).await?;
+    let (sled, set_aside, temporary) = match open_store(&config, clock.now()).await {
+        Ok((sled, set_aside)) => (sled, set_aside, None),
+        // A state directory that refuses the store (read-only, full,
+        // unwritable) must not keep vigie from paging: it runs on a
+        // temporary store, unhealthy, until the directory takes writes and
+        // the store is reopened (`run`).
+        Err(RunError::Store(err @ (StoreError::Open { .. } | StoreError::Io { .. }))) => {
+            let why = format!(
+                "{err}; vigie runs on a temporary store until state_dir takes writes (history is not kept)"
+            );
+            tracing::error!("{why}");
+            let sled = crate::store::SledStore::open_temporary(crate::store::FLUSH_EVERY)?;
+            (sled, None, Some(why))
+        }
+        Err(err) => return Err(err),
+    };
     if let Some(aside) = &set_aside {
         tracing::error!("{}", aside.message());
     }
@@ -187,9 +202,18 @@ async fn run_once(
     let store: Arc<dyn Store> = sled.clone();
     let supervisor = Supervisor::new();
     let health = Arc::new(Health::new(clock.now(), supervisor.stages()));
+    if let Some(why) = &temporary {
+        health.on_temporary_store(why);
+    }
     // Before the scheduler appends anything, so that no result escapes the
     // replication queue.
     let replicator = match &config.replication {
+        // A temporary store's history is not this node's: shipped, it would
+        // overwrite the node's segments in the bucket.
+        Some(_) if temporary.is_some() => {
+            tracing::warn!("replication waits for the real store");
+            None
+        }
         Some(r) => Some(Arc::new(crate::replicate::Replicator::new(
             &crate::replicate::BucketSettings::from_config(r, config.extra_ca_file.as_deref()),
             r.interval,

@@ -170,12 +170,34 @@ impl SledStore {
         Self::open_packing(dir, flush_every, Packing::DEFAULT)
     }
 
+    /// A store in a temporary directory, deleted when the store is dropped:
+    /// what the daemon runs on while `state_dir` refuses writes at start, so
+    /// that alerting keeps its transactions and mail its outbox.
+    pub fn open_temporary(flush_every: Duration) -> Result<SledStore, StoreError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let dir =
+            std::env::temp_dir().join(format!("vigie-history-{}-{nanos}", std::process::id()));
+        Self::open_with(&dir, flush_every, Packing::DEFAULT, true)
+    }
+
     /// [`SledStore::open`] with other block sizes (tests, benchmarks). The
     /// sizes are not part of the format: any store reads every block.
     pub fn open_packing(
         dir: &Path,
         flush_every: Duration,
         packing: Packing,
+    ) -> Result<SledStore, StoreError> {
+        Self::open_with(dir, flush_every, packing, false)
+    }
+
+    fn open_with(
+        dir: &Path,
+        flush_every: Duration,
+        packing: Packing,
+        temporary: bool,
     ) -> Result<SledStore, StoreError> {
         let flush_ms = match u64::try_from(flush_every.as_millis()).unwrap_or(u64::MAX) {
             0 if flush_every.is_zero() => None,
@@ -185,6 +207,7 @@ impl SledStore {
             .path(dir)
             .cache_capacity(CACHE_BYTES)
             .flush_every_ms(flush_ms)
+            .temporary(temporary)
             .open()
             .map_err(|cause| open_error(dir, cause))?;
         let tree = |name: &str| {
