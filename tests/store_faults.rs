@@ -100,6 +100,30 @@ fn env(smtp: &SmtpServer, target: &TlsServer) -> (Env, std::net::SocketAddr) {
     (env, api)
 }
 
+/// Waits for `/healthz` to answer 200 `ok` again (`what` says why).
+async fn healthy_again(daemon: &Daemon, what: &str) {
+    poll(Duration::from_secs(60), what, async || {
+        match daemon.get("/healthz").await? {
+            (200, body) if body.contains("\"status\":\"ok\"") => Ok(()),
+            (code, body) => Err(format!("{code} {body}")),
+        }
+    })
+    .await;
+}
+
+/// Waits for the history of `site` to hold at least `n` results.
+async fn stored_at_least(daemon: &Daemon, n: usize) {
+    poll(
+        Duration::from_secs(20),
+        &format!("{n} results stored"),
+        async || match daemon.history("site").await?.len() {
+            got if got >= n => Ok(()),
+            got => Err(format!("{got} results")),
+        },
+    )
+    .await;
+}
+
 /// Waits for `/healthz` to answer 503 `store`, naming `os_error`.
 async fn store_unhealthy(daemon: &Daemon, os_error: &str) -> Value {
     poll(
@@ -163,24 +187,8 @@ async fn a_full_state_disk_still_pages_and_says_store_in_healthz() {
     // and the page is not sent again and again meanwhile.
     let stored_before = daemon.history("site").await.unwrap().len();
     std::fs::remove_file(state.join("filler")).unwrap();
-    poll(
-        Duration::from_secs(60),
-        "/healthz ok again",
-        async || match daemon.get("/healthz").await? {
-            (200, body) if body.contains("\"status\":\"ok\"") => Ok(()),
-            (code, body) => Err(format!("{code} {body}")),
-        },
-    )
-    .await;
-    poll(
-        Duration::from_secs(20),
-        "new results stored",
-        async || match daemon.history("site").await?.len() {
-            n if n >= stored_before + 2 => Ok(()),
-            n => Err(format!("{n} results, {stored_before} before")),
-        },
-    )
-    .await;
+    healthy_again(&daemon, "/healthz ok again").await;
+    stored_at_least(&daemon, stored_before + 2).await;
     let log = daemon.log();
     assert!(
         log.contains("the state disk takes writes again: the store is reopened"),
@@ -221,28 +229,12 @@ async fn a_read_only_state_directory_at_start_still_pages_and_the_store_comes_wh
 
     tmpfs.remount("rw");
     status.store(200, Ordering::SeqCst);
-    poll(
-        Duration::from_secs(60),
-        "/healthz ok on the real store",
-        async || match daemon.get("/healthz").await? {
-            (200, body) if body.contains("\"status\":\"ok\"") => Ok(()),
-            (code, body) => Err(format!("{code} {body}")),
-        },
-    )
-    .await;
+    healthy_again(&daemon, "/healthz ok on the real store").await;
     assert!(
         state.join("history").join("db").exists(),
         "the real store is in state_dir now"
     );
-    poll(
-        Duration::from_secs(20),
-        "results in the real store",
-        async || match daemon.history("site").await?.len() {
-            n if n >= 2 => Ok(()),
-            n => Err(format!("{n} results")),
-        },
-    )
-    .await;
+    stored_at_least(&daemon, 2).await;
     assert!(daemon.exited().is_none(), "{}", daemon.log());
     daemon.stop(Duration::from_secs(30)).await;
 }
@@ -275,15 +267,7 @@ async fn a_corrupt_store_is_moved_aside_paged_once_and_listed_until_acknowledged
         let state = env.path().join("state");
         let mut daemon = Daemon::spawn(&env.config_path(), api);
         daemon.wait_healthy(START).await;
-        poll(
-            Duration::from_secs(20),
-            "3 results stored",
-            async || match daemon.history("site").await?.len() {
-                n if n >= 3 => Ok(()),
-                n => Err(format!("{n} results")),
-            },
-        )
-        .await;
+        stored_at_least(&daemon, 3).await;
         daemon.stop(Duration::from_secs(30)).await;
         damage(&state, how);
 
