@@ -156,12 +156,7 @@ async fn a_full_state_disk_still_pages_and_says_store_in_healthz() {
 
     fill(&state);
     status.store(503, Ordering::SeqCst);
-    let mails = smtp.wait_for(1, MAIL);
-    let subject = mails[0].header("Subject").unwrap_or_default();
-    assert!(
-        subject.contains("DOWN") && subject.contains("site"),
-        "{subject}"
-    );
+    smtp.wait_for_down("site", MAIL);
     let health = store_unhealthy(&daemon, "No space left on device").await;
     assert!(
         health["reason"]
@@ -220,12 +215,7 @@ async fn a_read_only_state_directory_at_start_still_pages_and_the_store_comes_wh
         "{health}"
     );
     status.store(503, Ordering::SeqCst);
-    let mails = smtp.wait_for(1, MAIL);
-    let subject = mails[0].header("Subject").unwrap_or_default();
-    assert!(
-        subject.contains("DOWN") && subject.contains("site"),
-        "{subject}"
-    );
+    smtp.wait_for_down("site", MAIL);
 
     tmpfs.remount("rw");
     status.store(200, Ordering::SeqCst);

@@ -219,6 +219,18 @@ impl SmtpServer {
 
     /// Waits until at least `n` messages arrived; panics after `timeout`
     /// saying how many did.
+    /// Waits for the first message and checks it is the DOWN page of
+    /// `check`; panics with its subject otherwise.
+    pub fn wait_for_down(&self, check: &str, timeout: Duration) -> Received {
+        let first = self.wait_for(1, timeout).swap_remove(0);
+        let subject = first.header("Subject").unwrap_or_default();
+        assert!(
+            subject.contains("DOWN") && subject.contains(check),
+            "the first mail is not the DOWN page of {check}: {subject}"
+        );
+        first
+    }
+
     pub fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Received> {
         let deadline = Instant::now() + timeout;
         while self.count() < n {
