@@ -53,13 +53,10 @@ async fn bench(incidents: usize) {
     );
     let api = free_addr();
     let env = Env::with_config(&api_section(api, None));
-    env.append_config(&format!(
-        "[alerting]\nto = [\"oncall@example.com\"]\nfailure_threshold = {THRESHOLD}\n\
-         recovery_threshold = {THRESHOLD}\ngroup_window = \"{}s\"\n\
-         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n",
+    env.append_config(&smtp.alerting_sections(&format!(
+        "failure_threshold = {THRESHOLD}\nrecovery_threshold = {THRESHOLD}\ngroup_window = \"{}s\"\n",
         GROUP_WINDOW.as_secs(),
-        smtp.port
-    ));
+    )));
     env.write_checks(
         "site.toml",
         &check_toml(

@@ -108,6 +108,21 @@ pub fn from_unix_millis(ms: i64) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
 }
 
+/// `t` in UTC, to the second, in ISO 8601's basic format
+/// (`20261201T030000Z`): for names and ids that must not hold `:`.
+pub fn compact_utc(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
 /// `at + by`, or [`FAR_FUTURE`] when that is later (a "20000y" deadline, a
 /// `Duration::MAX`).
 pub fn saturating_add(at: OffsetDateTime, by: std::time::Duration) -> OffsetDateTime {

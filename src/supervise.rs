@@ -253,6 +253,7 @@ impl<T> Feed<T> {
     }
 
     /// A feed whose reader nobody watches (tests).
+    #[cfg(test)]
     pub fn unwatched(sender: tokio::sync::mpsc::Sender<T>) -> Self {
         Feed::new(
             sender,

@@ -25,11 +25,8 @@ fn env(smtp: &SmtpServer, target: &TlsServer, checks: &[&str]) -> (Env, std::net
     let token = env.path().join("api-token");
     std::fs::write(&token, "s3cr3t-token\n").unwrap();
     env.append_config(&api_section(api, Some(&token)));
-    env.append_config(&format!(
-        "[alerting]\nto = [\"oncall@example.com\"]\nfrom = \"vigie <vigie@example.com>\"\n\
-         failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"2s\"\n\
-         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n",
-        smtp.port
+    env.append_config(&smtp.alerting_sections(
+        "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"2s\"\n",
     ));
     let mut toml = String::new();
     for name in checks {

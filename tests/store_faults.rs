@@ -83,11 +83,8 @@ fn fill(dir: &Path) {
 fn env(smtp: &SmtpServer, target: &TlsServer) -> (Env, std::net::SocketAddr) {
     let api = free_addr();
     let env = Env::with_config(&api_section(api, None));
-    env.append_config(&format!(
-        "[alerting]\nto = [\"oncall@example.com\"]\nfrom = \"vigie <vigie@example.com>\"\n\
-         failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n\
-         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n",
-        smtp.port
+    env.append_config(&smtp.alerting_sections(
+        "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n",
     ));
     env.write_checks(
         "site.toml",

@@ -49,15 +49,14 @@ fn env(smtp: &SmtpServer, target: &TlsServer, aux: &TlsServer) -> (Env, std::net
     let env = Env::with_config(&api_section(api, None));
     let s3 = AuthS3::shared();
     let (id, secret) = s3.write_keys(env.path());
+    env.append_config(&smtp.alerting_sections(
+        "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n",
+    ));
     env.append_config(&format!(
-        "[alerting]\nto = [\"oncall@example.com\"]\nfrom = \"vigie <vigie@example.com>\"\n\
-         failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n\
-         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n\
-         [connectivity]\ncanaries = [\"https://localhost:{aux}/canary\"]\n\
+        "[connectivity]\ncanaries = [\"https://localhost:{aux}/canary\"]\n\
          [heartbeat]\nurl = \"https://localhost:{aux}/ping/abc\"\ninterval = \"1s\"\n\
          [replication]\nurl = \"s3://{}/supervised\"\nendpoint = \"{}\"\nregion = \"eu-west-3\"\n\
          access_key_id_file = {:?}\nsecret_access_key_file = {:?}\ninterval = \"1s\"\n",
-        smtp.port,
         s3.bucket(),
         s3.endpoint(),
         id.display().to_string(),
@@ -178,11 +177,9 @@ async fn a_task_that_panics_at_every_start_fails_health_and_starves_the_watchdog
     );
     let api = free_addr();
     let env = Env::with_config(&api_section(api, None));
+    env.append_config(&smtp.alerting_sections(""));
     env.append_config(&format!(
-        "[alerting]\nto = [\"oncall@example.com\"]\nfrom = \"vigie <vigie@example.com>\"\n\
-         [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n\
-         [heartbeat]\nurl = \"https://localhost:{}/ping/x\"\ninterval = \"1s\"\n",
-        smtp.port,
+        "[heartbeat]\nurl = \"https://localhost:{}/ping/x\"\ninterval = \"1s\"\n",
         ping.port()
     ));
     env.write_checks(

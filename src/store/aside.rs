@@ -136,15 +136,7 @@ fn catch_open(dir: &Path, flush_every: Duration) -> Result<SledStore, Damage> {
 }
 
 fn aside_path(dir: &Path, now: OffsetDateTime) -> PathBuf {
-    let stamp = format!(
-        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second()
-    );
+    let stamp = crate::clock::compact_utc(now);
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

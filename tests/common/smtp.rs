@@ -219,6 +219,18 @@ impl SmtpServer {
 
     /// Waits until at least `n` messages arrived; panics after `timeout`
     /// saying how many did.
+    /// The `[alerting]` section (to `oncall@example.com`, from
+    /// `vigie@example.com`, plus `extra` lines such as thresholds) and the
+    /// `[smtp]` section mailing this server in plain text: what a daemon
+    /// config that pages here appends.
+    pub fn alerting_sections(&self, extra: &str) -> String {
+        format!(
+            "[alerting]\nto = [\"oncall@example.com\"]\nfrom = \"vigie <vigie@example.com>\"\n{extra}\
+             [smtp]\nhost = \"127.0.0.1\"\nport = {}\ntls = \"none\"\n",
+            self.port
+        )
+    }
+
     /// Waits for the first message and checks it is the DOWN page of
     /// `check`; panics with its subject otherwise.
     pub fn wait_for_down(&self, check: &str, timeout: Duration) -> Received {

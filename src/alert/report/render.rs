@@ -24,13 +24,8 @@ pub fn email(report: &Report, to: &[String]) -> Email {
         text: doc::text(&doc),
         html: doc::html(&doc),
         message_id: format!(
-            "<vigie.report.{:04}{:02}{:02}T{:02}{:02}{:02}Z@{}>",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
+            "<vigie.report.{}@{}>",
+            crate::clock::compact_utc(t),
             domain(&report.host)
         ),
         in_reply_to: None,
