@@ -2,13 +2,14 @@
 //! drains to a real SMTP server, and how long one message waits between
 //! being queued and the server's acceptance when nothing else is queued.
 //!
-//! The store is the daemon's (SledStore, its `outbox` trees), the server
+//! The store is the daemon's (SledStore, its outbox trees), the server
 //! aiosmtpd on loopback (plain SMTP: the point is the outbox and the
 //! session, not TLS, whose handshake happens once per session anyway).
 //!
 //! 1. Enqueue: half the messages one by one with `Outbox::enqueue`, half as
-//!    the alert engine does, each in a sled transaction with an
-//!    `alert_state` write followed by `flush_and_wake`. Every message is
+//!    the alert engine does, each committed with an alert state
+//!    (`AlertStore::commit`, one sled transaction) followed by
+//!    `flush_and_wake`. Every message is
 //!    flushed to disk before the next, as in the daemon.
 //! 2. Drain: the sender starts on the whole backlog; time until the server
 //!    has accepted every message (each removal flushed before the next
@@ -27,13 +28,13 @@ mod smtp;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sled::Transactional;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
+use vigie::alert::{AlertState, Email};
 use vigie::clock::SystemClock;
 use vigie::config::{SmtpConfig, SmtpTls};
-use vigie::mail::{Backoff, Delivery, Outbox, OutgoingMessage, Sender, SmtpTransport};
+use vigie::mail::{Backoff, Delivery, Outbox, Sender, SmtpTransport};
 use vigie::store::SledStore;
 
 const LATENCY_SAMPLES: usize = 50;
@@ -56,11 +57,8 @@ async fn bench(messages: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SledStore::open(&dir.path().join("history"), Duration::from_millis(500))
         .expect("open store");
-    let outbox = Arc::new(Outbox::open(store.db(), store.path()).expect("open outbox"));
-    let state = store
-        .db()
-        .open_tree("alert_state")
-        .expect("alert_state tree");
+    let alerts = store.alerts().expect("open the outbox");
+    let outbox = Arc::new(Outbox::new(alerts.outbox()));
 
     // 1. Enqueue.
     let alone = messages / 2;
@@ -72,13 +70,8 @@ async fn bench(messages: usize) {
     let started = Instant::now();
     for n in alone..messages {
         let msg = message(n);
-        (&state, outbox.tree())
-            .transaction(|(state, queue)| {
-                state.insert(format!("check-{n}").as_bytes(), "firing")?;
-                Outbox::enqueue_in::<()>(queue, &msg, now())?;
-                Ok(())
-            })
-            .expect("transaction");
+        let state = AlertState::new(&format!("check-{n}"));
+        alerts.commit(&[state], &msg, now()).expect("commit");
         outbox.flush_and_wake().await.expect("flush");
     }
     let tx_secs = started.elapsed().as_secs_f64();
@@ -163,8 +156,8 @@ async fn bench(messages: usize) {
     );
 }
 
-fn message(n: usize) -> OutgoingMessage {
-    OutgoingMessage {
+fn message(n: usize) -> Email {
+    Email {
         subject: format!("[vigie] DOWN check-{n}: certificate expired 2 days ago"),
         text: format!(
             "check-{n} is down.\n\n{}",

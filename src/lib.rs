@@ -38,16 +38,17 @@
 //!   under the concurrency bound, outcomes handed to the recorder; per-check
 //!   slots for lateness.
 //! - [`store`]: history of judged outcomes (sled on disk, memory for tests;
-//!   the `Store` contract, key layout and record format), the alert trees
-//!   ([`store::AlertStore`]) and the newest outcome of each check
-//!   ([`store::Latest`]).
+//!   the `Store` contract, key layout and record format), alert states,
+//!   silences and certificate changes ([`store::AlertStore`]), the outbox's
+//!   records ([`store::OutboxStore`]) and the newest outcome of each check
+//!   ([`store::Latest`]). The only module that opens sled trees.
 //! - [`alert`]: pure alerting: per-check incident state machine
 //!   (thresholds, reminders, restarts), grouping, silences and maintenance
 //!   holds, the blind-monitor gate, and the text of alert mails and the
 //!   daily certificate report. No I/O.
-//! - [`mail`]: delivery: the durable outbox (sled trees `outbox`,
-//!   `dead_letters`) and the sender draining it over SMTP (lettre, vigie's
-//!   own rustls) or into `<state_dir>/maildir`; `vigie test-email`.
+//! - [`mail`]: delivery: the outbox (the store's records, the sender's
+//!   wake-up and counters) and the sender draining it over SMTP (lettre,
+//!   vigie's own rustls) or into `<state_dir>/maildir`; `vigie test-email`.
 //! - [`replicate`]: off-region copy of the history to S3-compatible
 //!   storage (object_store, SigV4): the replicator ships the store's
 //!   replication queue as compressed, checksummed segments; `restore`

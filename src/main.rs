@@ -284,7 +284,7 @@ fn report(path: &std::path::Path, json: bool, send: bool) -> ExitCode {
             );
             return ExitCode::from(EXIT_UNKNOWN);
         }
-        let message = vigie::mail::OutgoingMessage::from(vigie::alert::report::email(&report, &to));
+        let message = vigie::alert::report::email(&report, &to);
         match runtime.block_on(vigie::mail::send_direct(&config, &message, clock.as_ref())) {
             Ok(how) => eprintln!("sent to {} via {how}", to.join(", ")),
             Err(err) => {

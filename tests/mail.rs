@@ -17,17 +17,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sled::Transactional;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use common::pki::{self, LeafSpec};
 use common::smtp::{parse_maildir, parse_messages, Received, SmtpOpts, SmtpServer};
+use vigie::alert::{AlertState, Email};
 use vigie::clock::SystemClock;
 use vigie::config::{Config, SmtpConfig, SmtpTls};
 use vigie::mail::{
-    send_test, Backoff, Delivery, MailError, MailStats, Outbox, OutgoingMessage, Sender,
-    SenderHandle, SmtpTransport,
+    send_test, Backoff, Delivery, MailError, MailStats, Outbox, Sender, SenderHandle, SmtpTransport,
 };
 use vigie::store::SledStore;
 
@@ -113,11 +112,10 @@ impl Site {
 }
 
 /// An outbox in its own sled database under `dir`.
-fn open_outbox(dir: &Path) -> (sled::Db, Arc<Outbox>) {
-    let path = dir.join("db");
-    let db = sled::Config::new().path(&path).open().expect("open sled");
-    let outbox = Outbox::open(&db, &path).expect("open outbox");
-    (db, Arc::new(outbox))
+fn open_outbox(dir: &Path) -> (SledStore, Arc<Outbox>) {
+    let store = SledStore::open(&dir.join("db"), Duration::from_secs(1)).expect("open store");
+    let alerts = store.alerts().expect("open the outbox");
+    (store, Arc::new(Outbox::new(alerts.outbox())))
 }
 
 struct Running {
@@ -151,8 +149,8 @@ impl Running {
 }
 
 /// A DOWN alert in a thread, numbered `n`, to `to`.
-fn alert(n: usize, to: &str) -> OutgoingMessage {
-    OutgoingMessage {
+fn alert(n: usize, to: &str) -> Email {
+    Email {
         subject: format!("[vigie] DOWN check-{n}: connection refused"),
         text: format!("check-{n} is down since 07:00 UTC.\n"),
         html: format!("<p><b>check-{n}</b> is down since 07:00 UTC.</p>"),
@@ -715,20 +713,15 @@ fn kill9_child_process() {
         .unwrap();
     runtime.block_on(async move {
         let store = SledStore::open(&db, Duration::from_millis(200)).unwrap();
-        let outbox = Arc::new(Outbox::open(store.db(), store.path()).unwrap());
-        let state = store.db().open_tree("alert_state").unwrap();
+        let alerts = store.alerts().unwrap();
+        let outbox = Arc::new(Outbox::new(alerts.outbox()));
         for n in 0..count {
             let msg = kill9_message(n);
             if n % 2 == 0 {
                 outbox.enqueue(&msg, now()).await.unwrap();
             } else {
-                (&state, outbox.tree())
-                    .transaction(|(state, queue)| {
-                        state.insert(format!("check-{n}").as_bytes(), "firing")?;
-                        Outbox::enqueue_in::<()>(queue, &msg, now())?;
-                        Ok(())
-                    })
-                    .unwrap();
+                let state = AlertState::new(&format!("check-{n}"));
+                alerts.commit(&[state], &msg, now()).unwrap();
                 outbox.flush_and_wake().await.unwrap();
             }
         }
@@ -751,8 +744,8 @@ fn kill9_child_process() {
     });
 }
 
-fn kill9_message(n: usize) -> OutgoingMessage {
-    OutgoingMessage {
+fn kill9_message(n: usize) -> Email {
+    Email {
         message_id: format!("<k9.{n}@vigie.test>"),
         ..alert(n, ONCALL)
     }

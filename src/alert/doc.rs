@@ -51,7 +51,7 @@ pub(super) fn one_line(text: &str) -> String {
 }
 
 /// Text safe inside HTML elements and double-quoted attributes.
-pub(super) fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in one_line(text).chars() {
         match c {

@@ -47,6 +47,7 @@ mod timeline;
 pub use blind::{
     canary_failed, connectivity, gate, network_observation, Connectivity, NETWORK_CHECK,
 };
+pub(crate) use doc::escape as escape_html;
 pub use engine::{Engine, Outbound};
 pub use event::{Event, EventKind, Held, IncidentId, Snapshot};
 pub use group::{Grouper, Notification};

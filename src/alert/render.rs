@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::doc::{days_left, html, one_line, span, text, Block, Doc, Item, Tone};
+use super::doc::{days_left, escape, html, one_line, span, text, Block, Doc, Item, Tone};
 use super::event::{Event, EventKind, Snapshot};
 use super::group::Notification;
 use crate::cert::format_date;
@@ -33,6 +33,29 @@ pub struct Email {
     /// Oldest first, as the `References` header lists them.
     pub references: Vec<String>,
     pub to: Vec<String>,
+}
+
+impl Email {
+    /// Says at the top of the text and HTML parts that this message was
+    /// sent from memory, the outbox having refused it for `why`: it is
+    /// lost if vigie stops before the server accepts it.
+    pub fn mark_not_durable(&mut self, why: &str) {
+        let note = format!(
+            "NOT DURABLE: vigie could not write this alert to its outbox ({why}); it was sent from memory and is lost if vigie stops before the mail server accepts it."
+        );
+        self.text = format!("{note}\n\n{}", self.text);
+        if self.html.is_empty() {
+            return;
+        }
+        let html_note = format!("<p><strong>{}</strong></p>", escape(&note));
+        self.html = match self.html.find("<body>") {
+            Some(at) => {
+                let (head, body) = self.html.split_at(at + "<body>".len());
+                format!("{head}{html_note}{body}")
+            }
+            None => format!("{html_note}{}", self.html),
+        };
+    }
 }
 
 /// At most this many check names in a subject; the rest are counted.
@@ -519,5 +542,35 @@ mod tests {
         let email = notification(&n, "h");
         assert!(!email.subject.contains(['\r', '\n']));
         assert!(!email.text.contains("\nBcc:"));
+    }
+
+    fn page() -> Email {
+        Email {
+            subject: "[vigie] DOWN site".into(),
+            text: "site is down\n".into(),
+            html: "<p>site is down</p>".into(),
+            message_id: "<down.1@vigie.test>".into(),
+            in_reply_to: None,
+            references: vec![],
+            to: vec![],
+        }
+    }
+
+    #[test]
+    fn a_message_sent_from_memory_says_so_in_both_parts() {
+        let mut m = page();
+        m.mark_not_durable("No space left on device <disk>");
+        assert!(m.text.starts_with("NOT DURABLE: vigie could not write this alert to its outbox (No space left on device <disk>)"), "{}", m.text);
+        assert!(m.text.ends_with("site is down\n"));
+        assert!(m.html.starts_with("<p><strong>NOT DURABLE:"), "{}", m.html);
+        assert!(m.html.contains("&lt;disk&gt;"), "escaped: {}", m.html);
+        let mut page = page();
+        page.html = "<html><body><p>site is down</p></body></html>".into();
+        page.mark_not_durable("EIO");
+        assert!(
+            page.html.starts_with("<html><body><p><strong>NOT DURABLE"),
+            "{}",
+            page.html
+        );
     }
 }

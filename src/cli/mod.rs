@@ -110,7 +110,8 @@ fn local_store(config: &Config) -> Result<(SledStore, AlertStore), CommandError>
     let path = crate::store::history_path(&config.state_dir);
     let store = SledStore::open(&path, crate::store::FLUSH_EVERY)
         .map_err(|e| CommandError::Local(e.to_string()))?;
-    let alerts =
-        AlertStore::open(store.db(), &path).map_err(|e| CommandError::Local(e.to_string()))?;
+    let alerts = store
+        .alerts()
+        .map_err(|e| CommandError::Local(e.to_string()))?;
     Ok((store, alerts))
 }

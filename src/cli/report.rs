@@ -38,7 +38,7 @@ pub async fn report_offline(
     let (mut latest, states, silences, changes, health) = match path.exists() {
         true => {
             let (store, alerts) = local_store(config)?;
-            let outbox = Outbox::open(store.db(), &path).map_err(|e| local(&e))?;
+            let outbox = Outbox::new(alerts.outbox());
             let latest = crate::store::Store::latest_all(&store).map_err(|e| local(&e))?;
             let health = report::Health {
                 uptime: None,

@@ -24,7 +24,7 @@ use crate::alert::{self, AlertState, Engine, Hold, Outbound, Policy, Silence, NE
 use crate::api::{AlertRequest, AlertStatus};
 use crate::clock::{saturating_add, saturating_sub, Clock};
 use crate::config::Config;
-use crate::mail::{Outbox, OutgoingMessage};
+use crate::mail::Outbox;
 use crate::outcome::Outcome;
 use crate::schedule::next_after;
 use crate::store::{AlertStore, Latest};
@@ -435,7 +435,7 @@ impl Alerter {
         }
         let report = self.report(run, config, now);
         let to: Vec<String> = config.report.to.iter().map(ToString::to_string).collect();
-        let message = OutgoingMessage::from(report::email(&report, &to));
+        let message = report::email(&report, &to);
         let outbox = self.outbox.clone();
         tokio::spawn(async move {
             match outbox.enqueue(&message, now).await {
@@ -498,8 +498,8 @@ impl Alerter {
         }
         let mut queued = 0;
         for outbound in &due {
-            match self.store.commit(&self.outbox, outbound, now) {
-                Ok(()) => {
+            match self.store.commit(&outbound.states, &outbound.email, now) {
+                Ok(_) => {
                     queued += 1;
                     tracing::info!(subject = %outbound.email.subject, "alert queued");
                 }
@@ -525,7 +525,7 @@ impl Alerter {
 /// through the configured delivery, retried with backoff until it is
 /// accepted (or vigie stops: it is not durable, and the mail says so).
 fn send_not_durable(config: Arc<Config>, outbound: &Outbound, why: &str, clock: Arc<dyn Clock>) {
-    let mut message = OutgoingMessage::from(outbound.email.clone());
+    let mut message = outbound.email.clone();
     message.mark_not_durable(why);
     tokio::spawn(async move {
         let mut wait = Duration::from_secs(2);

@@ -45,7 +45,7 @@ use crate::health::Health;
 use crate::net::CaFileError;
 use crate::outcome::Outcome;
 use crate::scheduler::Slots;
-use crate::store::{AlertStore, AlertStoreError, Latest, Store, StoreError};
+use crate::store::{Latest, Store, StoreError};
 use crate::supervise::{Feed, Progress, Supervisor};
 
 /// What the daemon is told from outside (signals, tests).
@@ -82,8 +82,6 @@ pub enum RunError {
     Heartbeat(#[from] crate::heartbeat::HeartbeatError),
     #[error(transparent)]
     Mail(#[from] crate::mail::MailError),
-    #[error(transparent)]
-    Alerting(#[from] AlertStoreError),
     #[error(
         "vigie stopped, but tasks died while it ran: {}; see the log for each panic (\"task ... panicked\")",
         .0.iter().map(|(task, n)| format!("{task} {n} time(s)")).collect::<Vec<_>>().join(", ")
@@ -243,11 +241,11 @@ async fn run_once(
     let late_stop = CancellationToken::new();
     let started = clock.now();
 
-    let outbox = Arc::new(crate::mail::Outbox::open(sled.db(), sled.path())?);
+    let alert_store = sled.alerts()?;
+    let outbox = Arc::new(crate::mail::Outbox::new(alert_store.outbox()));
     if let Some(aside) = &set_aside {
         page_set_aside(&outbox, aside, clock.now()).await;
     }
-    let alert_store = AlertStore::open(sled.db(), sled.path())?;
     let (sender, sender_handle) = crate::mail::Sender::new(
         outbox.clone(),
         crate::mail::Delivery::from_config(&config)?,
@@ -602,7 +600,7 @@ async fn page_set_aside(
     now: time::OffsetDateTime,
 ) {
     let host = crate::mail::hostname();
-    let message = crate::mail::OutgoingMessage {
+    let message = crate::alert::Email {
         subject: format!("[vigie {host}] history store was corrupt; moved aside"),
         text: format!("{}\n", aside.message()),
         html: String::new(),

@@ -4,7 +4,7 @@
 //! `Message-ID`, `In-Reply-To`, `References`, `Auto-Submitted`) and the
 //! multipart/alternative layout (text first, HTML second, as RFC 2046
 //! orders "plainest first"). It does not decide the words: the alert
-//! renderer fills [`OutgoingMessage`].
+//! renderer fills [`Email`].
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -16,65 +16,9 @@ use lettre::message::header::{Header, HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::Message;
-use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-/// One email as the alert engine hands it over: the same shape as
-/// [`crate::alert::Email`] (`.into()` converts); `From` and the `Date` are
-/// added at delivery.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutgoingMessage {
-    pub subject: String,
-    pub text: String,
-    /// Empty: a text-only message.
-    pub html: String,
-    /// With or without angle brackets; unique per message. A DOWN, its
-    /// reminders and its RESOLVED have different ids and thread through
-    /// `in_reply_to` / `references`.
-    pub message_id: String,
-    pub in_reply_to: Option<String>,
-    /// Oldest first, as RFC 5322 wants.
-    pub references: Vec<String>,
-    /// Mailboxes (`"Name <a@b>"` or `a@b`); empty: `[alerting] to`.
-    pub to: Vec<String>,
-}
-
-impl OutgoingMessage {
-    /// Says at the top of the text and HTML parts that this message was
-    /// sent from memory, the outbox having refused it for `why`: it is
-    /// lost if vigie stops before the server accepts it.
-    pub fn mark_not_durable(&mut self, why: &str) {
-        let note = format!(
-            "NOT DURABLE: vigie could not write this alert to its outbox ({why}); it was sent from memory and is lost if vigie stops before the mail server accepts it."
-        );
-        self.text = format!("{note}\n\n{}", self.text);
-        if self.html.is_empty() {
-            return;
-        }
-        let html_note = format!("<p><strong>{}</strong></p>", escape_html(&note));
-        self.html = match self.html.find("<body>") {
-            Some(at) => {
-                let (head, body) = self.html.split_at(at + "<body>".len());
-                format!("{head}{html_note}{body}")
-            }
-            None => format!("{html_note}{}", self.html),
-        };
-    }
-}
-
-impl From<crate::alert::Email> for OutgoingMessage {
-    fn from(email: crate::alert::Email) -> Self {
-        OutgoingMessage {
-            subject: email.subject,
-            text: email.text,
-            html: email.html,
-            message_id: email.message_id,
-            in_reply_to: email.in_reply_to,
-            references: email.references,
-            to: email.to,
-        }
-    }
-}
+use crate::alert::Email;
 
 /// A message ready for the wire.
 #[derive(Debug)]
@@ -109,7 +53,7 @@ impl Header for AutoSubmitted {
 /// message can never be sent as it is (a malformed recipient): the caller
 /// gives it up rather than retrying.
 pub(crate) fn render(
-    msg: &OutgoingMessage,
+    msg: &Email,
     from: &Mailbox,
     default_to: &[Mailbox],
     date: OffsetDateTime,
@@ -147,7 +91,7 @@ pub(crate) fn render(
 }
 
 /// The message's own recipients, else the configured ones.
-fn recipients(msg: &OutgoingMessage, default_to: &[Mailbox]) -> Result<Vec<Mailbox>, String> {
+fn recipients(msg: &Email, default_to: &[Mailbox]) -> Result<Vec<Mailbox>, String> {
     if msg.to.is_empty() {
         if default_to.is_empty() {
             return Err("no recipients: the message names none and [alerting] to is empty".into());
@@ -209,20 +153,13 @@ pub(crate) fn default_from() -> Result<Mailbox, String> {
         .map_err(|e| format!("cannot make a From address from this host's name {host:?}: {e}; set [alerting] from"))
 }
 
-pub(crate) fn escape_html(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use time::macros::datetime;
 
-    fn message() -> OutgoingMessage {
-        OutgoingMessage {
+    fn message() -> Email {
+        Email {
             subject: "[vigie] DOWN site: certificate expired 2 days ago".into(),
             text: "site is down\n".into(),
             html: "<p>site is down</p>".into(),
@@ -273,7 +210,7 @@ mod tests {
     fn configured_recipients_when_the_message_names_none() {
         let from: Mailbox = "vigie@example.com".parse().unwrap();
         let team: Mailbox = "team@example.com".parse().unwrap();
-        let msg = OutgoingMessage {
+        let msg = Email {
             to: vec![],
             html: String::new(),
             ..message()
@@ -288,7 +225,7 @@ mod tests {
     #[test]
     fn malformed_recipient_is_named() {
         let from: Mailbox = "vigie@example.com".parse().unwrap();
-        let msg = OutgoingMessage {
+        let msg = Email {
             to: vec!["not an address".into()],
             ..message()
         };
@@ -299,7 +236,7 @@ mod tests {
     #[test]
     fn unicode_subjects_are_encoded() {
         let from: Mailbox = "vigie@example.com".parse().unwrap();
-        let msg = OutgoingMessage {
+        let msg = Email {
             subject: "[vigie] DOWN café: échec".into(),
             text: "réponse 503\n".into(),
             ..message()
@@ -322,23 +259,5 @@ mod tests {
         assert_eq!(angle("x@y"), "<x@y>");
         assert_eq!(angle("<x@y>"), "<x@y>");
         assert_eq!(angle(" <x@y "), "<x@y>");
-    }
-
-    #[test]
-    fn a_message_sent_from_memory_says_so_in_both_parts() {
-        let mut m = message();
-        m.mark_not_durable("No space left on device <disk>");
-        assert!(m.text.starts_with("NOT DURABLE: vigie could not write this alert to its outbox (No space left on device <disk>)"), "{}", m.text);
-        assert!(m.text.ends_with("site is down\n"));
-        assert!(m.html.starts_with("<p><strong>NOT DURABLE:"), "{}", m.html);
-        assert!(m.html.contains("&lt;disk&gt;"), "escaped: {}", m.html);
-        let mut page = message();
-        page.html = "<html><body><p>site is down</p></body></html>".into();
-        page.mark_not_durable("EIO");
-        assert!(
-            page.html.starts_with("<html><body><p><strong>NOT DURABLE"),
-            "{}",
-            page.html
-        );
     }
 }

@@ -3,12 +3,14 @@
 //!
 //! This module owns *getting a message to a mail server and knowing it got
 //! there*. It does not decide what to send or to whom (the alert engine and
-//! its renderer do: they hand over an [`OutgoingMessage`]), and it does not
+//! its renderer do: they hand over an [`Email`]), and it does not
 //! parse configuration (`config` gives a validated [`SmtpConfig`]).
 //!
-//! - `outbox.rs`: the `outbox` and `dead_letters` sled trees, in the same
-//!   database as the history, so an alert state change and the message it
-//!   causes commit in one transaction ([`Outbox::enqueue_in`]).
+//! - `outbox.rs`: the store's outbox records (`store::OutboxStore`, in the
+//!   same database as the history, so an alert state change and the
+//!   message it causes commit in one transaction:
+//!   `store::AlertStore::commit`), with the sender's wake-up signal and
+//!   the backlog counters on top.
 //! - `sender.rs`: the task that drains the outbox: retries with capped
 //!   exponential backoff (persisted), dead letters for permanent
 //!   rejections, and the counters `/metrics` and `/healthz` read
@@ -18,7 +20,7 @@
 //!   classification of every failure (retry the server later, retry this
 //!   message later, or give this message up).
 //! - `maildir.rs`: the fallback without `[smtp]`: real Maildir files.
-//! - `message.rs`: [`OutgoingMessage`] -> RFC 5322 bytes (multipart
+//! - `message.rs`: [`Email`] -> RFC 5322 bytes (multipart
 //!   text + HTML, threading headers, `Auto-Submitted`).
 //!
 //! The one guarantee: a message leaves the outbox only after the SMTP
@@ -41,12 +43,14 @@ use std::path::PathBuf;
 
 use lettre::message::Mailbox;
 
+use crate::alert::Email;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::store::StoreError;
 
 pub use self::maildir::{Maildir, MaildirError};
-pub use self::message::{hostname, OutgoingMessage};
-pub use self::outbox::{DeadLetter, MessageId, Outbox, Pending};
+pub use self::message::hostname;
+pub use self::outbox::Outbox;
 pub use self::sender::{Backoff, Delivery, Sender, SenderHandle};
 pub use self::smtp::{DeliveryError, Failure, Session, SmtpTransport, Stage, DEFAULT_TIMEOUT};
 pub use self::stats::{MailSnapshot, MailStats};
@@ -55,25 +59,8 @@ pub use self::stats::{MailSnapshot, MailStats};
 /// which is a [`DeliveryError`] inside [`MailError::Delivery`]).
 #[derive(Debug, thiserror::Error)]
 pub enum MailError {
-    #[error(
-        "the outbox in the store at {} could not {action}: {cause} (is the disk full, read-only or failing?)",
-        path.display()
-    )]
-    Store {
-        path: PathBuf,
-        action: &'static str,
-        cause: ::sled::Error,
-    },
-    #[error(
-        "the outbox in the store at {} holds a damaged entry ({what}): {detail} \
-         (move the store aside, or delete that entry with a sled tool)",
-        path.display()
-    )]
-    Corrupt {
-        path: PathBuf,
-        what: String,
-        detail: String,
-    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error("cannot read smtp.ca_file / extra_ca_file {}: {detail} (it must hold PEM certificates)", path.display())]
     CaFile { path: PathBuf, detail: String },
     #[error("cannot prepare the message: {0}")]
@@ -124,7 +111,7 @@ pub async fn send_test(config: &Config, clock: &dyn Clock) -> Result<TestReport,
     }
     let now = clock.now();
     let host = message::hostname();
-    let message = OutgoingMessage {
+    let message = Email {
         subject: format!("[vigie] test message from {host}"),
         text: test_text(&host, &delivery.describe()),
         html: test_html(&host, &delivery.describe()),
@@ -156,7 +143,10 @@ fn test_text(host: &str, via: &str) -> String {
 }
 
 fn test_html(host: &str, via: &str) -> String {
-    let (host, via) = (message::escape_html(host), message::escape_html(via));
+    let (host, via) = (
+        crate::alert::escape_html(host),
+        crate::alert::escape_html(via),
+    );
     format!(
         "<!DOCTYPE html><html><body>\
          <p>This is a test message from vigie on <b>{host}</b>.</p>\
@@ -171,7 +161,7 @@ fn test_html(host: &str, via: &str) -> String {
 /// how it went, e.g. `smtp 127.0.0.1:587 (...): 250 2.0.0 Ok`.
 pub async fn send_direct(
     config: &Config,
-    message: &OutgoingMessage,
+    message: &Email,
     clock: &dyn Clock,
 ) -> Result<String, MailError> {
     let delivery = Delivery::from_config(config)?;

@@ -33,11 +33,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::maildir::Maildir;
 use super::message::{self, render};
-use super::outbox::{Outbox, Pending, TransportState};
+use super::outbox::Outbox;
 use super::smtp::{DeliveryError, Failure, Session, SmtpTransport, Stage};
-use super::{MailError, OutgoingMessage};
+use super::MailError;
+use crate::alert::Email;
 use crate::clock::{from_unix_millis, saturating_add, Clock};
 use crate::config::Config;
+use crate::store::{Pending, TransportState};
 
 /// How long an idle sender sleeps before looking again on its own (it is
 /// woken at once by new mail; this only refreshes the counters).
@@ -164,7 +166,7 @@ impl Delivery {
     /// One message, now, on its own session (`vigie test-email`).
     pub(crate) async fn send_now(
         &self,
-        message: &OutgoingMessage,
+        message: &Email,
         date: OffsetDateTime,
     ) -> Result<Accepted, MailError> {
         let mut session = None;
@@ -188,7 +190,7 @@ impl Delivery {
     async fn attempt(
         &self,
         session: &mut Option<Session>,
-        message: &OutgoingMessage,
+        message: &Email,
         date: OffsetDateTime,
         shutdown: &CancellationToken,
     ) -> Attempt {
@@ -279,7 +281,7 @@ pub struct Sender {
     /// Messages the server accepted whose removal from the outbox failed
     /// (a full or failing disk): never sent again while this sender runs,
     /// and their removal retried at each pass.
-    unremoved: std::collections::HashSet<super::MessageId>,
+    unremoved: std::collections::HashSet<crate::store::MessageId>,
 }
 
 /// Kept by the daemon: swaps the delivery on a config reload.

@@ -1,7 +1,7 @@
 //! History: every judged [`Outcome`], kept so that `history`, the API, the
-//! daily report, alerting and replication can read it back; beside it the
-//! alert trees ([`AlertStore`]) and the newest outcome of each check in
-//! memory ([`Latest`]).
+//! daily report, alerting and replication can read it back; beside it what
+//! alerting remembers ([`AlertStore`]), the mail it queued ([`OutboxStore`])
+//! and the newest outcome of each check in memory ([`Latest`]).
 //!
 //! This module owns the [`Store`] contract and the on-disk layout; it does
 //! not decide what to keep (the caller sweeps with its retention) nor when to
@@ -90,14 +90,23 @@
 //! replicates, each append also queues its key under the next sequence
 //! number in `replication`; the replicator (`replicate/`) ships the queue in
 //! order and advances `replication_cursor`. [`Store::sweep`] never deletes a
-//! result still queued. The same database holds the alert trees
-//! (`alert_state`, `silences`, `cert_changes`: [`AlertStore`]) and the
-//! outbox's (`outbox`, `dead_letters`: opened by `mail::Outbox`).
+//! result still queued.
+//!
+//! The same database holds the alert trees (`alert_state`, `silences`,
+//! `cert_changes`: [`AlertStore`], `alerts.rs`) and the outbox's
+//! (`outbox`, `dead_letters`, the backoff in `meta`: [`OutboxStore`],
+//! `outbox.rs`), which [`SledStore::alerts`] opens. This module is the only
+//! one that opens sled trees. Both have a memory backend
+//! ([`AlertStore::in_memory`]) and one suite of scenarios run against both
+//! (`alerting_contract.rs`).
 
+#[cfg(test)]
+mod alerting_contract;
 mod alerts;
 mod aside;
 mod latest;
 mod memory;
+mod outbox;
 mod record;
 mod sled;
 
@@ -108,12 +117,13 @@ use time::{OffsetDateTime, UtcOffset};
 
 use crate::outcome::{Outcome, VerifyError};
 
-pub use self::alerts::{AlertStore, AlertStoreError};
+pub use self::alerts::AlertStore;
 pub use self::aside::{
     acknowledge, open_or_set_aside, set_aside_earlier, SetAside, CORRUPT_MARKER,
 };
 pub use self::latest::Latest;
 pub use self::memory::MemoryStore;
+pub use self::outbox::{DeadLetter, MessageId, OutboxStore, Pending, Schedule, TransportState};
 pub use self::sled::{
     Backlog, Packing, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped, SledStore,
 };

@@ -48,7 +48,7 @@ use ::sled::{Batch, Db, IVec, Tree};
 use time::OffsetDateTime;
 
 use super::record::{self, ChainKey, Decoded, Str};
-use super::{bound_millis, key_millis, rfc3339, time_of_millis, Store, StoreError};
+use super::{bound_millis, key_millis, rfc3339, time_of_millis, AlertStore, Store, StoreError};
 use crate::outcome::Outcome;
 
 pub use self::replication::{Backlog, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped};
@@ -248,11 +248,10 @@ impl SledStore {
         &self.path
     }
 
-    /// The database itself, for the trees other modules keep beside the
-    /// history (the mail outbox), so their writes can share a transaction
-    /// and a flush with it.
-    pub fn db(&self) -> &Db {
-        &self.db
+    /// The alert and outbox trees beside the history, in the same
+    /// database so that their writes share transactions and flushes.
+    pub fn alerts(&self) -> Result<AlertStore, StoreError> {
+        AlertStore::open_sled(&self.db, self.path.clone())
     }
 
     /// The stored schema version: a fresh store gets the current one; an
