@@ -197,22 +197,11 @@ impl Outbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::alerting_contract::message;
     use crate::store::{AlertStore, SledStore};
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
-
-    fn message(n: u32) -> Email {
-        Email {
-            subject: format!("[vigie] DOWN check-{n}"),
-            text: "down\n".into(),
-            html: "<p>down</p>".into(),
-            message_id: format!("<down.{n}@vigie.test>"),
-            in_reply_to: None,
-            references: vec![],
-            to: vec!["oncall@example.com".into()],
-        }
-    }
 
     fn open(dir: &std::path::Path) -> (Outbox, AlertStore, SledStore) {
         let sled = SledStore::open(dir, std::time::Duration::from_secs(1)).unwrap();

@@ -16,7 +16,8 @@ const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
 
-fn message(n: u32) -> Email {
+/// A DOWN page, told apart by `n` (also for the mail side's tests).
+pub(crate) fn message(n: u32) -> Email {
     Email {
         subject: format!("[vigie] DOWN check-{n}"),
         text: "down\n".into(),

@@ -101,7 +101,7 @@
 //! (`alerting_contract.rs`).
 
 #[cfg(test)]
-mod alerting_contract;
+pub(crate) mod alerting_contract;
 mod alerts;
 mod aside;
 mod latest;
