@@ -242,6 +242,16 @@ pub fn name_contents(der: &[u8]) -> &[u8] {
 /// browsers apply them: case-insensitive, a wildcard only as the whole
 /// left-most label and matching exactly one label, no fallback to the CN.
 pub fn covers(sans: &[String], host: &str) -> bool {
+    // An IP literal matches an IP SAN of the same address, never a
+    // wildcard (RFC 6125 6.2.1); both spellings are parsed, so `::1` and
+    // `0:0:0:0:0:0:0:1` agree.
+    if let Ok(ip) = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+    {
+        return sans.iter().any(|san| san.parse() == Ok(ip));
+    }
     let host = host.trim_end_matches('.');
     sans.iter().any(|san| san_matches(san, host))
 }
@@ -333,6 +343,10 @@ mod tests {
         assert!(covers(&s, "example.test"));
         assert!(covers(&s, "127.0.0.1"));
         assert!(!covers(&s, "www.example.test"));
+        let v6 = sans(&["::1", "*.0.0.1"]);
+        assert!(covers(&v6, "::1"));
+        assert!(covers(&v6, "[0:0:0:0:0:0:0:1]"));
+        assert!(!covers(&v6, "127.0.0.1"), "no wildcard for an address");
     }
 
     #[test]

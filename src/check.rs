@@ -94,6 +94,9 @@ pub const MAX_REDIRECTS: u32 = 10;
 #[derive(Debug, Clone)]
 pub struct HttpCheck {
     pub follow_redirects: bool,
+    /// Redirects may lead to loopback, private and link-local addresses
+    /// (never to a cloud metadata address).
+    pub redirect_to_private: bool,
     pub expect: HttpExpect,
 }
 

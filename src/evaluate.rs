@@ -402,6 +402,7 @@ mod tests {
             alert: Default::default(),
             kind: CheckKind::Http(HttpCheck {
                 follow_redirects: true,
+                redirect_to_private: false,
                 expect: HttpExpect::default(),
             }),
         }

@@ -159,6 +159,7 @@ pub(crate) struct RawCheck {
     pub alert: Option<RawCheckAlert>,
     // kind = "http"
     pub follow_redirects: Option<Spanned<bool>>,
+    pub redirect_to_private: Option<Spanned<bool>>,
     pub expect: Option<RawExpect>,
     // kind = "cors"
     pub origin: Option<Spanned<String>>,

@@ -198,13 +198,13 @@ impl Outbox {
 mod tests {
     use super::*;
     use crate::store::alerting_contract::message;
-    use crate::store::{AlertStore, SledStore};
+    use crate::store::{open_sled_when_unlocked, AlertStore, SledStore};
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
 
     fn open(dir: &std::path::Path) -> (Outbox, AlertStore, SledStore) {
-        let sled = SledStore::open(dir, std::time::Duration::from_secs(1)).unwrap();
+        let sled = open_sled_when_unlocked(dir);
         let alerts = sled.alerts().unwrap();
         (Outbox::new(alerts.outbox()), alerts, sled)
     }

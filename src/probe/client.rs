@@ -17,6 +17,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 
 use http::{HeaderMap, Request, StatusCode, Version};
@@ -27,8 +28,9 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use url::Url;
+use url::{Host, Url};
 
+use super::address::{self, AddressClass, RedirectPolicy};
 use super::chains::{self, Chains};
 use super::tls::{self, Trust};
 use crate::cert;
@@ -45,12 +47,42 @@ pub const BODY_CAP: usize = 1024 * 1024;
 
 const USER_AGENT: &str = concat!("vigie/", env!("CARGO_PKG_VERSION"));
 
+/// How a probe opens a TCP connection and judges an address: the seam
+/// between probes and the network. The daemon uses [`Direct`]; a test can
+/// record every address a probe tries and refuse any that is not
+/// loopback, or treat one loopback address as a global one.
+pub trait Connector: Send + Sync {
+    fn connect(
+        &self,
+        addr: SocketAddr,
+    ) -> Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send + '_>>;
+
+    /// What kind of address `ip` is, for the redirect policy.
+    fn classify(&self, ip: IpAddr) -> AddressClass {
+        address::classify(ip)
+    }
+}
+
+/// Plain `connect(2)`, and addresses classified as they are.
+#[derive(Debug)]
+pub struct Direct;
+
+impl Connector for Direct {
+    fn connect(
+        &self,
+        addr: SocketAddr,
+    ) -> Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send + '_>> {
+        Box::pin(TcpStream::connect(addr))
+    }
+}
+
 /// Connections for probes, with the trust each check needs.
 pub struct Client {
     global: Arc<Trust>,
     per_ca_file: HashMap<PathBuf, Arc<Trust>>,
     clock: Arc<dyn Clock>,
     chains: Chains,
+    connector: Arc<dyn Connector>,
 }
 
 impl fmt::Debug for Client {
@@ -91,11 +123,23 @@ impl Client {
             per_ca_file,
             clock,
             chains: Chains::default(),
+            connector: Arc::new(Direct),
         })
+    }
+
+    /// The same client, connecting through `connector`.
+    pub fn with_connector(mut self, connector: Arc<dyn Connector>) -> Self {
+        self.connector = connector;
+        self
     }
 
     pub fn clock(&self) -> &dyn Clock {
         self.clock.as_ref()
+    }
+
+    /// What kind of address `ip` is, as this client's connector sees it.
+    pub fn classify(&self, ip: IpAddr) -> AddressClass {
+        self.connector.classify(ip)
     }
 
     /// The trust a check uses: its own `ca_file` if it has one, else the
@@ -111,17 +155,29 @@ impl Client {
     }
 
     /// One request on a fresh connection. Records the TLS facts of the first
-    /// https hop into `trace.tls`.
+    /// https hop into `trace.tls`, and the address the first hop connected
+    /// to into `trace.first_peer`.
     pub async fn send(
         &self,
         hop: &Hop<'_>,
         request: Request<Empty<Bytes>>,
         trace: &mut Trace,
     ) -> Result<Response, ProbeError> {
-        let host = hop.url.host_str().unwrap_or_default().to_string();
+        // Without brackets: `[::1]` is the URL's spelling, not an address
+        // or a TLS server name.
+        let (host, literal) = match hop.url.host() {
+            Some(Host::Ipv4(ip)) => (ip.to_string(), Some(IpAddr::V4(ip))),
+            Some(Host::Ipv6(ip)) => (ip.to_string(), Some(IpAddr::V6(ip))),
+            Some(Host::Domain(name)) => (name.to_string(), None),
+            None => (String::new(), None),
+        };
         let port = hop.url.port_or_known_default().unwrap_or(443);
         trace.hops.push(redact(hop.url));
-        let tcp = self.connect(&host, port, hop.connect_to, trace).await?;
+        let target = hop.connect_to.or(literal);
+        let tcp = self.connect(&host, port, target, hop, trace).await?;
+        if trace.first_peer.is_none() {
+            trace.first_peer = tcp.peer_addr().ok().map(|addr| addr.ip());
+        }
         match hop.url.scheme() {
             "https" => {
                 let tls = self.handshake(tcp, &host, hop.trust, trace).await?;
@@ -135,20 +191,44 @@ impl Client {
         &self,
         host: &str,
         port: u16,
-        connect_to: Option<IpAddr>,
+        target: Option<IpAddr>,
+        hop: &Hop<'_>,
         trace: &mut Trace,
     ) -> Result<TcpStream, ProbeError> {
-        let addrs: Vec<SocketAddr> = match connect_to.or_else(|| literal_ip(host)) {
+        let mut addrs: Vec<SocketAddr> = match target {
             Some(ip) => vec![SocketAddr::new(ip, port)],
             None => {
                 trace.phase = Phase::Resolving(host.to_string());
                 resolve(host, port).await?
             }
         };
+        if let Some(redirect) = &hop.redirect {
+            // Every address is judged, not the name: a public name may
+            // resolve to a private address.
+            let mut refusal = None;
+            addrs.retain(|addr| {
+                let why = redirect
+                    .policy
+                    .refusal(addr.ip(), self.connector.classify(addr.ip()));
+                let allowed = why.is_none();
+                refusal = refusal.take().or(why);
+                allowed
+            });
+            if let (true, Some(why)) = (addrs.is_empty(), refusal) {
+                return Err(ProbeError {
+                    kind: Assertion::HttpRedirect,
+                    message: format!(
+                        "redirect {} to {} refused: {why}",
+                        redirect.number,
+                        redact(hop.url)
+                    ),
+                });
+            }
+        }
         let mut last_error = None;
         for addr in addrs {
             trace.phase = Phase::Connecting(addr);
-            match TcpStream::connect(addr).await {
+            match self.connector.connect(addr).await {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
                     return Ok(stream);
@@ -247,12 +327,21 @@ impl Client {
     }
 }
 
-/// Where one request goes: the URL, an address override for its host, and
-/// the trust to verify it with.
+/// Where one request goes: the URL, an address override for its host, the
+/// trust to verify it with, and, when a redirect led here, which one and
+/// the policy its addresses must pass.
 pub struct Hop<'a> {
     pub url: &'a Url,
     pub connect_to: Option<IpAddr>,
     pub trust: &'a Trust,
+    pub redirect: Option<Redirect>,
+}
+
+/// The `number`th redirect of a probe (from 1), and where it may lead.
+#[derive(Debug, Clone, Copy)]
+pub struct Redirect {
+    pub number: usize,
+    pub policy: RedirectPolicy,
 }
 
 /// A response with its body read up to [`BODY_CAP`].
@@ -273,6 +362,9 @@ pub struct Trace {
     pub tls: Option<TlsReport>,
     /// Redacted URLs requested, in order.
     pub hops: Vec<String>,
+    /// The address the first request connected to (the check's own
+    /// target, which decides whether its redirects may stay private).
+    pub first_peer: Option<IpAddr>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -394,13 +486,6 @@ pub fn request(method: http::Method, url: &Url) -> http::request::Builder {
         .header(http::header::USER_AGENT, USER_AGENT)
         .header(http::header::ACCEPT, "*/*")
         .header(http::header::CONNECTION, "close")
-}
-
-fn literal_ip(host: &str) -> Option<IpAddr> {
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok()
 }
 
 async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, ProbeError> {

@@ -71,6 +71,7 @@ async fn preflight(
         url: &check.url,
         connect_to: check.resolve,
         trust,
+        redirect: None,
     };
     client.send(&hop, request, trace).await
 }

@@ -1,11 +1,13 @@
-//! The `http` probe: GET the URL, follow redirects like a browser would,
+//! The `http` probe: GET the URL, follow redirects like a browser would
+//! (but never from https to http, and never where `address` forbids),
 //! return what came back. Judging the answer is `evaluate`'s job.
 
 use http::header::LOCATION;
 use http_body_util::Empty;
 use url::Url;
 
-use super::client::{self, Client, Hop, Response, Trace};
+use super::address::{AddressClass, RedirectPolicy};
+use super::client::{self, Client, Hop, Redirect, Response, Trace};
 use super::tls::Trust;
 use crate::check::{Check, HttpCheck, MAX_REDIRECTS};
 use crate::outcome::{Assertion, HttpReport, ProbeError};
@@ -21,8 +23,9 @@ pub async fn probe(
     let started = tokio::time::Instant::now();
     let mut url = check.url.clone();
     let mut visited = vec![url.clone()];
+    let mut redirect = None;
     loop {
-        let response = get(client, check, &url, trust, trace).await?;
+        let response = get(client, check, &url, trust, redirect, trace).await?;
         let next = match http.follow_redirects {
             true => redirect_target(&url, &response)?,
             false => None,
@@ -31,6 +34,13 @@ pub async fn probe(
             let redirects = (visited.len() - 1) as u32;
             return Ok(report(response, redirects, &url, started));
         };
+        let number = visited.len();
+        if url.scheme() == "https" && next.scheme() == "http" {
+            return Err(redirect_error(format!(
+                "redirect {number} to {} refused: it leaves https for cleartext http",
+                redact(&next)
+            )));
+        }
         if visited.contains(&next) {
             visited.push(next);
             return Err(redirect_error(format!(
@@ -44,8 +54,23 @@ pub async fn probe(
                 redact(&next)
             )));
         }
+        redirect = Some(Redirect {
+            number,
+            policy: policy(client, http, trace),
+        });
         visited.push(next.clone());
         url = next;
+    }
+}
+
+/// Where this check's redirects may lead: non-global addresses only if it
+/// opted in or its own target is one (see `address`).
+fn policy(client: &Client, http: &HttpCheck, trace: &Trace) -> RedirectPolicy {
+    let target_is_internal = trace
+        .first_peer
+        .is_some_and(|ip| client.classify(ip) != AddressClass::Global);
+    RedirectPolicy {
+        allow_non_global: http.redirect_to_private || target_is_internal,
     }
 }
 
@@ -54,6 +79,7 @@ async fn get(
     check: &Check,
     url: &Url,
     trust: &Trust,
+    redirect: Option<Redirect>,
     trace: &mut Trace,
 ) -> Result<Response, ProbeError> {
     // `resolve` pins the check's host, like curl's --resolve: a redirect to
@@ -62,18 +88,43 @@ async fn get(
         true => check.resolve,
         false => None,
     };
-    let request = client::request(http::Method::GET, url)
-        .body(Empty::new())
-        .map_err(|err| ProbeError {
-            kind: Assertion::HttpProtocol,
-            message: format!("cannot build a request for {}: {err}", redact(url)),
-        })?;
+    let mut request = client::request(http::Method::GET, url);
+    if let Some(credentials) = basic_credentials(&check.url, url) {
+        request = request.header(http::header::AUTHORIZATION, credentials);
+    }
+    let request = request.body(Empty::new()).map_err(|err| ProbeError {
+        kind: Assertion::HttpProtocol,
+        message: format!("cannot build a request for {}: {err}", redact(url)),
+    })?;
     let hop = Hop {
         url,
         connect_to,
         trust,
+        redirect,
     };
     client.send(&hop, request, trace).await
+}
+
+/// The check URL's userinfo as Basic credentials, for requests to the
+/// check's own origin only (scheme, host and port, as curl does): a
+/// redirect elsewhere must not carry them. The value is marked sensitive
+/// so that nothing prints it.
+fn basic_credentials(configured: &Url, url: &Url) -> Option<http::HeaderValue> {
+    use base64::Engine as _;
+    if configured.username().is_empty() && configured.password().is_none() {
+        return None;
+    }
+    if configured.origin() != url.origin() {
+        return None;
+    }
+    let decode = |part: &str| percent_encoding::percent_decode_str(part).collect::<Vec<u8>>();
+    let mut pair = decode(configured.username());
+    pair.push(b':');
+    pair.extend(decode(configured.password().unwrap_or_default()));
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    let mut value = http::HeaderValue::try_from(format!("Basic {encoded}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
 fn redirect_target(url: &Url, response: &Response) -> Result<Option<Url>, ProbeError> {

@@ -3,6 +3,7 @@
 //! `evaluate`). The per-check `timeout` bounds everything a probe does, and
 //! when it fires the outcome says how far the probe had got.
 
+pub mod address;
 pub mod chains;
 pub mod client;
 pub mod cors;

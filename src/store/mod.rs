@@ -124,6 +124,8 @@ pub use self::aside::{
 pub use self::latest::Latest;
 pub use self::memory::MemoryStore;
 pub use self::outbox::{DeadLetter, MessageId, OutboxStore, Pending, Schedule, TransportState};
+#[cfg(test)]
+pub(crate) use self::sled::tests::open as open_sled_when_unlocked;
 pub use self::sled::{
     Backlog, Packing, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped, SledStore,
 };

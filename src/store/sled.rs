@@ -1198,7 +1198,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use time::Duration as TimeDuration;
 
     use super::*;
@@ -1220,8 +1220,9 @@ mod tests {
         }
     }
 
-    /// Also the replication queue's tests' way to open a store.
-    pub(super) fn open(dir: &Path) -> SledStore {
+    /// Also the replication queue's and the outbox's tests' way to open a
+    /// store.
+    pub(crate) fn open(dir: &Path) -> SledStore {
         when_unlocked(|| SledStore::open(dir, Duration::from_millis(100))).unwrap()
     }
 

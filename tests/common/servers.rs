@@ -62,7 +62,17 @@ type RespBody = BoxBody<Bytes, Infallible>;
 
 /// Bind 127.0.0.1:0 and hand the listener to Tokio. Needs a runtime context.
 fn bind_loopback() -> TcpListener {
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    bind_on(std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+/// A listener on `ip` (a loopback address: 127.0.0.2, ::1), any port.
+fn bind_on(ip: std::net::IpAddr) -> TcpListener {
+    assert!(
+        ip.is_loopback(),
+        "test servers listen on loopback only, not {ip}"
+    );
+    let std_listener =
+        std::net::TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}: {e}"));
     std_listener.set_nonblocking(true).expect("set_nonblocking");
     TcpListener::from_std(std_listener).expect("tokio listener (call from inside a Tokio runtime)")
 }
@@ -268,16 +278,33 @@ impl TlsServer {
         Self::start_inner(leaf.chain.clone(), leaf.key(), opts, state)
     }
 
+    /// Like [`TlsServer::start_leaf`], listening on the loopback address
+    /// `ip` (e.g. `::1`).
+    pub fn start_leaf_on(leaf: &Leaf, opts: TlsOpts, ip: std::net::IpAddr) -> TlsServer {
+        Self::start_inner_on(leaf.chain.clone(), leaf.key(), opts, State::default(), ip)
+    }
+
     fn start_inner(
         chain: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
         opts: TlsOpts,
         state: State,
     ) -> TlsServer {
+        let localhost = std::net::Ipv4Addr::LOCALHOST.into();
+        Self::start_inner_on(chain, key, opts, state, localhost)
+    }
+
+    fn start_inner_on(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        opts: TlsOpts,
+        state: State,
+        ip: std::net::IpAddr,
+    ) -> TlsServer {
         let state = Arc::new(state);
         let acceptor = tls_acceptor(chain, key, opts, &state);
 
-        let listener = bind_loopback();
+        let listener = bind_on(ip);
         let addr = listener.local_addr().expect("local_addr");
         let st = state.clone();
         let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
@@ -462,12 +489,21 @@ impl PlainHttpServer {
         Self::start_inner(Some(https_port))
     }
 
+    /// Start on the loopback address `ip` (e.g. 127.0.0.2).
+    pub fn start_on(ip: std::net::IpAddr) -> PlainHttpServer {
+        Self::start_inner_on(None, ip)
+    }
+
     fn start_inner(https_port: Option<u16>) -> PlainHttpServer {
+        Self::start_inner_on(https_port, std::net::Ipv4Addr::LOCALHOST.into())
+    }
+
+    fn start_inner_on(https_port: Option<u16>, ip: std::net::IpAddr) -> PlainHttpServer {
         let state = Arc::new(State {
             https_port,
             ..State::default()
         });
-        let listener = bind_loopback();
+        let listener = bind_on(ip);
         let addr = listener.local_addr().expect("local_addr");
         let st = state.clone();
         let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
@@ -580,6 +616,12 @@ async fn route(
             Ok(0) => full(StatusCode::OK, "redirect chain end\n"),
             Ok(n) => redirect(StatusCode::FOUND, &format!("/redirect/{}", n - 1)),
             Err(_) => full(StatusCode::BAD_REQUEST, "bad n\n"),
+        },
+        // `/goto?to=URL`: a redirect wherever the test says (URL without
+        // `&`; it is sent as given).
+        ["goto"] => match query_param(req.uri().query(), "to") {
+            Some(to) => redirect(StatusCode::FOUND, to),
+            None => full(StatusCode::BAD_REQUEST, "goto needs ?to=URL\n"),
         },
         ["loop-a"] => redirect(StatusCode::FOUND, "/loop-b"),
         ["loop-b"] => redirect(StatusCode::FOUND, "/loop-a"),

@@ -117,7 +117,15 @@ fn check(
     foreign_keys(cx, d, kind_name);
     let kind = match kind_name {
         KindName::Http => CheckKind::Http(http(cx, raw)),
-        KindName::Cors => CheckKind::Cors(cors(cx, d, &context)?),
+        KindName::Cors => {
+            if let (Some(url), Some(raw_url)) = (&url, &raw.url) {
+                if !url.username().is_empty() || url.password().is_some() {
+                    let message = "a cors check sends no credentials (a browser's preflight carries none): remove the user:password@ part";
+                    cx.error(&raw_url.span(), "url", message.to_string());
+                }
+            }
+            CheckKind::Cors(cors(cx, d, &context)?)
+        }
     };
     Some(Check {
         name: name?,
@@ -303,9 +311,15 @@ fn alert(cx: &mut Cx<'_>, raw: Option<&RawCheckAlert>) -> AlertOverrides {
 
 /// The keys of an http check. Redirects are followed by default, as a
 /// browser would; `follow_redirects = false` checks the redirect itself.
+/// Redirects stay on global addresses unless `redirect_to_private` says
+/// otherwise (see `probe::address`).
 fn http(cx: &mut Cx<'_>, raw: &RawCheck) -> HttpCheck {
     HttpCheck {
         follow_redirects: raw.follow_redirects.as_ref().is_none_or(|f| *f.get_ref()),
+        redirect_to_private: raw
+            .redirect_to_private
+            .as_ref()
+            .is_some_and(|f| *f.get_ref()),
         expect: raw
             .expect
             .as_ref()
@@ -386,6 +400,10 @@ fn foreign_keys(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, kind: KindName) {
                 (
                     "follow_redirects",
                     raw.follow_redirects.as_ref().map(|v| v.span()),
+                ),
+                (
+                    "redirect_to_private",
+                    raw.redirect_to_private.as_ref().map(|v| v.span()),
                 ),
                 ("expect", raw.expect.as_ref().map(|_| d.span.clone())),
             ]
