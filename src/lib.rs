@@ -91,6 +91,7 @@ pub mod probe;
 pub mod redact;
 pub mod replicate;
 pub mod runner;
+pub mod sanitize;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;
