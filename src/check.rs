@@ -94,6 +94,9 @@ pub const MAX_REDIRECTS: u32 = 10;
 #[derive(Debug, Clone)]
 pub struct HttpCheck {
     pub follow_redirects: bool,
+    /// Response headers whose values are never kept or shown, beyond the
+    /// ones `sanitize` always redacts (cookies, credentials).
+    pub redact_headers: Vec<HeaderName>,
     pub expect: HttpExpect,
 }
 

@@ -358,7 +358,10 @@ mod tests {
         let shown = value(&long);
         assert!(shown.len() <= VALUE_CAP, "{}", shown.len());
         let kept = VALUE_CAP - MARKER_ROOM;
-        assert_eq!(shown, format!("{}…[+{} bytes]", "x".repeat(kept), 60_000 - kept));
+        assert_eq!(
+            shown,
+            format!("{}…[+{} bytes]", "x".repeat(kept), 60_000 - kept)
+        );
         assert_eq!(value(&shown), shown, "capping twice changes nothing");
     }
 
@@ -388,8 +391,14 @@ mod tests {
         let value = serde_json::json!({"s": "a\u{9b}b\x7f\u{202e}\x1b"});
         let text = serde_json::to_string_pretty(&value).unwrap();
         let safe = terminal_json(&text);
-        assert!(!safe.chars().any(|c| c != '\n' && needs_escape(c)), "{safe}");
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&safe).unwrap(), value);
+        assert!(
+            !safe.chars().any(|c| c != '\n' && needs_escape(c)),
+            "{safe}"
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&safe).unwrap(),
+            value
+        );
     }
 
     #[test]
@@ -412,7 +421,10 @@ mod tests {
             header_value("content-location", b"/next?token=SECRET", &NONE),
             "/next?[redacted]"
         );
-        assert_eq!(header_value("location", b"/plain/path", &NONE), "/plain/path");
+        assert_eq!(
+            header_value("location", b"/plain/path", &NONE),
+            "/plain/path"
+        );
         assert_eq!(
             header_value("location", b"//user:pw@host/x", &NONE),
             REDACTED
@@ -441,7 +453,10 @@ mod tests {
             ),
             "Bearer [redacted]"
         );
-        assert_eq!(header_value("www-authenticate", b"Negotiate", &NONE), "Negotiate");
+        assert_eq!(
+            header_value("www-authenticate", b"Negotiate", &NONE),
+            "Negotiate"
+        );
     }
 
     #[test]

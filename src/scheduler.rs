@@ -475,6 +475,7 @@ mod tests {
             alert: Default::default(),
             kind: CheckKind::Http(HttpCheck {
                 follow_redirects: true,
+                redact_headers: Vec::new(),
                 expect: HttpExpect::default(),
             }),
         })

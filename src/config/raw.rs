@@ -159,6 +159,7 @@ pub(crate) struct RawCheck {
     pub alert: Option<RawCheckAlert>,
     // kind = "http"
     pub follow_redirects: Option<Spanned<bool>>,
+    pub redact_headers: Option<Vec<Spanned<String>>>,
     pub expect: Option<RawExpect>,
     // kind = "cors"
     pub origin: Option<Spanned<String>>,

@@ -46,6 +46,7 @@ pub fn canary_checks(config: &Config) -> Vec<Check> {
             alert: Default::default(),
             kind: CheckKind::Http(HttpCheck {
                 follow_redirects: false,
+                redact_headers: Vec::new(),
                 expect: HttpExpect::default(),
             }),
         })

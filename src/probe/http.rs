@@ -1,15 +1,21 @@
 //! The `http` probe: GET the URL, follow redirects like a browser would,
 //! return what came back. Judging the answer is `evaluate`'s job.
+//!
+//! Every header and URL a target sent is sanitised here, where it is
+//! captured (`sanitize`): the headers keep their raw value only for
+//! evaluation, beside the form a message may quote.
 
 use http::header::LOCATION;
+use http::HeaderName;
 use http_body_util::Empty;
 use url::Url;
 
 use super::client::{self, Client, Hop, Response, Trace};
 use super::tls::Trust;
 use crate::check::{Check, HttpCheck, MAX_REDIRECTS};
-use crate::outcome::{Assertion, HttpReport, ProbeError};
-use crate::redact::{redact, redact_str};
+use crate::outcome::{Assertion, Header, HttpReport, ProbeError};
+use crate::redact::redact;
+use crate::sanitize;
 
 pub async fn probe(
     client: &Client,
@@ -29,19 +35,29 @@ pub async fn probe(
         };
         let Some(next) = next else {
             let redirects = (visited.len() - 1) as u32;
-            return Ok(report(response, redirects, &url, started));
+            return Ok(report(
+                response,
+                redirects,
+                &url,
+                started,
+                &http.redact_headers,
+            ));
         };
         if visited.contains(&next) {
             visited.push(next);
             return Err(redirect_error(format!(
                 "redirect loop: {}",
-                visited.iter().map(redact).collect::<Vec<_>>().join(" -> ")
+                visited
+                    .iter()
+                    .map(shown_url)
+                    .collect::<Vec<_>>()
+                    .join(" -> ")
             )));
         }
         if visited.len() as u32 > MAX_REDIRECTS {
             return Err(redirect_error(format!(
                 "more than {MAX_REDIRECTS} redirects (last to {})",
-                redact(&next)
+                shown_url(&next)
             )));
         }
         visited.push(next.clone());
@@ -66,7 +82,7 @@ async fn get(
         .body(Empty::new())
         .map_err(|err| ProbeError {
             kind: Assertion::HttpProtocol,
-            message: format!("cannot build a request for {}: {err}", redact(url)),
+            message: format!("cannot build a request for {}: {err}", shown_url(url)),
         })?;
     let hop = Hop {
         url,
@@ -88,8 +104,8 @@ fn redirect_target(url: &Url, response: &Response) -> Result<Option<Url>, ProbeE
         .map_err(|_| redirect_error("Location header is not valid text".to_string()))?;
     let next = url.join(location).map_err(|err| {
         redirect_error(format!(
-            "invalid Location header {:?}: {err}",
-            redact_str(location)
+            "invalid Location header \"{}\": {err}",
+            sanitize::header_value("location", location.as_bytes(), &[] as &[&str])
         ))
     })?;
     match next.scheme() {
@@ -107,37 +123,58 @@ fn redirect_error(message: String) -> ProbeError {
     }
 }
 
+/// A URL a target sent us to, as it may be shown: redacted, and capped (a
+/// hostile `Location` can be kilobytes long).
+fn shown_url(url: &Url) -> String {
+    sanitize::value(&redact(url))
+}
+
 fn report(
     response: Response,
     redirects: u32,
     url: &Url,
     started: tokio::time::Instant,
+    redact_also: &[HeaderName],
 ) -> HttpReport {
     HttpReport {
         status: response.status.as_u16(),
         version: format!("{:?}", response.version),
         redirects,
-        final_url: (redirects > 0).then(|| redact(url)),
+        final_url: (redirects > 0).then(|| shown_url(url)),
         response_ms: started.elapsed().as_secs_f64() * 1000.0,
         body_bytes: response.body.len() as u64,
         body_truncated: response.truncated,
-        headers: headers(&response.headers),
+        headers: headers(&response.headers, redact_also),
         body: response.body,
     }
 }
 
-fn headers(map: &http::HeaderMap) -> Vec<(String, String)> {
+/// Every header twice: as received (for the expectations) and as shown.
+/// Each repeated value is redacted on its own (a `WWW-Authenticate` per
+/// scheme), then the joined text is capped as one value.
+fn headers(map: &http::HeaderMap, redact_also: &[HeaderName]) -> Vec<Header> {
     let mut out = Vec::with_capacity(map.keys_len());
     for name in map.keys() {
         // Repeated headers are joined with ", ", in one string.
         let mut value = String::new();
+        let mut shown = String::new();
         for (i, v) in map.get_all(name).iter().enumerate() {
             if i > 0 {
                 value.push_str(", ");
+                shown.push_str(", ");
             }
             value.push_str(&String::from_utf8_lossy(v.as_bytes()));
+            shown.push_str(&sanitize::header_value(
+                name.as_str(),
+                v.as_bytes(),
+                redact_also,
+            ));
         }
-        out.push((name.as_str().to_string(), value));
+        out.push(Header {
+            name: name.as_str().to_string(),
+            value,
+            shown: sanitize::value(&shown),
+        });
     }
     out
 }

@@ -498,7 +498,11 @@ pub(crate) mod contract {
     pub fn evaluation_only_fields_are_not_stored(store: &dyn Store) {
         let mut outcome = up("site", T0);
         let http = outcome.http.as_mut().unwrap();
-        http.headers = vec![("server".to_string(), "nginx".to_string())];
+        http.headers = vec![crate::outcome::Header {
+            name: "server".to_string(),
+            value: "nginx".to_string(),
+            shown: "nginx".to_string(),
+        }];
         http.body = b"<title>hello</title>".to_vec();
         store.append(&outcome).unwrap();
         let back = store.latest("site").unwrap().unwrap();
