@@ -207,6 +207,29 @@ pub enum StoreError {
     IdsExhausted { path: PathBuf },
 }
 
+impl StoreError {
+    /// What went wrong, without the store's path or the check's name: fit
+    /// for a third party (the heartbeat's `/fail` body). The OS error is
+    /// kept, it is what says "disk full" or "read-only".
+    pub fn brief(&self) -> String {
+        match self {
+            StoreError::Locked { .. } => "the store is in use by another process".to_string(),
+            StoreError::Open { cause, .. } => format!("cannot open the store: {cause}"),
+            StoreError::SchemaTooNew {
+                found, supported, ..
+            } => {
+                format!("the store has schema version {found}, this vigie reads {supported}")
+            }
+            StoreError::Corrupt { what, .. } => format!("the store is damaged ({what})"),
+            StoreError::Io { action, cause, .. } => {
+                format!("the store could not {action}: {cause}")
+            }
+            StoreError::BeforeEpoch { .. } => "a result dated before 1970 has no key".to_string(),
+            StoreError::IdsExhausted { .. } => "the store has allocated every check id".to_string(),
+        }
+    }
+}
+
 /// An outcome as every backend gives it back (see the module docs): what
 /// the contract tests compare with and what [`MemoryStore`] keeps.
 pub fn as_stored(outcome: &Outcome) -> Outcome {
