@@ -178,3 +178,62 @@ fn headers(map: &http::HeaderMap, redact_also: &[HeaderName]) -> Vec<Header> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use http::{HeaderMap, HeaderValue};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::sanitize::VALUE_CAP;
+
+    fn map(entries: &[(&'static str, Vec<u8>)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in entries {
+            if let Ok(value) = HeaderValue::from_bytes(value) {
+                map.append(*name, value);
+            }
+        }
+        map
+    }
+
+    #[test]
+    fn captured_headers_keep_the_raw_value_and_show_the_safe_one() {
+        let huge = "A".repeat(60_000) + "SECRET-TAIL";
+        let headers = headers(
+            &map(&[
+                ("set-cookie", b"id=SECRET".to_vec()),
+                ("location", b"/cb?token=SECRET".to_vec()),
+                ("x-huge", huge.clone().into_bytes()),
+                ("x-api-key", b"SECRET".to_vec()),
+            ]),
+            &[HeaderName::from_static("x-api-key")],
+        );
+        let shown: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|h| (h.name.as_str(), h.shown.as_str()))
+            .collect();
+        assert_eq!(shown[0], ("set-cookie", "[redacted]"));
+        assert_eq!(shown[1], ("location", "/cb?[redacted]"));
+        assert!(shown[2].1.len() <= VALUE_CAP && !shown[2].1.contains("SECRET"));
+        assert_eq!(shown[3], ("x-api-key", "[redacted]"));
+        assert_eq!(headers[2].value, huge, "evaluation sees the value as sent");
+    }
+
+    proptest! {
+        /// Whatever bytes a header carries (as far as hyper lets them
+        /// through: `HeaderValue` takes what an HTTP/1 parser takes), the
+        /// capture never panics and shows a bounded, clean value.
+        #[test]
+        fn any_header_bytes_are_captured_bounded(
+            values in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..3000), 1..4),
+            name in prop::sample::select(vec!["location", "link", "refresh", "www-authenticate", "x-any"]),
+        ) {
+            let entries: Vec<_> = values.into_iter().map(|v| (name, v)).collect();
+            for header in headers(&map(&entries), &[]) {
+                prop_assert!(header.shown.len() <= VALUE_CAP);
+                prop_assert!(!header.shown.chars().any(|c| c.is_control()), "{:?}", header.shown);
+            }
+        }
+    }
+}

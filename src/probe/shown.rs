@@ -87,3 +87,101 @@ mod tests {
         );
     }
 }
+
+/// Certificates as a hostile server may send them: the capture
+/// (`cert::read` then [`cert`]) must never panic, and always give bounded,
+/// clean names.
+#[cfg(test)]
+mod generated {
+    use proptest::prelude::*;
+    use time::OffsetDateTime;
+
+    use super::*;
+    use crate::sanitize::{LIST_CAP, VALUE_CAP};
+
+    fn capture(der: &[u8]) -> CertInfo {
+        cert(crate::cert::read(der, OffsetDateTime::now_utc()).info)
+    }
+
+    fn assert_bounded(info: &CertInfo) {
+        for text in [
+            &info.subject,
+            &info.issuer,
+            &info.serial,
+            &info.key,
+            &info.signature,
+        ] {
+            assert!(text.len() <= VALUE_CAP, "{} bytes", text.len());
+            assert!(!text.chars().any(char::is_control), "{text:?}");
+        }
+        assert!(info.sans.len() <= LIST_CAP + 1);
+    }
+
+    /// A real certificate whose CN holds escapes and whose SAN list is long.
+    fn hostile_der() -> Vec<u8> {
+        let names: Vec<String> = (0..300).map(|i| format!("h{i}.example.test")).collect();
+        let mut params = rcgen::CertificateParams::new(names).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "\x1b]0;owned\x07\x1b[31mevil");
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    /// `depth` SEQUENCEs inside each other (DER, long-form lengths).
+    fn nested(depth: usize) -> Vec<u8> {
+        let mut der = vec![0x05, 0x00];
+        for _ in 0..depth {
+            let len = der.len() as u32;
+            let mut outer = vec![0x30, 0x84];
+            outer.extend_from_slice(&len.to_be_bytes());
+            outer.extend_from_slice(&der);
+            der = outer;
+        }
+        der
+    }
+
+    #[test]
+    fn a_hostile_certificate_is_captured_bounded() {
+        let info = capture(&hostile_der());
+        assert_bounded(&info);
+        assert!(
+            info.subject.contains("\\x1b]0;owned\\x07"),
+            "{}",
+            info.subject
+        );
+        assert_eq!(info.sans.len(), LIST_CAP + 1);
+    }
+
+    #[test]
+    fn deeply_nested_der_is_refused_without_a_panic() {
+        for depth in [1, 10, 100, 10_000] {
+            assert_bounded(&capture(&nested(depth)));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes(der in prop::collection::vec(any::<u8>(), 0..4096)) {
+            assert_bounded(&capture(&der));
+        }
+
+        #[test]
+        fn truncated_certificates(cut in 0usize..2048) {
+            let der = hostile_der();
+            assert_bounded(&capture(&der[..cut.min(der.len())]));
+        }
+
+        #[test]
+        fn mutated_certificates(
+            flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
+        ) {
+            let mut der = hostile_der();
+            for (at, byte) in flips {
+                let i = at.index(der.len());
+                der[i] = byte;
+            }
+            assert_bounded(&capture(&der));
+        }
+    }
+}
