@@ -813,14 +813,30 @@ impl Metrics {
     }
 }
 
-/// Label values escape backslash, double quote and newline.
+/// Label values escape backslash, double quote and newline, as the
+/// exposition format says. Every label value goes through here; control
+/// characters are first made visible escapes (`sanitize`), so that a
+/// certificate name stored by an older vigie cannot carry them into a
+/// scraper's logs or a dashboard.
 fn escape_into(out: &mut String, value: &str) {
-    for c in value.chars() {
+    for c in crate::sanitize::escape_controls(value).chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
             c => out.push(c),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+
+    #[test]
+    fn label_values_are_escaped_for_the_exposition_format() {
+        let mut m = Metrics::default();
+        m.sample("x", &[("subject", "CN=\"a\\b\"\n\x1b[2J")], 1.0);
+        assert_eq!(m.0, "x{subject=\"CN=\\\"a\\\\b\\\"\\\\n\\\\x1b[2J\"} 1\n");
     }
 }

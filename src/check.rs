@@ -97,6 +97,9 @@ pub struct HttpCheck {
     /// Redirects may lead to loopback, private and link-local addresses
     /// (never to a cloud metadata address).
     pub redirect_to_private: bool,
+    /// Response headers whose values are never kept or shown, beyond the
+    /// ones `sanitize` always redacts (cookies, credentials).
+    pub redact_headers: Vec<HeaderName>,
     pub expect: HttpExpect,
 }
 

@@ -308,14 +308,13 @@ fn judge_http(expect: &HttpExpect, report: &HttpReport, out: &mut Vec<Failure>) 
         }
     }
     for (name, pattern) in &expect.headers {
-        let value = report
-            .headers
-            .iter()
-            .find(|(n, _)| n == name.as_str())
-            .map(|(_, v)| v.as_str());
-        let observed = match value {
-            Some(v) if pattern.is_match(v) => continue,
-            Some(v) => format!("{name}: {v}"),
+        // Matched against the value as received; quoted only as shown
+        // (escaped, capped, redacted at capture): a failure message is
+        // stored, mailed and logged.
+        let header = report.headers.iter().find(|h| h.name == name.as_str());
+        let observed = match header {
+            Some(h) if pattern.is_match(&h.value) => continue,
+            Some(h) => format!("{name}: {}", h.shown),
             None => format!("no {name} header"),
         };
         out.push(Failure {
@@ -403,6 +402,7 @@ mod tests {
             kind: CheckKind::Http(HttpCheck {
                 follow_redirects: true,
                 redirect_to_private: false,
+                redact_headers: Vec::new(),
                 expect: HttpExpect::default(),
             }),
         }

@@ -19,7 +19,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::clock::{from_unix_millis, unix_millis};
-use crate::supervise::{StageState, Stages, Trouble};
+use crate::supervise::{StageState, Stages, Trouble as TaskTrouble};
 
 /// How often the supervisor ticks; `/healthz` calls the loop stuck after
 /// two missed ticks.
@@ -35,10 +35,10 @@ pub struct Health {
     store_errors: AtomicU64,
     /// The store's last write error while writes fail; `None` once one
     /// succeeds again.
-    store_failing: Mutex<Option<String>>,
+    store_failing: Mutex<Option<Trouble>>,
     /// Why the daemon runs on a temporary store, `state_dir` having
     /// refused it at start.
-    temporary_store: Mutex<Option<String>>,
+    temporary_store: Mutex<Option<Trouble>>,
     recorded: AtomicU64,
     degradations: Degradations,
     stages: Arc<Stages>,
@@ -54,6 +54,14 @@ impl std::fmt::Debug for Degradations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Degradations")
     }
+}
+
+/// A store problem in two forms: whole, for the log and `/healthz` (the
+/// operator's own machine), and brief, without a path, for the heartbeat.
+#[derive(Debug, Clone)]
+struct Trouble {
+    detail: String,
+    brief: String,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +119,10 @@ pub struct Verdict {
     /// Reasons vigie works but is degraded; the heartbeat sends them as its
     /// `/fail` body.
     pub degraded: Vec<String>,
+    /// The reason in words fit for a third party (the heartbeat's `/fail`
+    /// body): no path, no panic message, nothing a target sent.
+    #[serde(skip)]
+    pub brief: Option<String>,
     pub tasks: Vec<TaskHealth>,
 }
 
@@ -179,10 +191,14 @@ impl Health {
         self.recorded.load(Ordering::Relaxed)
     }
 
-    /// A write to the store failed with `error`.
-    pub fn store_failed(&self, error: &str) {
+    /// A write to the store failed with `error` (`brief`: the same without
+    /// the store's path, see `StoreError::brief`).
+    pub fn store_failed(&self, error: &str, brief: &str) {
         self.store_errors.fetch_add(1, Ordering::Relaxed);
-        *self.store_failing.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
+        *self.store_failing.lock().unwrap_or_else(|p| p.into_inner()) = Some(Trouble {
+            detail: error.to_string(),
+            brief: brief.to_string(),
+        });
     }
 
     /// A write to the store succeeded; `true` when it had been failing.
@@ -197,6 +213,10 @@ impl Health {
     /// The store's last write error while writes fail, or why the daemon
     /// runs on a temporary store.
     pub fn store_failing(&self) -> Option<String> {
+        self.store_trouble().map(|t| t.detail)
+    }
+
+    fn store_trouble(&self) -> Option<Trouble> {
         let failing = self
             .store_failing
             .lock()
@@ -211,12 +231,16 @@ impl Health {
     }
 
     /// The daemon runs on a temporary store because `state_dir` refused
-    /// the real one (`why`): unhealthy until the store is reopened.
-    pub fn on_temporary_store(&self, why: &str) {
+    /// the real one (`why`; `brief`: the same without a path):
+    /// unhealthy until the store is reopened.
+    pub fn on_temporary_store(&self, why: &str, brief: &str) {
         *self
             .temporary_store
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+            .unwrap_or_else(|p| p.into_inner()) = Some(Trouble {
+            detail: why.to_string(),
+            brief: brief.to_string(),
+        });
     }
 
     pub fn reload_ok(&self) -> bool {
@@ -251,14 +275,14 @@ impl Health {
         let stages = self.stages.all();
         let troubled = |failing: bool| {
             stages.iter().find_map(|stage| match stage.trouble() {
-                Some(Trouble::Failing { deaths, last }) if failing => Some((
+                Some(TaskTrouble::Failing { deaths, last }) if failing => Some((
                     stage.name(),
                     format!(
                         "task {} died {deaths} times in a row and keeps being restarted (last: {last})",
                         stage.name()
                     ),
                 )),
-                Some(Trouble::Stalled { for_, waiting }) if !failing => Some((
+                Some(TaskTrouble::Stalled { for_, waiting }) if !failing => Some((
                     stage.name(),
                     match waiting {
                         0 => format!(
@@ -289,12 +313,13 @@ impl Health {
             (Status::Failing, Some(stage), Some(reason))
         } else if let Some((stage, reason)) = troubled(false) {
             (Status::Stalled, Some(stage), Some(reason))
-        } else if let Some(error) = self.store_failing() {
+        } else if let Some(trouble) = self.store_trouble() {
             (
                 Status::Store,
                 None,
                 Some(format!(
-                    "the store refuses writes: {error}; pages still go out, held in memory"
+                    "the store refuses writes: {}; pages still go out, held in memory",
+                    trouble.detail
                 )),
             )
         } else if let Some(late) = self.worst_late() {
@@ -309,8 +334,10 @@ impl Health {
         } else {
             (Status::Ok, None, None)
         };
+        let brief = self.brief(status, stage, reason.as_deref());
         Verdict {
             status,
+            brief,
             reason,
             stage,
             last_tick,
@@ -333,6 +360,31 @@ impl Health {
                     last_death: s.last_death(),
                 })
                 .collect(),
+        }
+    }
+}
+
+impl Health {
+    /// The verdict's reason for a third party. A failing task's reason
+    /// quotes its last panic and the store's its path, so those two are
+    /// said again from their parts; the others are made of task names,
+    /// counts and durations only.
+    fn brief(
+        &self,
+        status: Status,
+        stage: Option<&'static str>,
+        reason: Option<&str>,
+    ) -> Option<String> {
+        match status {
+            Status::Failing => Some(format!(
+                "task {} keeps dying and being restarted",
+                stage.unwrap_or("?")
+            )),
+            Status::Store => self
+                .store_trouble()
+                .map(|t| format!("the store refuses writes ({}); pages still go out", t.brief)),
+            Status::Ok => None,
+            Status::Stuck | Status::Stalled | Status::Late => reason.map(str::to_string),
         }
     }
 }

@@ -59,16 +59,20 @@ pub enum Signal {
     Silent(String),
 }
 
-/// The usual signal: silent when the scheduler is stuck; `/fail` with the
-/// reason when vigie is unhealthy (a task failing or stalled, the store
-/// refusing writes, checks late) or degraded (replication, mail,
-/// blindness); else alive.
+/// The usual signal: silent when the scheduler is stuck; `/fail` when vigie
+/// is unhealthy (a task failing or stalled, the store refusing writes,
+/// checks late) or degraded (replication, mail, blindness); else alive.
+///
+/// The `/fail` body goes to a third party, so it names the stage and a
+/// short reason (`failing: task alerter keeps dying and being restarted`,
+/// `store: the store refuses writes (...)`), never a path, bucket,
+/// endpoint, URL or panic message: the verdict's `brief`, and the
+/// degradations, which are written that way (`daemon::watch`).
 pub fn signal(verdict: &Verdict) -> Signal {
-    let reason = || {
-        verdict
-            .reason
-            .clone()
-            .unwrap_or_else(|| format!("{:?}", verdict.status).to_lowercase())
+    let status = format!("{:?}", verdict.status).to_lowercase();
+    let reason = || match &verdict.brief {
+        Some(brief) => format!("{status}: {brief}"),
+        None => status.clone(),
     };
     match verdict.status {
         Status::Stuck => Signal::Silent(reason()),
@@ -331,10 +335,11 @@ fn describe(err: &reqwest::Error) -> String {
 mod tests {
     use super::*;
 
-    fn verdict(status: Status, reason: Option<&str>, degraded: &[&str]) -> Verdict {
+    fn verdict(status: Status, brief: Option<&str>, degraded: &[&str]) -> Verdict {
         Verdict {
             status,
-            reason: reason.map(str::to_string),
+            brief: brief.map(str::to_string),
+            reason: brief.map(|b| format!("{b}: /var/lib/vigie/history, https://bucket.example")),
             stage: None,
             last_tick: None,
             late_checks: 0,
@@ -362,15 +367,15 @@ mod tests {
         assert_eq!(signal(&verdict(Status::Ok, None, &[])), Signal::Alive);
         assert_eq!(
             signal(&verdict(Status::Late, Some("2 check(s) waiting"), &[])),
-            Signal::Degraded("2 check(s) waiting".into())
+            Signal::Degraded("late: 2 check(s) waiting".into())
         );
         assert_eq!(
             signal(&verdict(
                 Status::Failing,
-                Some("task alerter died 5 times in a row"),
+                Some("task alerter keeps dying and being restarted"),
                 &["replication failing"]
             )),
-            Signal::Degraded("task alerter died 5 times in a row".into())
+            Signal::Degraded("failing: task alerter keeps dying and being restarted".into())
         );
         assert_eq!(
             signal(&verdict(
@@ -382,7 +387,26 @@ mod tests {
         );
         assert_eq!(
             signal(&verdict(Status::Stuck, Some("not ticked for 5s"), &[])),
-            Signal::Silent("not ticked for 5s".into())
+            Signal::Silent("stuck: not ticked for 5s".into())
+        );
+    }
+
+    #[test]
+    fn the_fail_body_never_carries_the_store_path_or_a_panic() {
+        let stages = std::sync::Arc::new(crate::supervise::Stages::default());
+        let health = crate::health::Health::new(time::OffsetDateTime::now_utc(), stages);
+        let err = crate::store::StoreError::Locked {
+            path: "/var/lib/vigie/history".into(),
+        };
+        health.store_failed(&err.to_string(), &err.brief());
+        let verdict = health.verdict(time::OffsetDateTime::now_utc());
+        assert!(verdict.reason.unwrap().contains("/var/lib/vigie/history"));
+        assert_eq!(
+            signal(&health.verdict(time::OffsetDateTime::now_utc())),
+            Signal::Degraded(
+                "store: the store refuses writes (the store is in use by another process); pages still go out"
+                    .into()
+            )
         );
     }
 }

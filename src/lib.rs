@@ -20,12 +20,17 @@
 //! - [`outcome`]: the facts and verdict of one probe; the JSON contract.
 //! - [`redact`]: URLs without userinfo or query, error reasons reduced to
 //!   their kind, for everything shown.
+//! - [`sanitize`]: text from targets made safe to keep and show: control
+//!   characters escaped, values capped at 256 bytes, header values
+//!   redacted by rule (cookies, credentials, URL queries, a check's
+//!   `redact_headers`); the terminal and JSON escaping of the CLI.
 //! - [`net`]: TLS roots, the crypto provider, and the HTTP clients of
 //!   everything that is not a probe (replication, heartbeat, CLI to
 //!   daemon; the mail transport's roots).
 //! - [`probe`]: I/O only. `client` is the one place probe connections are
 //!   made (fresh TCP + TLS per request, recording verifier from `tls`);
-//!   one module per check kind.
+//!   one module per check kind. Every fact is sanitised where it is
+//!   captured (`sanitize`; certificates in `shown`).
 //! - [`evaluate`]: pure judgment of an outcome against its check.
 //! - [`runner`]: probe + evaluate one check (what `vigie check`, the
 //!   scheduler and the canaries share).
@@ -92,6 +97,7 @@ pub mod probe;
 pub mod redact;
 pub mod replicate;
 pub mod runner;
+pub mod sanitize;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;

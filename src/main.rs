@@ -479,8 +479,12 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
 
 /// Writes a command's output. A reader that went away (`vigie check | head`)
 /// is not an error worth a panic: the rest of the output is simply dropped.
+/// Control characters other than line breaks are escaped: the output quotes
+/// what targets sent (certificate names, refusals), possibly from a store
+/// older than the sanitising of facts at capture.
 fn out(text: &str) {
     use std::io::Write;
+    let text = vigie::sanitize::terminal(text);
     let mut stdout = std::io::stdout().lock();
     let written = stdout
         .write_all(text.as_bytes())
@@ -492,12 +496,11 @@ fn out(text: &str) {
     }
 }
 
-/// Writes `value` as pretty JSON (`--json`).
+/// Writes `value` as pretty JSON (`--json`), with the control characters
+/// serde_json leaves raw (DEL, C1, bidi) written as `\u` escapes.
 fn out_json(value: &impl serde::Serialize) {
-    out(&format!(
-        "{}\n",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    ));
+    let json = serde_json::to_string_pretty(value).unwrap_or_default();
+    out(&format!("{}\n", vigie::sanitize::terminal_json(&json)));
 }
 
 fn init_logging(format: LogFormat, default_level: &str) {

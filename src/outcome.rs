@@ -266,10 +266,22 @@ pub struct HttpReport {
     /// The response headers, lower-cased names, repeated headers joined by
     /// ", "; kept in memory for evaluation only (history stays small).
     #[serde(skip)]
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<Header>,
     /// The body as read (up to the cap), kept only in memory for evaluation.
     #[serde(skip)]
     pub body: Vec<u8>,
+}
+
+/// One response header, in the two forms evaluation needs: the value as
+/// received, which expectations are matched against, and the value as it
+/// may be shown (escaped, capped, redacted by `sanitize::header_value`),
+/// which is all a failure message may quote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    /// Lower-case.
+    pub name: String,
+    pub value: String,
+    pub shown: String,
 }
 
 /// The TLS session and the chain as the server presented it.

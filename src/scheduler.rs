@@ -476,6 +476,7 @@ mod tests {
             kind: CheckKind::Http(HttpCheck {
                 follow_redirects: true,
                 redirect_to_private: false,
+                redact_headers: Vec::new(),
                 expect: HttpExpect::default(),
             }),
         })

@@ -1,5 +1,11 @@
 //! What `vigie check` prints: a table for people, the DESIGN.md JSON for
 //! scripts. Pure functions from outcomes to text.
+//!
+//! Every cell is escaped for the terminal (`sanitize::escape_controls`):
+//! new outcomes are sanitised where they were captured, but a store or a
+//! daemon written by an older vigie may still hold a certificate subject
+//! with escape sequences in it. `main` passes all output through
+//! [`sanitize::terminal`] as well.
 
 use std::fmt::Write;
 
@@ -7,22 +13,27 @@ use serde::Serialize;
 
 use crate::cert;
 use crate::outcome::Outcome;
+use crate::sanitize;
 
 #[derive(Serialize)]
 struct Report<'a> {
     checks: &'a [Outcome],
 }
 
-/// `{"checks": [...]}`, pretty-printed.
+/// `{"checks": [...]}`, pretty-printed, safe for a terminal.
 pub fn json(outcomes: &[Outcome]) -> String {
-    serde_json::to_string_pretty(&Report { checks: outcomes })
-        .unwrap_or_else(|err| format!("{{\"error\": \"cannot encode outcomes: {err}\"}}"))
+    let text = serde_json::to_string_pretty(&Report { checks: outcomes })
+        .unwrap_or_else(|err| format!("{{\"error\": \"cannot encode outcomes: {err}\"}}"));
+    sanitize::terminal_json(&text)
 }
 
 /// One line per check: name, status, time, leaf days left, leaf issuer,
 /// first failure in plain words.
 pub fn table(outcomes: &[Outcome]) -> String {
-    let rows: Vec<[String; 6]> = outcomes.iter().map(row).collect();
+    let rows: Vec<[String; 6]> = outcomes
+        .iter()
+        .map(|o| row(o).map(|cell| sanitize::escape_controls(&cell)))
+        .collect();
     let header = ["NAME", "STATUS", "TIME", "DAYS", "ISSUER", "REASON"].map(String::from);
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {
@@ -73,7 +84,7 @@ pub fn history_table(outcomes: &[Outcome]) -> String {
     for o in outcomes {
         let reason = o
             .first_failure()
-            .map(|f| f.message.as_str())
+            .map(|f| sanitize::escape_controls(&f.message))
             .unwrap_or_default();
         let line = format!(
             "{:<23}  {:<6}  {:<8}  {reason}",

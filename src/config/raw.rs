@@ -160,6 +160,7 @@ pub(crate) struct RawCheck {
     // kind = "http"
     pub follow_redirects: Option<Spanned<bool>>,
     pub redirect_to_private: Option<Spanned<bool>>,
+    pub redact_headers: Option<Vec<Spanned<String>>>,
     pub expect: Option<RawExpect>,
     // kind = "cors"
     pub origin: Option<Spanned<String>>,

@@ -47,6 +47,7 @@ pub fn canary_checks(config: &Config) -> Vec<Check> {
             kind: CheckKind::Http(HttpCheck {
                 follow_redirects: false,
                 redirect_to_private: false,
+                redact_headers: Vec::new(),
                 expect: HttpExpect::default(),
             }),
         })

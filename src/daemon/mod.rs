@@ -188,8 +188,9 @@ async fn run_once(
                 "{err}; vigie runs on a temporary store until state_dir takes writes (history is not kept)"
             );
             tracing::error!("{why}");
+            let brief = format!("{}; vigie runs on a temporary store", err.brief());
             let sled = crate::store::SledStore::open_temporary(crate::store::FLUSH_EVERY)?;
-            (sled, None, Some(why))
+            (sled, None, Some((why, brief)))
         }
         Err(err) => return Err(err),
     };
@@ -200,8 +201,8 @@ async fn run_once(
     let store: Arc<dyn Store> = sled.clone();
     let supervisor = Supervisor::new();
     let health = Arc::new(Health::new(clock.now(), supervisor.stages()));
-    if let Some(why) = &temporary {
-        health.on_temporary_store(why);
+    if let Some((why, brief)) = &temporary {
+        health.on_temporary_store(why, brief);
     }
     // Before the scheduler appends anything, so that no result escapes the
     // replication queue.

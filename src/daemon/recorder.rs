@@ -47,7 +47,7 @@ pub async fn run(parts: RecorderParts, outcomes: &mut mpsc::Receiver<Outcome>, s
             }
             Err(err) => {
                 let first = parts.health.store_failing().is_none();
-                parts.health.store_failed(&err.to_string());
+                parts.health.store_failed(&err.to_string(), &err.brief());
                 match first {
                     true => {
                         tracing::error!(check = %outcome.name, error = %err, "cannot store results; probing and paging go on, history is not kept until the store takes writes again")

@@ -32,6 +32,7 @@ use url::{Host, Url};
 
 use super::address::{self, AddressClass, RedirectPolicy};
 use super::chains::{self, Chains};
+use super::shown;
 use super::tls::{self, Trust};
 use crate::cert;
 use crate::check::Check;
@@ -270,17 +271,22 @@ impl Client {
                 Ok(()) => self.chains.get(&key, now),
                 Err(_) => None,
             };
+            // WebPKI checked the name when it accepted the chain; otherwise
+            // coverage is judged on the names as issued, before they are
+            // escaped and the SAN list bounded.
+            let mut hostname_matches = seen.verdict.is_ok();
             let (chain, verify_error) = match known {
                 Some(chain) => (chain, None),
                 None => {
                     let presented: Vec<_> =
                         seen.chain.iter().map(|der| cert::read(der, now)).collect();
-                    let verify_error = seen
-                        .verdict
-                        .as_ref()
-                        .err()
-                        .map(|err| tls::explain(err, &presented, trust, host, now));
-                    let chain = presented.into_iter().map(|p| p.info).collect();
+                    hostname_matches |= presented
+                        .first()
+                        .is_some_and(|leaf| cert::covers(&leaf.info.sans, host));
+                    let verify_error = seen.verdict.as_ref().err().map(|err| {
+                        shown::verify_error(tls::explain(err, &presented, trust, host, now))
+                    });
+                    let chain = presented.into_iter().map(|p| shown::cert(p.info)).collect();
                     (self.chains.keep(key, chain), verify_error)
                 }
             };
@@ -289,9 +295,7 @@ impl Client {
                 version: None,
                 cipher_suite: None,
                 trusted: verify_error.is_none(),
-                hostname_matches: chain
-                    .first()
-                    .is_some_and(|leaf| cert::covers(&leaf.sans, host)),
+                hostname_matches,
                 verify_error,
                 chain,
             }

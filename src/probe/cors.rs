@@ -2,6 +2,10 @@
 //! bucket, then the same preflight from every origin that must be refused.
 //! Reports the Access-Control-* answer as observed; `evaluate` judges it
 //! the way the Fetch standard makes browsers judge it.
+//!
+//! What is reported is sanitised here, where it is captured (escaped,
+//! capped, the `Location` redacted: see `sanitize`); only whether a denied
+//! origin was admitted is decided on the raw answer, as a browser would.
 
 use http::header::{HeaderMap, LOCATION, VARY};
 use http_body_util::Empty;
@@ -10,10 +14,8 @@ use super::client::{self, Client, Hop, Response, Trace};
 use super::tls::Trust;
 use crate::check::{Check, CorsCheck};
 use crate::outcome::{Assertion, CorsReport, DeniedOrigin, ProbeError};
-use crate::redact::{redact, redact_str};
-
-/// Enough of a refusal body to show S3's `<Code>` and `<Message>`.
-const REFUSAL_EXCERPT: usize = 300;
+use crate::redact::redact;
+use crate::sanitize;
 
 pub async fn probe(
     client: &Client,
@@ -30,7 +32,7 @@ pub async fn probe(
         report.denied.push(DeniedOrigin {
             origin: origin.clone(),
             admitted: admits(&answer, allow_origin.as_deref(), origin),
-            allow_origin,
+            allow_origin: allow_origin.map(|a| sanitize::value(&a)),
         });
     }
     Ok(report)
@@ -79,20 +81,24 @@ async fn preflight(
 fn observe(answer: &Response) -> CorsReport {
     let headers = &answer.headers;
     let refused = !answer.status.is_success();
+    let shown = |name: &str| header(headers, name).map(|v| sanitize::value(&v));
     CorsReport {
         preflight_status: answer.status.as_u16(),
-        allow_origin: header(headers, "access-control-allow-origin"),
-        allow_methods: list(headers, "access-control-allow-methods"),
-        allow_headers: list(headers, "access-control-allow-headers"),
+        allow_origin: shown("access-control-allow-origin"),
+        allow_methods: sanitize::list(list(headers, "access-control-allow-methods")),
+        allow_headers: sanitize::list(list(headers, "access-control-allow-headers")),
         allow_credentials: header(headers, "access-control-allow-credentials").map(|v| v == "true"),
-        expose_headers: list(headers, "access-control-expose-headers"),
+        expose_headers: sanitize::list(list(headers, "access-control-expose-headers")),
         max_age: header(headers, "access-control-max-age").and_then(|v| v.trim().parse().ok()),
-        vary: header(headers, VARY.as_str()),
+        vary: shown(VARY.as_str()),
         refusal: refused.then(|| refusal_excerpt(&answer.body)).flatten(),
         location: answer
             .status
             .is_redirection()
-            .then(|| header(headers, LOCATION.as_str()).map(|l| redact_str(&l)))
+            .then(|| {
+                header(headers, LOCATION.as_str())
+                    .map(|l| sanitize::header_value("location", l.as_bytes(), &[] as &[&str]))
+            })
             .flatten(),
         denied: Vec::new(),
     }
@@ -126,7 +132,7 @@ fn list(headers: &HeaderMap, name: &str) -> Vec<String> {
 
 /// S3 explains a refused preflight in XML: `<Code>AccessForbidden</Code>
 /// <Message>CORSResponse: ...</Message>`. Show code and message when they
-/// are there, else the start of the body.
+/// are there, else the start of the body; either way one capped value.
 fn refusal_excerpt(body: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(body);
     let element = |tag: &str| {
@@ -142,10 +148,7 @@ fn refusal_excerpt(body: &[u8]) -> Option<String> {
     if excerpt.is_empty() {
         return None;
     }
-    Some(match excerpt.char_indices().nth(REFUSAL_EXCERPT) {
-        Some((cut, _)) => format!("{}...", &excerpt[..cut]),
-        None => excerpt,
-    })
+    Some(sanitize::value(&excerpt))
 }
 
 #[cfg(test)]
@@ -170,9 +173,12 @@ mod tests {
         );
         assert_eq!(refusal_excerpt(b""), None);
         let long = "x".repeat(1000);
+        let excerpt = refusal_excerpt(long.as_bytes()).unwrap();
+        assert!(excerpt.len() <= sanitize::VALUE_CAP, "{excerpt}");
+        assert!(excerpt.ends_with(" bytes]"), "{excerpt}");
         assert_eq!(
-            refusal_excerpt(long.as_bytes()).unwrap().len(),
-            REFUSAL_EXCERPT + 3
+            refusal_excerpt(b"<Error><Code>X\x1b[2J</Code><Message>m</Message></Error>").as_deref(),
+            Some("X\\x1b[2J: m")
         );
     }
 

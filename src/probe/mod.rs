@@ -8,6 +8,7 @@ pub mod chains;
 pub mod client;
 pub mod cors;
 pub mod http;
+pub mod shown;
 pub mod tls;
 
 use std::sync::Arc;
@@ -57,7 +58,7 @@ impl Prober {
         let (http, cors, probe_error) = match facts {
             Ok(Facts::Http(report)) => (Some(report), None, None),
             Ok(Facts::Cors(report)) => (None, Some(report), None),
-            Err(err) => (None, None, Some(err)),
+            Err(err) => (None, None, Some(bounded(err))),
         };
         Outcome {
             name: check.name.clone(),
@@ -84,5 +85,15 @@ impl Prober {
                 .await
                 .map(Facts::Cors),
         }
+    }
+}
+
+/// The probe's error message, escaped and capped as one sentence. Each
+/// target value in it was sanitised where it was quoted; this is the
+/// backstop for text no probe module wrote (hyper's and rustls's errors).
+fn bounded(err: ProbeError) -> ProbeError {
+    ProbeError {
+        message: crate::sanitize::message(&err.message),
+        ..err
     }
 }

@@ -219,6 +219,29 @@ pub enum StoreError {
     IdsExhausted { path: PathBuf },
 }
 
+impl StoreError {
+    /// What went wrong, without the store's path or the check's name: fit
+    /// for a third party (the heartbeat's `/fail` body). The OS error is
+    /// kept, it is what says "disk full" or "read-only".
+    pub fn brief(&self) -> String {
+        match self {
+            StoreError::Locked { .. } => "the store is in use by another process".to_string(),
+            StoreError::Open { cause, .. } => format!("cannot open the store: {cause}"),
+            StoreError::SchemaTooNew {
+                found, supported, ..
+            } => {
+                format!("the store has schema version {found}, this vigie reads {supported}")
+            }
+            StoreError::Corrupt { what, .. } => format!("the store is damaged ({what})"),
+            StoreError::Io { action, cause, .. } => {
+                format!("the store could not {action}: {cause}")
+            }
+            StoreError::BeforeEpoch { .. } => "a result dated before 1970 has no key".to_string(),
+            StoreError::IdsExhausted { .. } => "the store has allocated every check id".to_string(),
+        }
+    }
+}
+
 /// An outcome as every backend gives it back (see the module docs): what
 /// the contract tests compare with and what [`MemoryStore`] keeps.
 pub fn as_stored(outcome: &Outcome) -> Outcome {
@@ -510,7 +533,11 @@ pub(crate) mod contract {
     pub fn evaluation_only_fields_are_not_stored(store: &dyn Store) {
         let mut outcome = up("site", T0);
         let http = outcome.http.as_mut().unwrap();
-        http.headers = vec![("server".to_string(), "nginx".to_string())];
+        http.headers = vec![crate::outcome::Header {
+            name: "server".to_string(),
+            value: "nginx".to_string(),
+            shown: "nginx".to_string(),
+        }];
         http.body = b"<title>hello</title>".to_vec();
         store.append(&outcome).unwrap();
         let back = store.latest("site").unwrap().unwrap();

@@ -75,6 +75,9 @@ pub struct LeafSpec {
     pub not_before: OffsetDateTime,
     pub not_after: OffsetDateTime,
     pub key: KeyAlg,
+    /// The subject CN when it is not the first name (a hostile server's
+    /// CN with escape sequences in it, say).
+    pub common_name: Option<String>,
 }
 
 impl LeafSpec {
@@ -86,7 +89,14 @@ impl LeafSpec {
             not_before,
             not_after,
             key: KeyAlg::EcdsaP256,
+            common_name: None,
         }
+    }
+
+    /// Same spec with this subject CN (the SANs stay `names`).
+    pub fn common_name(mut self, cn: impl Into<String>) -> Self {
+        self.common_name = Some(cn.into());
+        self
     }
 
     /// Same spec with another key algorithm.
@@ -261,8 +271,8 @@ impl Ca {
 fn leaf_params(spec: &LeafSpec) -> CertificateParams {
     let mut params = CertificateParams::new(spec.names.clone()).expect("valid SAN names");
     let mut dn = DistinguishedName::new();
-    if let Some(first) = spec.names.first() {
-        dn.push(DnType::CommonName, first.as_str());
+    if let Some(cn) = spec.common_name.as_ref().or(spec.names.first()) {
+        dn.push(DnType::CommonName, cn.as_str());
     }
     params.distinguished_name = dn;
     params.not_before = spec.not_before;

@@ -320,12 +320,33 @@ fn http(cx: &mut Cx<'_>, raw: &RawCheck) -> HttpCheck {
             .redirect_to_private
             .as_ref()
             .is_some_and(|f| *f.get_ref()),
+        redact_headers: redact_headers(cx, raw.redact_headers.as_deref()),
         expect: raw
             .expect
             .as_ref()
             .map(|e| expect(cx, e))
             .unwrap_or_default(),
     }
+}
+
+/// `redact_headers`: header names, compared case-insensitively (a
+/// `HeaderName` is lower-case). A name that is not a valid header name
+/// could never match, so it is a typo worth reporting.
+fn redact_headers(cx: &mut Cx<'_>, raw: Option<&[Spanned<String>]>) -> Vec<HeaderName> {
+    let mut names = Vec::new();
+    for (i, name) in raw.into_iter().flatten().enumerate() {
+        match HeaderName::from_str(name.get_ref()) {
+            Ok(header) => names.push(header),
+            Err(_) => {
+                let message = format!(
+                    "{:?} is not a valid HTTP header name (write it as sent, e.g. \"x-api-key\")",
+                    name.get_ref()
+                );
+                cx.error(&name.span(), &format!("redact_headers[{i}]"), message);
+            }
+        }
+    }
+    names
 }
 
 /// `[check.expect]`. Status codes outside 100..=599 cannot be returned by
@@ -405,6 +426,7 @@ fn foreign_keys(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, kind: KindName) {
                     "redirect_to_private",
                     raw.redirect_to_private.as_ref().map(|v| v.span()),
                 ),
+                ("redact_headers", first_span(raw.redact_headers.as_deref())),
                 ("expect", raw.expect.as_ref().map(|_| d.span.clone())),
             ]
             .into_iter()
