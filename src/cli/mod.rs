@@ -101,7 +101,7 @@ pub enum CommandError {
 /// The store and alert trees under `state_dir`, opened by a command while
 /// no daemon runs.
 fn local_store(config: &Config) -> Result<(SledStore, AlertStore), CommandError> {
-    std::fs::create_dir_all(&config.state_dir).map_err(|e| {
+    crate::store::create_state_dir(&config.state_dir).map_err(|e| {
         CommandError::Local(format!(
             "cannot create state_dir {}: {e}",
             config.state_dir.display()

@@ -113,7 +113,7 @@ pub async fn run(
 ) -> Result<(), RunError> {
     // One copy, shared with the alerter (10,000 checks are megabytes).
     let mut config = Arc::new(config);
-    std::fs::create_dir_all(&config.state_dir).map_err(|source| RunError::StateDir {
+    crate::store::create_state_dir(&config.state_dir).map_err(|source| RunError::StateDir {
         path: config.state_dir.clone(),
         source,
     })?;

@@ -127,6 +127,28 @@ pub fn history_path(state_dir: &Path) -> PathBuf {
     state_dir.join("history")
 }
 
+/// Creates `state_dir` (and its missing parents) for vigie's user only,
+/// 0700 whatever the umask: it holds the history, the outbox and the
+/// maildir, which name every target and carry alert text. A directory that
+/// already exists keeps its mode (it is the operator's), but one that
+/// others may read is named in a warning.
+pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            state_dir = %dir.display(),
+            mode = format!("{mode:o}"),
+            "state_dir is open to other users; `chmod 700` it (vigie creates it 0700)"
+        );
+    }
+    Ok(())
+}
+
 /// Where judged outcomes are kept. Every method may block on disk I/O.
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Stores one judged outcome. Key = check id (u32 BE) ++ started_at unix
