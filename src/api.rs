@@ -9,6 +9,12 @@
 //! `token_file`, and `/healthz` names no check or target, so a peer vigie in
 //! another region can watch it without learning anything.
 
+mod serve;
+mod tls;
+
+pub use serve::{serve, Limits, ServerSnapshot, ServerStats};
+pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};
+
 use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +58,8 @@ pub struct ApiState {
     pub mail: Option<Arc<MailStats>>,
     /// The alerter: its status, and where report and silence requests go.
     pub alerts: Option<Alerts>,
+    /// The listener's connection counters.
+    pub server: Arc<ServerStats>,
 }
 
 /// What the API asks of the alerter, which owns alert states and
@@ -149,6 +157,18 @@ pub fn read_token(config: &crate::config::Config) -> Result<Option<Arc<str>>, To
         return Err(error(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             "the file is empty",
+        )));
+    }
+    // `validate` says so too; checked again here because a reload reads
+    // the file anew and its content may have changed since.
+    let minimum = crate::config::limits::MIN_REMOTE_TOKEN_BYTES;
+    if !config.api.listen.ip().is_loopback() && token.len() < minimum {
+        return Err(error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the token is {} bytes; a listen address that is not loopback needs at least {minimum} (e.g. `openssl rand -hex 32`)",
+                token.len()
+            ),
         )));
     }
     Ok(Some(Arc::from(token)))
@@ -717,6 +737,7 @@ fn render_daemon_metrics(
             f64::from(u8::from(alerts.status.blind())),
         );
     }
+    server_metrics(&mut m, &state.server.snapshot());
     m.help("vigie_build_info", "gauge", "the running vigie version");
     m.sample(
         "vigie_build_info",
@@ -724,6 +745,38 @@ fn render_daemon_metrics(
         1.0,
     );
     text.push_str(&m.0);
+}
+
+fn server_metrics(m: &mut Metrics, server: &ServerSnapshot) {
+    m.help(
+        "vigie_api_connections",
+        "gauge",
+        "connections to the API open now",
+    );
+    m.sample("vigie_api_connections", &[], server.open as f64);
+    let counters = [
+        ("accepted", "connections accepted", server.accepted_total),
+        (
+            "refused",
+            "connections closed at once: every connection was answering a request",
+            server.refused_total,
+        ),
+        (
+            "evicted",
+            "connections without a request in flight closed to make room for a newcomer",
+            server.evicted_total,
+        ),
+        (
+            "timed_out",
+            "connections closed by the header-read or idle timeout",
+            server.timed_out_total,
+        ),
+    ];
+    for (what, help, value) in counters {
+        let name = format!("vigie_api_connections_{what}_total");
+        m.help(&name, "counter", help);
+        m.sample(&name, &[], value as f64);
+    }
 }
 
 fn mail_metrics(m: &mut Metrics, mail: &MailSnapshot, now: OffsetDateTime) {

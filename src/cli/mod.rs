@@ -29,6 +29,8 @@ pub enum DaemonError {
         addr: std::net::SocketAddr,
         source: reqwest::Error,
     },
+    #[error("cannot trust the daemon's TLS certificate ([api] ca_file, or tls_cert_file without it): {0}")]
+    Trust(#[from] crate::net::CaFileError),
 }
 
 impl DaemonError {
@@ -37,6 +39,40 @@ impl DaemonError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, DaemonError::Api { status, .. } if *status == reqwest::StatusCode::NOT_FOUND)
     }
+}
+
+/// Where the CLI finds the daemon: `listen` itself, or loopback when the
+/// daemon listens on every address (`0.0.0.0`, `::`); `https` when `[api]`
+/// serves TLS. The certificate must then name that address (an IP SAN).
+pub fn daemon_url(config: &Config) -> url::Url {
+    let mut addr = config.api.listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let scheme = match config.api.tls {
+        Some(_) => "https",
+        None => "http",
+    };
+    url::Url::parse(&format!("{scheme}://{addr}/"))
+        .expect("a socket address makes a URL (invariant: SocketAddr displays as host:port)")
+}
+
+/// The client the CLI asks the daemon with: for a TLS API it trusts the
+/// Mozilla roots plus `[api] ca_file`, or, without one, the certificates of
+/// `tls_cert_file` (a self-signed or private-CA certificate on the same
+/// machine).
+fn daemon_client(config: &Config) -> Result<reqwest::Client, DaemonError> {
+    let addr = config.api.listen;
+    let unreachable = |source| DaemonError::Unreachable { addr, source };
+    let Some(tls) = &config.api.tls else {
+        return crate::net::api_client().map_err(unreachable);
+    };
+    let trust = config.api.ca_file.as_deref().unwrap_or(&tls.cert_file);
+    let roots = crate::net::roots(Some(trust))?;
+    crate::net::api_client_with(roots).map_err(unreachable)
 }
 
 /// Asks the running daemon's API (`path` as segments, each encoded; the
@@ -51,9 +87,8 @@ pub async fn ask_daemon(
 ) -> Result<Option<serde_json::Value>, DaemonError> {
     let addr = config.api.listen;
     let unreachable = |source| DaemonError::Unreachable { addr, source };
-    let client = crate::net::api_client().map_err(unreachable)?;
-    let mut url = url::Url::parse(&format!("http://{addr}/"))
-        .expect("a socket address makes a URL (invariant: SocketAddr displays as host:port)");
+    let client = daemon_client(config)?;
+    let mut url = daemon_url(config);
     url.path_segments_mut()
         .expect("http URLs have a path")
         .pop_if_empty()
@@ -70,7 +105,10 @@ pub async fn ask_daemon(
     }
     let response = match request.send().await {
         Ok(response) => response,
-        Err(err) if err.is_connect() => return Ok(None),
+        // Nobody listens: no daemon runs. A daemon that answered but whose
+        // certificate is not trusted is a daemon, and the operator must
+        // hear why it was not asked.
+        Err(err) if err.is_connect() && !is_tls_failure(&err) => return Ok(None),
         Err(err) => return Err(unreachable(err)),
     };
     let status = response.status();
@@ -87,6 +125,26 @@ pub async fn ask_daemon(
         });
     }
     response.json().await.map(Some).map_err(unreachable)
+}
+
+/// Whether a rustls error is somewhere in `err`'s source chain.
+fn is_tls_failure(err: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(cause) = source {
+        if cause.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>())
+            {
+                return true;
+            }
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// Why a command that talks to the daemon (or its store) failed.
