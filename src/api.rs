@@ -9,17 +9,18 @@
 //! `token_file`, and `/healthz` names no check or target, so a peer vigie in
 //! another region can watch it without learning anything.
 
+mod history;
 mod serve;
 mod tls;
 
+pub use history::{HistoryView, DEFAULT_HISTORY_WINDOW, MAX_PAGE, MAX_UNPAGED_WINDOW};
 pub use serve::{serve, Limits, ServerSnapshot, ServerStats};
 pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};
 
 use std::fmt::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -111,7 +112,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/v1/checks", get(checks))
-        .route("/api/v1/history/{name}", get(history))
+        .route("/api/v1/history/{name}", get(history::history))
         .route("/api/v1/report", get(report))
         .route("/api/v1/silences", get(silences).post(add_silence))
         .route("/api/v1/silences/{pattern}", delete(remove_silence))
@@ -277,56 +278,6 @@ async fn checks(State(state): State<ApiState>) -> Response {
     Json(serde_json::json!({ "checks": views })).into_response()
 }
 
-#[derive(Deserialize)]
-struct HistoryQuery {
-    since: Option<String>,
-}
-
-/// The history of one check, in the shape `vigie history --json` prints.
-#[derive(Serialize, Deserialize)]
-pub struct HistoryView {
-    pub name: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub since: OffsetDateTime,
-    pub outcomes: Vec<Outcome>,
-}
-
-pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(24 * 3600);
-
-async fn history(
-    State(state): State<ApiState>,
-    Path(name): Path<String>,
-    Query(query): Query<HistoryQuery>,
-) -> Response {
-    let window = match query.since.as_deref().map(humantime::parse_duration) {
-        None => DEFAULT_HISTORY_WINDOW,
-        Some(Ok(window)) => window,
-        Some(Err(err)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("since: {err} (a duration such as \"24h\")"),
-            )
-        }
-    };
-    let since = crate::clock::since(state.clock.now(), window);
-    let store = state.store.clone();
-    let lookup = name.clone();
-    let outcomes = tokio::task::spawn_blocking(move || store.history(&lookup, since)).await;
-    match outcomes {
-        Ok(Ok(outcomes)) if outcomes.is_empty() && !state.slots.snapshot().contains_key(&name) => {
-            error(StatusCode::NOT_FOUND, &format!("unknown check {name:?}"))
-        }
-        Ok(Ok(outcomes)) => Json(HistoryView {
-            name,
-            since,
-            outcomes,
-        })
-        .into_response(),
-        Ok(Err(err)) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
-        Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
-    }
-}
-
 /// Asks the alerter; `None` when it is gone (the daemon is stopping).
 async fn ask<T>(
     state: &ApiState,
@@ -405,7 +356,14 @@ async fn add_silence(State(state): State<ApiState>, Json(body): Json<SilenceRequ
     // Zero and more than MAX_SILENCE are refused here.
     let silence = match Silence::new(&body.pattern, duration, &body.reason, state.clock.now()) {
         Ok(silence) => silence,
-        Err(err) => return error(StatusCode::BAD_REQUEST, &format!("for: {err}")),
+        Err(err) => {
+            let key = match err {
+                crate::alert::SilenceError::ReasonTooLong(_) => "reason",
+                crate::alert::SilenceError::PatternTooLong(_) => "pattern",
+                _ => "for",
+            };
+            return error(StatusCode::BAD_REQUEST, &format!("{key}: {err}"));
+        }
     };
     let stored = silence.clone();
     match ask(&state, |reply| AlertRequest::AddSilence(silence, reply)).await {
