@@ -96,6 +96,7 @@ pub async fn ask_daemon(
     if !query.is_empty() {
         url.query_pairs_mut().extend_pairs(query);
     }
+    let url_addr = url.socket_addrs(|| None).unwrap_or_default();
     let mut request = client.request(method, url);
     if let Ok(Some(token)) = crate::api::read_token(config) {
         request = request.bearer_auth(&*token);
@@ -105,10 +106,11 @@ pub async fn ask_daemon(
     }
     let response = match request.send().await {
         Ok(response) => response,
-        // Nobody listens: no daemon runs. A daemon that answered but whose
-        // certificate is not trusted is a daemon, and the operator must
-        // hear why it was not asked.
-        Err(err) if err.is_connect() && !is_tls_failure(&err) => return Ok(None),
+        // Nobody listens: no daemon runs. But a connection that failed
+        // after TCP (a TLS certificate the CLI does not trust) is a daemon
+        // that was not asked, and the operator must hear why, not that
+        // its store is in use.
+        Err(err) if err.is_connect() && !listening(&url_addr).await => return Ok(None),
         Err(err) => return Err(unreachable(err)),
     };
     let status = response.status();
@@ -127,24 +129,13 @@ pub async fn ask_daemon(
     response.json().await.map(Some).map_err(unreachable)
 }
 
-/// Whether a rustls error is somewhere in `err`'s source chain.
-fn is_tls_failure(err: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(cause) = source {
-        if cause.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            if io
-                .get_ref()
-                .is_some_and(|inner| inner.is::<rustls::Error>())
-            {
-                return true;
-            }
-        }
-        source = cause.source();
-    }
-    false
+/// Whether something accepts TCP connections at one of `addrs`.
+async fn listening(addrs: &[std::net::SocketAddr]) -> bool {
+    let connect = tokio::net::TcpStream::connect(addrs);
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(2), connect).await,
+        Ok(Ok(_))
+    )
 }
 
 /// Why a command that talks to the daemon (or its store) failed.
