@@ -497,6 +497,15 @@ async fn the_cli_asks_an_https_api_and_plain_http_gets_no_answer() {
 
     // Plain HTTP to the HTTPS port: no HTTP answer.
     assert!(raw_get(api, "/healthz").await.is_err());
+    // A client offering h2 first over ALPN gets http/1.1.
+    let mut tls = vigie::net::client_config(vigie::net::roots(Some(&env.root_pem)).unwrap());
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
+    let tcp = TcpStream::connect(api).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let stream = connector.connect(name, tcp).await.unwrap();
+    assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    drop(stream);
 
     // The CLI, trusting [api] ca_file; then, without it, the certificate
     // file itself. The daemon holds the store, so an answer came through
