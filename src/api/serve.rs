@@ -15,6 +15,11 @@
 //!   the newcomer is closed at once. A flood of clients that never finish
 //!   their headers thus never locks out `/healthz` or the CLI, and a client
 //!   in the middle of a response is never cut off for a newcomer;
+//! - an evicted connection's socket closes when its task next runs, so a
+//!   burst of newcomers could outrun the closing: the listener accepts only
+//!   while fewer than twice `max_connections` sockets are open, counting
+//!   those on their way out, and otherwise leaves newcomers in the
+//!   kernel's queue for the moment it takes;
 //! - a request head (and a TLS handshake) must arrive whole within
 //!   [`Limits::header_read_timeout`], counted from the connection's start or
 //!   the end of the previous response, which also bounds keep-alive idling;
@@ -38,6 +43,7 @@ use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -119,8 +125,17 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let table = Arc::new(Table::new(limits.max_connections, stats.clone()));
+    let sockets = Arc::new(Semaphore::new(2 * limits.max_connections.max(1)));
     let tracker = TaskTracker::new();
     loop {
+        let socket = tokio::select! {
+            () = shutdown.cancelled() => break,
+            permit = sockets.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                // Invariant: the semaphore is never closed.
+                Err(_) => break,
+            },
+        };
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
@@ -142,6 +157,7 @@ pub async fn serve(
         };
         ServerStats::count(&stats.accepted);
         let connection = Connection {
+            _socket: socket,
             slot,
             router: router.clone(),
             limits,
@@ -159,6 +175,8 @@ pub async fn serve(
 
 /// One accepted connection and what it needs.
 struct Connection {
+    /// Held until the task ends and its socket is closed.
+    _socket: OwnedSemaphorePermit,
     slot: Slot,
     router: Router,
     limits: Limits,
