@@ -54,6 +54,7 @@ fn main() {
         region: None,
         access_key_id_file: Some(id),
         secret_access_key_file: Some(secret),
+        credentials: vigie::config::Credentials::Files,
         addressing: Addressing::Path,
         extra_ca_file: None,
         request_timeout: Duration::from_secs(120),

@@ -9,11 +9,18 @@
 //! `token_file`, and `/healthz` names no check or target, so a peer vigie in
 //! another region can watch it without learning anything.
 
+mod history;
+mod serve;
+mod tls;
+
+pub use history::{HistoryView, DEFAULT_HISTORY_WINDOW, MAX_PAGE, MAX_UNPAGED_WINDOW};
+pub use serve::{serve, Limits, ServerSnapshot, ServerStats};
+pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};
+
 use std::fmt::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -52,6 +59,8 @@ pub struct ApiState {
     pub mail: Option<Arc<MailStats>>,
     /// The alerter: its status, and where report and silence requests go.
     pub alerts: Option<Alerts>,
+    /// The listener's connection counters.
+    pub server: Arc<ServerStats>,
 }
 
 /// What the API asks of the alerter, which owns alert states and
@@ -103,7 +112,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/v1/checks", get(checks))
-        .route("/api/v1/history/{name}", get(history))
+        .route("/api/v1/history/{name}", get(history::history))
         .route("/api/v1/report", get(report))
         .route("/api/v1/silences", get(silences).post(add_silence))
         .route("/api/v1/silences/{pattern}", delete(remove_silence))
@@ -149,6 +158,18 @@ pub fn read_token(config: &crate::config::Config) -> Result<Option<Arc<str>>, To
         return Err(error(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             "the file is empty",
+        )));
+    }
+    // `validate` says so too; checked again here because a reload reads
+    // the file anew and its content may have changed since.
+    let minimum = crate::config::limits::MIN_REMOTE_TOKEN_BYTES;
+    if !config.api.listen.ip().is_loopback() && token.len() < minimum {
+        return Err(error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the token is {} bytes; a listen address that is not loopback needs at least {minimum} (e.g. `openssl rand -hex 32`)",
+                token.len()
+            ),
         )));
     }
     Ok(Some(Arc::from(token)))
@@ -257,56 +278,6 @@ async fn checks(State(state): State<ApiState>) -> Response {
     Json(serde_json::json!({ "checks": views })).into_response()
 }
 
-#[derive(Deserialize)]
-struct HistoryQuery {
-    since: Option<String>,
-}
-
-/// The history of one check, in the shape `vigie history --json` prints.
-#[derive(Serialize, Deserialize)]
-pub struct HistoryView {
-    pub name: String,
-    #[serde(with = "time::serde::rfc3339")]
-    pub since: OffsetDateTime,
-    pub outcomes: Vec<Outcome>,
-}
-
-pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(24 * 3600);
-
-async fn history(
-    State(state): State<ApiState>,
-    Path(name): Path<String>,
-    Query(query): Query<HistoryQuery>,
-) -> Response {
-    let window = match query.since.as_deref().map(humantime::parse_duration) {
-        None => DEFAULT_HISTORY_WINDOW,
-        Some(Ok(window)) => window,
-        Some(Err(err)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("since: {err} (a duration such as \"24h\")"),
-            )
-        }
-    };
-    let since = crate::clock::since(state.clock.now(), window);
-    let store = state.store.clone();
-    let lookup = name.clone();
-    let outcomes = tokio::task::spawn_blocking(move || store.history(&lookup, since)).await;
-    match outcomes {
-        Ok(Ok(outcomes)) if outcomes.is_empty() && !state.slots.snapshot().contains_key(&name) => {
-            error(StatusCode::NOT_FOUND, &format!("unknown check {name:?}"))
-        }
-        Ok(Ok(outcomes)) => Json(HistoryView {
-            name,
-            since,
-            outcomes,
-        })
-        .into_response(),
-        Ok(Err(err)) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
-        Err(err) => error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
-    }
-}
-
 /// Asks the alerter; `None` when it is gone (the daemon is stopping).
 async fn ask<T>(
     state: &ApiState,
@@ -385,7 +356,14 @@ async fn add_silence(State(state): State<ApiState>, Json(body): Json<SilenceRequ
     // Zero and more than MAX_SILENCE are refused here.
     let silence = match Silence::new(&body.pattern, duration, &body.reason, state.clock.now()) {
         Ok(silence) => silence,
-        Err(err) => return error(StatusCode::BAD_REQUEST, &format!("for: {err}")),
+        Err(err) => {
+            let key = match err {
+                crate::alert::SilenceError::ReasonTooLong(_) => "reason",
+                crate::alert::SilenceError::PatternTooLong(_) => "pattern",
+                _ => "for",
+            };
+            return error(StatusCode::BAD_REQUEST, &format!("{key}: {err}"));
+        }
     };
     let stored = silence.clone();
     match ask(&state, |reply| AlertRequest::AddSilence(silence, reply)).await {
@@ -717,6 +695,7 @@ fn render_daemon_metrics(
             f64::from(u8::from(alerts.status.blind())),
         );
     }
+    server_metrics(&mut m, &state.server.snapshot());
     m.help("vigie_build_info", "gauge", "the running vigie version");
     m.sample(
         "vigie_build_info",
@@ -724,6 +703,38 @@ fn render_daemon_metrics(
         1.0,
     );
     text.push_str(&m.0);
+}
+
+fn server_metrics(m: &mut Metrics, server: &ServerSnapshot) {
+    m.help(
+        "vigie_api_connections",
+        "gauge",
+        "connections to the API open now",
+    );
+    m.sample("vigie_api_connections", &[], server.open as f64);
+    let counters = [
+        ("accepted", "connections accepted", server.accepted_total),
+        (
+            "refused",
+            "connections closed at once: every connection was answering a request",
+            server.refused_total,
+        ),
+        (
+            "evicted",
+            "connections without a request in flight closed to make room for a newcomer",
+            server.evicted_total,
+        ),
+        (
+            "timed_out",
+            "connections closed by the header-read or idle timeout",
+            server.timed_out_total,
+        ),
+    ];
+    for (what, help, value) in counters {
+        let name = format!("vigie_api_connections_{what}_total");
+        m.help(&name, "counter", help);
+        m.sample(&name, &[], value as f64);
+    }
 }
 
 fn mail_metrics(m: &mut Metrics, mail: &MailSnapshot, now: OffsetDateTime) {

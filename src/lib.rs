@@ -66,7 +66,9 @@
 //! - [`notify`]: systemd's notify protocol (READY, WATCHDOG, STOPPING).
 //! - [`api`]: the local HTTP API (`/healthz`, `/metrics`, `/api/v1/*`);
 //!   reads the store, the scheduler's slots and health; silences go to
-//!   the alerter.
+//!   the alerter. `api/serve` is the listener (HTTP/1.1 only, connection
+//!   cap with eviction, header and idle timeouts), `api/tls` its HTTPS,
+//!   `api/history` the streamed, paged history.
 //!
 //! The wiring:
 //! - [`daemon`]: `vigie run`: builds every task from the config, runs each

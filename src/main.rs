@@ -114,6 +114,7 @@ enum StoreAction {
 }
 
 fn main() -> ExitCode {
+    private_files();
     let cli = Cli::parse();
     // The daemon reports its life at info; one-shot commands only warn.
     let level = match cli.command {
@@ -151,6 +152,20 @@ fn load_or_report(path: &std::path::Path) -> Option<config::Config> {
     }
 }
 
+/// Everything vigie writes (the history, the outbox, the maildir, a store
+/// set aside, the files `restore` rebuilds) is for its own user only,
+/// whatever umask it was started with: systemd's unit sets `UMask=0077`,
+/// but from a shell's 0022 sled created the history directory 0755 and its
+/// files 0644, readable by every local user. With 0077 every directory
+/// vigie (or sled) creates is 0700 and every file 0600.
+fn private_files() {
+    // SAFETY: umask(2) only sets this process's file-mode mask; it cannot
+    // fail and touches no memory.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
 /// glibc's malloc defaults suit short programs more than a daemon that
 /// runs for months: an arena per thread (up to 8 per core), and thresholds
 /// that rise with every large free, after which freed memory is kept
@@ -172,8 +187,17 @@ fn tune_allocator() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn tune_allocator() {}
 
+/// Threads for blocking work (store reads and writes, name lookups):
+/// tokio allows 512 by default, twice the unit's `TasksMax=256`, so a burst
+/// of slow lookups could make thread creation fail inside the daemon. With
+/// 128, the worker threads (one per core), sled's few threads and these
+/// stay under the limit on machines up to 64 cores; work beyond 128 waits
+/// in tokio's queue instead of failing.
+const MAX_BLOCKING_THREADS: usize = 128;
+
 fn runtime() -> Option<tokio::runtime::Runtime> {
     match tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .enable_all()
         .build()
     {

@@ -103,15 +103,21 @@ pub fn client_config(roots: RootCertStore) -> rustls::ClientConfig {
         .with_no_client_auth()
 }
 
-/// The client for vigie's own API (the CLI asking the daemon): plain HTTP to
-/// loopback, short timeouts. Built with an explicit crypto provider because
-/// reqwest has no default one in this build.
+/// The client for vigie's own API (the CLI asking the daemon), trusting
+/// the Mozilla roots: plain HTTP to loopback, or HTTPS to a certificate
+/// from a public CA. Short timeouts. Built with an explicit crypto provider
+/// because reqwest has no default one in this build.
 pub fn api_client() -> Result<reqwest::Client, reqwest::Error> {
-    let tls = client_config(RootCertStore {
+    api_client_with(RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    });
+    })
+}
+
+/// [`api_client`] trusting `roots` (see [`roots`]: the Mozilla roots plus
+/// `[api] ca_file`, or the API's own certificate file).
+pub fn api_client_with(roots: RootCertStore) -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
+        .tls_backend_preconfigured(client_config(roots))
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(30))
         .no_proxy()

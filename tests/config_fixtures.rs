@@ -77,16 +77,17 @@ fn the_valid_case_loads_every_section() {
     let config = vigie::config::load(&case.join("config.toml")).unwrap_or_else(|e| panic!("{e}"));
     assert!(config.extra_ca_file.is_some());
     assert!(config.api.token_file.is_some());
+    assert!(config.api.tls.is_some());
+    assert!(config.api.ca_file.is_some());
     assert!(!config.connectivity.canaries.is_empty());
     assert!(config.alerting.from.is_some());
     assert!(config
         .smtp
         .as_ref()
         .is_some_and(|s| s.password_file.is_some()));
-    assert!(config
-        .replication
-        .as_ref()
-        .is_some_and(|r| r.endpoint.is_some()));
+    assert!(config.replication.as_ref().is_some_and(
+        |r| r.endpoint.is_some() && r.credentials == vigie::config::Credentials::Files
+    ));
     assert!(config.heartbeat.is_some());
     assert!(!config.maintenance.is_empty());
     assert!(config.maintenance[0].covers("staging-api"));

@@ -53,7 +53,10 @@ pub use event::{Event, EventKind, Held, IncidentId, Snapshot};
 pub use group::{Grouper, Notification};
 pub use policy::{Overrides, Policy};
 pub use render::Email;
-pub use silence::{hold, maintenance_end, Hold, HoldCause, Silence, SilenceError, MAX_SILENCE};
+pub use silence::{
+    hold, maintenance_end, Hold, HoldCause, Silence, SilenceError, MAX_PATTERN_BYTES,
+    MAX_REASON_BYTES, MAX_SILENCE,
+};
 pub use state::{
     mark_sent, pending, tick, transition, AlertState, Incident, Last, Observation, Page, Step,
 };

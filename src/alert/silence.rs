@@ -27,6 +27,15 @@ use crate::config::{glob_match, MaintenanceWindow};
 /// `[check.alert]`, which the daily report shows.
 pub const MAX_SILENCE: Duration = MAX_HOLD;
 
+/// The longest reason, in bytes: a sentence or a ticket link. The reason
+/// is stored, logged, shown in the daily report and in held pages; a 2 MB
+/// one was once accepted and logged whole.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// The longest pattern, in bytes: check names are short, and the pattern
+/// is logged and mailed like the reason.
+pub const MAX_PATTERN_BYTES: usize = 256;
+
 /// Why a silence cannot be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SilenceError {
@@ -38,6 +47,12 @@ pub enum SilenceError {
         humantime::format_duration(MAX_SILENCE)
     )]
     TooLong(Duration),
+    #[error(
+        "a reason of {0} bytes is longer than the maximum of {MAX_REASON_BYTES}: say it in a sentence, or link a ticket"
+    )]
+    ReasonTooLong(usize),
+    #[error("a pattern of {0} bytes is longer than the maximum of {MAX_PATTERN_BYTES}")]
+    PatternTooLong(usize),
 }
 
 /// A silence, as `vigie silence` creates it and the store keeps it.
@@ -56,13 +71,20 @@ pub struct Silence {
 
 impl Silence {
     /// A silence of `pattern` for `duration` from `now`; `duration` is more
-    /// than zero and at most [`MAX_SILENCE`].
+    /// than zero and at most [`MAX_SILENCE`], the reason and the pattern at
+    /// most [`MAX_REASON_BYTES`] and [`MAX_PATTERN_BYTES`].
     pub fn new(
         pattern: &str,
         duration: Duration,
         reason: &str,
         now: OffsetDateTime,
     ) -> Result<Self, SilenceError> {
+        if reason.len() > MAX_REASON_BYTES {
+            return Err(SilenceError::ReasonTooLong(reason.len()));
+        }
+        if pattern.len() > MAX_PATTERN_BYTES {
+            return Err(SilenceError::PatternTooLong(pattern.len()));
+        }
         if duration.is_zero() {
             return Err(SilenceError::Zero);
         }
@@ -202,6 +224,19 @@ mod tests {
     use time::macros::datetime;
 
     use super::*;
+
+    #[test]
+    fn reasons_and_patterns_are_capped() {
+        let now = time::macros::datetime!(2026-11-29 07:00 UTC);
+        let hour = Duration::from_secs(3600);
+        let most = "r".repeat(MAX_REASON_BYTES);
+        assert!(Silence::new("site", hour, &most, now).is_ok());
+        let err = Silence::new("site", hour, &format!("{most}!"), now).unwrap_err();
+        assert_eq!(err, SilenceError::ReasonTooLong(MAX_REASON_BYTES + 1));
+        assert!(err.to_string().contains("maximum of 1024"), "{err}");
+        let err = Silence::new(&"p".repeat(MAX_PATTERN_BYTES + 1), hour, "", now).unwrap_err();
+        assert_eq!(err, SilenceError::PatternTooLong(MAX_PATTERN_BYTES + 1));
+    }
 
     const HOUR: Duration = Duration::from_secs(3600);
 

@@ -29,6 +29,8 @@ pub enum DaemonError {
         addr: std::net::SocketAddr,
         source: reqwest::Error,
     },
+    #[error("cannot trust the daemon's TLS certificate ([api] ca_file, or tls_cert_file without it): {0}")]
+    Trust(#[from] crate::net::CaFileError),
 }
 
 impl DaemonError {
@@ -37,6 +39,40 @@ impl DaemonError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, DaemonError::Api { status, .. } if *status == reqwest::StatusCode::NOT_FOUND)
     }
+}
+
+/// Where the CLI finds the daemon: `listen` itself, or loopback when the
+/// daemon listens on every address (`0.0.0.0`, `::`); `https` when `[api]`
+/// serves TLS. The certificate must then name that address (an IP SAN).
+pub fn daemon_url(config: &Config) -> url::Url {
+    let mut addr = config.api.listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let scheme = match config.api.tls {
+        Some(_) => "https",
+        None => "http",
+    };
+    url::Url::parse(&format!("{scheme}://{addr}/"))
+        .expect("a socket address makes a URL (invariant: SocketAddr displays as host:port)")
+}
+
+/// The client the CLI asks the daemon with: for a TLS API it trusts the
+/// Mozilla roots plus `[api] ca_file`, or, without one, the certificates of
+/// `tls_cert_file` (a self-signed or private-CA certificate on the same
+/// machine).
+fn daemon_client(config: &Config) -> Result<reqwest::Client, DaemonError> {
+    let addr = config.api.listen;
+    let unreachable = |source| DaemonError::Unreachable { addr, source };
+    let Some(tls) = &config.api.tls else {
+        return crate::net::api_client().map_err(unreachable);
+    };
+    let trust = config.api.ca_file.as_deref().unwrap_or(&tls.cert_file);
+    let roots = crate::net::roots(Some(trust))?;
+    crate::net::api_client_with(roots).map_err(unreachable)
 }
 
 /// Asks the running daemon's API (`path` as segments, each encoded; the
@@ -51,9 +87,8 @@ pub async fn ask_daemon(
 ) -> Result<Option<serde_json::Value>, DaemonError> {
     let addr = config.api.listen;
     let unreachable = |source| DaemonError::Unreachable { addr, source };
-    let client = crate::net::api_client().map_err(unreachable)?;
-    let mut url = url::Url::parse(&format!("http://{addr}/"))
-        .expect("a socket address makes a URL (invariant: SocketAddr displays as host:port)");
+    let client = daemon_client(config)?;
+    let mut url = daemon_url(config);
     url.path_segments_mut()
         .expect("http URLs have a path")
         .pop_if_empty()
@@ -61,6 +96,7 @@ pub async fn ask_daemon(
     if !query.is_empty() {
         url.query_pairs_mut().extend_pairs(query);
     }
+    let url_addr = url.socket_addrs(|| None).unwrap_or_default();
     let mut request = client.request(method, url);
     if let Ok(Some(token)) = crate::api::read_token(config) {
         request = request.bearer_auth(&*token);
@@ -70,7 +106,11 @@ pub async fn ask_daemon(
     }
     let response = match request.send().await {
         Ok(response) => response,
-        Err(err) if err.is_connect() => return Ok(None),
+        // Nobody listens: no daemon runs. But a connection that failed
+        // after TCP (a TLS certificate the CLI does not trust) is a daemon
+        // that was not asked, and the operator must hear why, not that
+        // its store is in use.
+        Err(err) if err.is_connect() && !listening(&url_addr).await => return Ok(None),
         Err(err) => return Err(unreachable(err)),
     };
     let status = response.status();
@@ -89,6 +129,15 @@ pub async fn ask_daemon(
     response.json().await.map(Some).map_err(unreachable)
 }
 
+/// Whether something accepts TCP connections at one of `addrs`.
+async fn listening(addrs: &[std::net::SocketAddr]) -> bool {
+    let connect = tokio::net::TcpStream::connect(addrs);
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(2), connect).await,
+        Ok(Ok(_))
+    )
+}
+
 /// Why a command that talks to the daemon (or its store) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -101,7 +150,7 @@ pub enum CommandError {
 /// The store and alert trees under `state_dir`, opened by a command while
 /// no daemon runs.
 fn local_store(config: &Config) -> Result<(SledStore, AlertStore), CommandError> {
-    std::fs::create_dir_all(&config.state_dir).map_err(|e| {
+    crate::store::create_state_dir(&config.state_dir).map_err(|e| {
         CommandError::Local(format!(
             "cannot create state_dir {}: {e}",
             config.state_dir.display()

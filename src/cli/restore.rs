@@ -25,9 +25,11 @@ pub async fn restore_command(
         settings = settings.with_url(url)?;
     }
     let bucket = Bucket::open(&settings)?;
-    std::fs::create_dir_all(&config.state_dir).map_err(|source| ReplicateError::StateDir {
-        path: config.state_dir.clone(),
-        source,
+    crate::store::create_state_dir(&config.state_dir).map_err(|source| {
+        ReplicateError::StateDir {
+            path: config.state_dir.clone(),
+            source,
+        }
     })?;
     let path = crate::store::history_path(&config.state_dir);
     let store = Arc::new(SledStore::open(&path, crate::store::FLUSH_EVERY)?);

@@ -73,6 +73,13 @@ pub const MAX_HEARTBEAT_INTERVAL: Duration = DAY;
 /// cache no browser keeps.
 pub const MAX_MIN_MAX_AGE: Duration = DAY;
 
+/// The shortest `[api] token_file` accepted when `listen` is not
+/// loopback: 32 bytes is 256 bits when drawn at random (`openssl rand -hex
+/// 32` writes 64 characters), beyond guessing at any request rate; a
+/// loopback API is only reachable from this machine, so any token will do
+/// there.
+pub const MIN_REMOTE_TOKEN_BYTES: usize = 32;
+
 #[cfg(test)]
 mod tests {
     use super::*;

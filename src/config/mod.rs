@@ -90,8 +90,24 @@ pub struct Config {
 pub struct ApiConfig {
     pub listen: SocketAddr,
     /// Required by mutating endpoints, and by every endpoint but /healthz
-    /// when `listen` is not loopback (enforced by the API, not here).
+    /// when `listen` is not loopback (enforced by the API). Set, and
+    /// holding at least [`limits::MIN_REMOTE_TOKEN_BYTES`], whenever
+    /// `listen` is not loopback.
     pub token_file: Option<PathBuf>,
+    /// The API serves HTTPS with this certificate chain and key; set,
+    /// both, whenever `listen` is not loopback.
+    pub tls: Option<ApiTls>,
+    /// What the CLI trusts when it asks a TLS API (besides the Mozilla
+    /// roots); `None`: the certificates of `tls_cert_file` themselves.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `[api] tls_cert_file` and `tls_key_file`: PEM files that exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiTls {
+    /// The server certificate first, then its intermediates.
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 /// `[connectivity]`: the blind-monitor gate.
@@ -179,7 +195,38 @@ pub struct ReplicationConfig {
     pub secret_access_key_file: Option<PathBuf>,
     /// `None`: [`Addressing::default_for`] the endpoint.
     pub addressing: Option<Addressing>,
+    /// Where the bucket's credentials come from.
+    pub credentials: Credentials,
     pub interval: Duration,
+}
+
+/// `[replication] credentials`: where the bucket's keys come from. Never
+/// the instance metadata service unless the operator says so: on a VM at
+/// another provider, 169.254.169.254 may answer with someone else's role,
+/// and a probe host reaching it at all is a surprise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credentials {
+    /// `access_key_id_file` and `secret_access_key_file` (the default when
+    /// they are set).
+    Files,
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and optionally
+    /// `AWS_SESSION_TOKEN` from vigie's environment, nothing else (the
+    /// default without key files).
+    Environment,
+    /// object_store's whole AWS chain: the environment, web identity, ECS,
+    /// then the instance metadata service.
+    Instance,
+}
+
+impl Credentials {
+    /// Without `credentials`: the key files when given, else the
+    /// environment only.
+    pub fn default_for(has_key_files: bool) -> Credentials {
+        match has_key_files {
+            true => Credentials::Files,
+            false => Credentials::Environment,
+        }
+    }
 }
 
 /// How requests name the bucket.

@@ -58,6 +58,9 @@ pub(crate) struct RawTop {
 pub(crate) struct RawApi {
     pub listen: Option<Spanned<String>>,
     pub token_file: Option<Spanned<String>>,
+    pub tls_cert_file: Option<Spanned<String>>,
+    pub tls_key_file: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,6 +113,7 @@ pub(crate) struct RawReplication {
     pub access_key_id_file: Option<Spanned<String>>,
     pub secret_access_key_file: Option<Spanned<String>>,
     pub addressing: Option<Spanned<String>>,
+    pub credentials: Option<Spanned<String>>,
     pub interval: Option<Spanned<DurationText>>,
 }
 

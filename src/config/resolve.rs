@@ -34,7 +34,7 @@ use super::decode::{Decoded, RawConfig};
 use super::error::Diagnostics;
 use super::limits::{
     MAX_GROUP_WINDOW, MAX_HEARTBEAT_INTERVAL, MAX_HOLD, MAX_REPEAT, MAX_REPLICATION_INTERVAL,
-    MAX_RETENTION, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE,
+    MAX_RETENTION, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE, MIN_REMOTE_TOKEN_BYTES,
 };
 use super::raw::{
     RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance, RawReplication,
@@ -42,8 +42,9 @@ use super::raw::{
 };
 use super::source::Source;
 use super::{
-    Addressing, AlertingConfig, ApiConfig, Config, ConnectivityConfig, HeartbeatConfig,
-    HistoryConfig, MaintenanceWindow, ReplicationConfig, ReportConfig, SmtpConfig, SmtpTls,
+    Addressing, AlertingConfig, ApiConfig, ApiTls, Config, ConnectivityConfig, Credentials,
+    HeartbeatConfig, HistoryConfig, MaintenanceWindow, ReplicationConfig, ReportConfig, SmtpConfig,
+    SmtpTls,
 };
 #[cfg(doc)]
 use crate::check::Check;
@@ -182,8 +183,9 @@ fn concurrency(cx: &mut Cx<'_>, raw: &Spanned<u64>) -> usize {
 }
 
 /// `[api]`: loopback by default; the token file must exist. Listening
-/// anywhere else without a token would publish every target's name, URL and
-/// certificate to whoever can reach the port, so that needs `token_file`.
+/// anywhere else publishes every target's name, URL and certificate to
+/// whoever can reach the port and carries the token over the network, so
+/// that needs a token of [`MIN_REMOTE_TOKEN_BYTES`] and TLS.
 fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
     let raw = raw.map(|d| &d.value);
     let listen = match raw.and_then(|r| r.listen.as_ref()) {
@@ -197,20 +199,79 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
             DEFAULT_LISTEN
         }),
     };
-    let token_file = raw
-        .and_then(|r| r.token_file.as_ref())
-        .and_then(|f| cx.file("token_file", f));
-    let has_token = raw.is_some_and(|r| r.token_file.is_some());
+    let file = |cx: &mut Cx<'_>, key: &str, value: Option<&Spanned<String>>| {
+        value.and_then(|f| cx.file(key, f))
+    };
+    let token_file = file(cx, "token_file", raw.and_then(|r| r.token_file.as_ref()));
+    let cert_file = raw.and_then(|r| r.tls_cert_file.as_ref());
+    let key_file = raw.and_then(|r| r.tls_key_file.as_ref());
+    cx.both_or_neither(("tls_cert_file", cert_file), ("tls_key_file", key_file));
+    let tls = match (
+        file(cx, "tls_cert_file", cert_file),
+        file(cx, "tls_key_file", key_file),
+    ) {
+        (Some(cert_file), Some(key_file)) => Some(ApiTls {
+            cert_file,
+            key_file,
+        }),
+        _ => None,
+    };
+    let ca_file = file(cx, "ca_file", raw.and_then(|r| r.ca_file.as_ref()));
     if let Some(spanned) = raw.and_then(|r| r.listen.as_ref()) {
-        if !listen.ip().is_loopback() && !has_token {
-            let message = format!(
-                "{} is not a loopback address: set `api.token_file` so that every endpoint but /healthz needs a bearer token",
-                listen
-            );
-            cx.error(&spanned.span(), "listen", message);
+        if !listen.ip().is_loopback() {
+            remote_api_rules(cx, spanned, raw, token_file.as_deref(), cert_file.is_some());
         }
     }
-    ApiConfig { listen, token_file }
+    ApiConfig {
+        listen,
+        token_file,
+        tls,
+        ca_file,
+    }
+}
+
+/// A `listen` that is not loopback: a token long enough not to be guessed,
+/// and TLS so that it does not cross the network in clear.
+fn remote_api_rules(
+    cx: &mut Cx<'_>,
+    listen: &Spanned<String>,
+    raw: Option<&RawApi>,
+    token_file: Option<&Path>,
+    has_tls: bool,
+) {
+    let shown = listen.get_ref();
+    match (raw.and_then(|r| r.token_file.as_ref()), token_file) {
+        (None, _) => {
+            let message = format!(
+                "{shown} is not a loopback address: set `api.token_file` (at least {MIN_REMOTE_TOKEN_BYTES} bytes, e.g. `openssl rand -hex 32`) so that every endpoint but /healthz needs a bearer token"
+            );
+            cx.error(&listen.span(), "listen", message);
+        }
+        (Some(spanned), Some(path)) => match fs::read_to_string(path) {
+            Ok(token) if token.trim().len() >= MIN_REMOTE_TOKEN_BYTES => {}
+            Ok(token) => {
+                let message = format!(
+                    "{} holds a token of {} bytes; with `listen` = {shown} (not loopback) it needs at least {MIN_REMOTE_TOKEN_BYTES} (e.g. `openssl rand -hex 32 > {}`)",
+                    path.display(),
+                    token.trim().len(),
+                    path.display()
+                );
+                cx.error(&spanned.span(), "token_file", message);
+            }
+            Err(e) => {
+                let message = format!("cannot read {}: {e}", path.display());
+                cx.error(&spanned.span(), "token_file", message);
+            }
+        },
+        // Missing file: already reported.
+        (Some(_), None) => {}
+    }
+    if !has_tls {
+        let message = format!(
+            "{shown} is not a loopback address: set `api.tls_cert_file` and `api.tls_key_file` so that the token and the history do not cross the network in clear"
+        );
+        cx.error(&listen.span(), "listen", message);
+    }
 }
 
 /// `[connectivity]`: canaries are http(s) URLs.
@@ -439,6 +500,13 @@ fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<Replicati
             None
         }
     });
+    let has_files = raw.access_key_id_file.is_some() || raw.secret_access_key_file.is_some();
+    let credentials = raw
+        .credentials
+        .as_ref()
+        .map_or(Credentials::default_for(has_files), |c| {
+            credentials(cx, c, has_files)
+        });
     let interval = cx.duration_or(
         "interval",
         raw.interval.as_ref(),
@@ -453,8 +521,43 @@ fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<Replicati
         access_key_id_file,
         secret_access_key_file,
         addressing,
+        credentials,
         interval,
     })
+}
+
+/// `[replication] credentials`: "files" needs the key files, the others
+/// exclude them (two sources of keys would leave the operator guessing
+/// which one signs).
+fn credentials(cx: &mut Cx<'_>, raw: &Spanned<String>, has_files: bool) -> Credentials {
+    let chosen = match raw.get_ref().as_str() {
+        "files" => Credentials::Files,
+        "environment" => Credentials::Environment,
+        "instance" => Credentials::Instance,
+        other => {
+            let message = format!(
+                "unknown source {other:?} (expected \"files\" for access_key_id_file and secret_access_key_file, \"environment\" for AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or \"instance\" for the cloud's instance metadata service)"
+            );
+            cx.error(&raw.span(), "credentials", message);
+            return Credentials::default_for(has_files);
+        }
+    };
+    match (chosen, has_files) {
+        (Credentials::Files, false) => cx.error(
+            &raw.span(),
+            "credentials",
+            "\"files\" needs `replication.access_key_id_file` and `replication.secret_access_key_file`",
+        ),
+        (Credentials::Environment | Credentials::Instance, true) => {
+            let message = format!(
+                "{:?} with key files set: remove the key files, or this key (the files are then used)",
+                raw.get_ref()
+            );
+            cx.error(&raw.span(), "credentials", message);
+        }
+        _ => {}
+    }
+    chosen
 }
 
 /// `s3://bucket/prefix`.

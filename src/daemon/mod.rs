@@ -76,6 +76,8 @@ pub enum RunError {
     },
     #[error(transparent)]
     TokenFile(#[from] TokenFileError),
+    #[error(transparent)]
+    ApiTls(#[from] crate::api::ApiTlsError),
     #[error("[replication]: {0}")]
     Replication(#[from] crate::replicate::ReplicateError),
     #[error(transparent)]
@@ -111,7 +113,7 @@ pub async fn run(
 ) -> Result<(), RunError> {
     // One copy, shared with the alerter (10,000 checks are megabytes).
     let mut config = Arc::new(config);
-    std::fs::create_dir_all(&config.state_dir).map_err(|source| RunError::StateDir {
+    crate::store::create_state_dir(&config.state_dir).map_err(|source| RunError::StateDir {
         path: config.state_dir.clone(),
         source,
     })?;
@@ -333,6 +335,9 @@ async fn run_once(
 
     let token = crate::api::Token::default();
     token.set(crate::api::read_token(&config)?);
+    let server_tls = crate::api::ServerTls::default();
+    server_tls.set(crate::api::acceptor(config.api.tls.as_ref())?);
+    let server_stats = Arc::new(crate::api::ServerStats::default());
     let listener = tokio::net::TcpListener::bind(config.api.listen)
         .await
         .map_err(|source| RunError::ApiListen {
@@ -353,13 +358,16 @@ async fn run_once(
             status: alert_status.clone(),
             requests: alert_requests,
         }),
+        server: server_stats.clone(),
     });
     let listen = config.api.listen;
     let bound = Arc::new(std::sync::Mutex::new(Some(listener)));
     supervisor.spawn("api", Progress::Unwatched, shutdown.clone(), {
         let shutdown = shutdown.clone();
+        let server_tls = server_tls.clone();
         move |_stage| {
             let (api, bound, shutdown) = (api.clone(), bound.clone(), shutdown.clone());
+            let (server_tls, stats) = (server_tls.clone(), server_stats.clone());
             async move {
                 // The first start serves the socket bound above; a restart
                 // binds again (the dead server's socket closed with it).
@@ -371,12 +379,8 @@ async fn run_once(
                         Err(err) => panic!("cannot listen on {listen} again: {err}"),
                     },
                 };
-                let served = axum::serve(listener, api)
-                    .with_graceful_shutdown(shutdown.cancelled_owned())
-                    .await;
-                if let Err(err) = served {
-                    tracing::error!(error = %err, "API server failed");
-                }
+                let limits = crate::api::Limits::DEFAULT;
+                crate::api::serve(listener, api, server_tls, limits, stats, shutdown).await;
             }
         }
     });
@@ -509,10 +513,12 @@ async fn run_once(
                         config: fresh,
                         plan,
                         token: fresh_token,
+                        tls: fresh_tls,
                         delivery,
                     }) => {
                         let fresh = Arc::new(fresh);
                         token.set(fresh_token);
+                        server_tls.set(fresh_tls);
                         sender_handle.reconfigure(delivery);
                         alert_config.send_replace(fresh.clone());
                         plans.send_replace(plan);

@@ -67,6 +67,9 @@ pub struct Reloaded {
     pub config: Config,
     pub plan: Plan,
     pub token: Option<Arc<str>>,
+    /// `[api]`'s TLS files read again: a renewed certificate is served from
+    /// the next connection on.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
     pub delivery: crate::mail::Delivery,
 }
 
@@ -80,6 +83,7 @@ pub fn reload(
     let fresh = crate::config::load(path).map_err(|errors| errors.to_string())?;
     let plan = plan(&fresh, clock).map_err(|err| err.to_string())?;
     let token = crate::api::read_token(&fresh).map_err(|err| err.to_string())?;
+    let tls = crate::api::acceptor(fresh.api.tls.as_ref()).map_err(|err| err.to_string())?;
     let delivery = crate::mail::Delivery::from_config(&fresh).map_err(|err| err.to_string())?;
     if fresh.api.listen != old.api.listen || fresh.state_dir != old.state_dir {
         tracing::warn!("[api] listen and state_dir changes take effect at the next restart");
@@ -96,6 +100,7 @@ pub fn reload(
         config: fresh,
         plan,
         token,
+        tls,
         delivery,
     })
 }

@@ -35,7 +35,7 @@ use object_store::{
 use url::Url;
 
 use super::ReplicateError;
-use crate::config::ReplicationConfig;
+use crate::config::{Credentials, ReplicationConfig};
 use crate::redact::redact;
 
 pub use crate::config::Addressing;
@@ -62,10 +62,11 @@ pub struct BucketSettings {
     /// `None`: AWS S3, found from the region.
     pub endpoint: Option<Url>,
     pub region: Option<String>,
-    /// Both or neither; neither means object_store's environment chain
-    /// (`AWS_ACCESS_KEY_ID`..., then instance metadata on AWS).
+    /// Both or neither; read when `credentials` is [`Credentials::Files`].
     pub access_key_id_file: Option<PathBuf>,
     pub secret_access_key_file: Option<PathBuf>,
+    /// Where the keys come from (see [`key_source`]).
+    pub credentials: Credentials,
     pub addressing: Addressing,
     /// Added to the Mozilla roots (a private endpoint's CA).
     pub extra_ca_file: Option<PathBuf>,
@@ -87,6 +88,7 @@ impl BucketSettings {
             region: config.region.clone(),
             access_key_id_file: config.access_key_id_file.clone(),
             secret_access_key_file: config.secret_access_key_file.clone(),
+            credentials: config.credentials,
             addressing: config
                 .addressing
                 .unwrap_or_else(|| Addressing::default_for(config.endpoint.as_ref())),
@@ -183,16 +185,9 @@ impl Bucket {
                 detail: e.to_string(),
             })?;
 
-        let mut builder = match (
-            &settings.access_key_id_file,
-            &settings.secret_access_key_file,
-        ) {
-            (Some(id_file), Some(secret_file)) => AmazonS3Builder::new()
-                .with_access_key_id(read_key("access_key_id_file", id_file)?)
-                .with_secret_access_key(read_key("secret_access_key_file", secret_file)?),
-            _ => AmazonS3Builder::from_env(),
-        };
-        builder = builder
+        let source = key_source(settings, &|name| std::env::var(name).ok())?;
+        let mut builder = source
+            .builder()
             .with_bucket_name(&bucket)
             .with_region(&region)
             .with_virtual_hosted_style_request(virtual_host)
@@ -329,6 +324,92 @@ impl Bucket {
     }
 }
 
+/// Where the bucket's keys come from, decided before anything is sent.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KeySource {
+    /// Keys vigie read itself (files or the environment): object_store
+    /// signs with exactly these and asks no credential service.
+    Static {
+        id: String,
+        secret: String,
+        session_token: Option<String>,
+    },
+    /// object_store's whole AWS chain, ending at the instance metadata
+    /// service (`credentials = "instance"` only).
+    Instance,
+}
+
+impl KeySource {
+    /// The S3 builder signing with these keys. `AmazonS3Builder::from_env`
+    /// is only used for `Instance`: with no key set, object_store falls
+    /// back to the metadata service at 169.254.169.254 by itself.
+    pub fn builder(&self) -> AmazonS3Builder {
+        match self {
+            KeySource::Static {
+                id,
+                secret,
+                session_token,
+            } => {
+                let builder = AmazonS3Builder::new()
+                    .with_access_key_id(id)
+                    .with_secret_access_key(secret);
+                match session_token {
+                    Some(token) => builder.with_token(token),
+                    None => builder,
+                }
+            }
+            KeySource::Instance => AmazonS3Builder::from_env(),
+        }
+    }
+}
+
+/// The keys `settings` name: read from the key files, or from `env` (the
+/// process environment in the daemon, a map in tests) for
+/// [`Credentials::Environment`]. Never [`KeySource::Instance`] unless
+/// configured so.
+pub fn key_source(
+    settings: &BucketSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<KeySource, ReplicateError> {
+    match settings.credentials {
+        Credentials::Instance => Ok(KeySource::Instance),
+        Credentials::Files => {
+            let (Some(id_file), Some(secret_file)) = (
+                &settings.access_key_id_file,
+                &settings.secret_access_key_file,
+            ) else {
+                return Err(ReplicateError::NoCredentials {
+                    missing: "access_key_id_file and secret_access_key_file",
+                });
+            };
+            Ok(KeySource::Static {
+                id: read_key("access_key_id_file", id_file)?,
+                secret: read_key("secret_access_key_file", secret_file)?,
+                session_token: None,
+            })
+        }
+        Credentials::Environment => {
+            let var = |name: &'static str| {
+                env(name)
+                    .map(|v| v.trim().to_string())
+                    .filter(|v| !v.is_empty())
+            };
+            let id = var("AWS_ACCESS_KEY_ID");
+            let secret = var("AWS_SECRET_ACCESS_KEY");
+            match (id, secret) {
+                (Some(id), Some(secret)) => Ok(KeySource::Static {
+                    id,
+                    secret,
+                    session_token: var("AWS_SESSION_TOKEN"),
+                }),
+                _ => Err(ReplicateError::NoCredentials {
+                    missing: "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in vigie's environment",
+                }),
+            }
+        }
+    }
+}
+
 /// The credential in `path`, trimmed (files usually end with a newline).
 fn read_key(key: &'static str, path: &Path) -> Result<String, ReplicateError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReplicateError::KeyFile {
@@ -406,6 +487,8 @@ fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
+    use object_store::aws::AmazonS3ConfigKey;
+
     use super::*;
 
     #[test]
@@ -429,6 +512,10 @@ mod tests {
             region: None,
             access_key_id_file: None,
             secret_access_key_file: None,
+            // `open` builds the client and sends nothing: object_store
+            // asks the metadata service lazily, at a first request, which
+            // this test never makes.
+            credentials: Credentials::Instance,
             addressing: Addressing::Path,
             extra_ca_file: None,
             request_timeout: Duration::from_secs(1),
@@ -453,6 +540,98 @@ mod tests {
         assert_eq!(
             between(text, "<Code>", "</Code>"),
             Some("SignatureDoesNotMatch")
+        );
+    }
+
+    fn settings_with(
+        credentials: Credentials,
+        files: Option<(PathBuf, PathBuf)>,
+    ) -> BucketSettings {
+        let (id, secret) = files.unzip();
+        BucketSettings {
+            url: Url::parse("s3://bucket/node").unwrap(),
+            endpoint: Some(Url::parse("http://127.0.0.1:9").unwrap()),
+            region: None,
+            access_key_id_file: id,
+            secret_access_key_file: secret,
+            credentials,
+            addressing: Addressing::Path,
+            extra_ca_file: None,
+            request_timeout: Duration::from_secs(1),
+            max_retries: 0,
+            retry_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn without_key_files_the_metadata_service_is_never_a_fallback() {
+        // The environment holds nothing: object_store would now go to
+        // 169.254.169.254; vigie refuses and says what to set.
+        let err = key_source(&settings_with(Credentials::Environment, None), &no_env).unwrap_err();
+        assert!(matches!(err, ReplicateError::NoCredentials { .. }), "{err}");
+        assert!(err.to_string().contains("AWS_ACCESS_KEY_ID"), "{err}");
+        assert!(
+            err.to_string().contains("credentials = \"instance\""),
+            "{err}"
+        );
+        let err = key_source(&settings_with(Credentials::Files, None), &no_env).unwrap_err();
+        assert!(matches!(err, ReplicateError::NoCredentials { .. }), "{err}");
+        // Only when configured so.
+        assert_eq!(
+            key_source(&settings_with(Credentials::Instance, None), &no_env).unwrap(),
+            KeySource::Instance
+        );
+    }
+
+    #[test]
+    fn environment_keys_are_static_and_signed_with_as_given() {
+        let env = |name: &str| match name {
+            "AWS_ACCESS_KEY_ID" => Some("AKIDENV".to_string()),
+            "AWS_SECRET_ACCESS_KEY" => Some("secret-env\n".to_string()),
+            _ => None,
+        };
+        let source = key_source(&settings_with(Credentials::Environment, None), &env).unwrap();
+        assert_eq!(
+            source,
+            KeySource::Static {
+                id: "AKIDENV".to_string(),
+                secret: "secret-env".to_string(),
+                session_token: None,
+            }
+        );
+        // A builder with both keys set is what makes object_store sign with
+        // a static provider instead of asking the metadata service.
+        let builder = source.builder();
+        assert_eq!(
+            builder.get_config_value(&AmazonS3ConfigKey::AccessKeyId),
+            Some("AKIDENV".to_string())
+        );
+        assert_eq!(
+            builder.get_config_value(&AmazonS3ConfigKey::SecretAccessKey),
+            Some("secret-env".to_string())
+        );
+    }
+
+    #[test]
+    fn key_files_win_over_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (id, secret) = (dir.path().join("id"), dir.path().join("secret"));
+        std::fs::write(&id, "AKIDFILE\n").unwrap();
+        std::fs::write(&secret, "secret-file\n").unwrap();
+        let env = |_: &str| Some("from-env".to_string());
+        let source =
+            key_source(&settings_with(Credentials::Files, Some((id, secret))), &env).unwrap();
+        assert_eq!(
+            source,
+            KeySource::Static {
+                id: "AKIDFILE".to_string(),
+                secret: "secret-file".to_string(),
+                session_token: None,
+            }
         );
     }
 }

@@ -76,6 +76,10 @@ pub enum ReplicateError {
     },
     #[error("[replication] {key} {} is empty: write the key into it", path.display())]
     EmptyKeyFile { key: &'static str, path: PathBuf },
+    #[error(
+        "no credentials for the replication bucket: set {missing}, or write [replication] credentials = \"instance\" to use the cloud's instance metadata service"
+    )]
+    NoCredentials { missing: &'static str },
     #[error("{url} is not an s3:// URL with a bucket and a node: write s3://BUCKET/NODE")]
     BadUrl { url: String },
     #[error(

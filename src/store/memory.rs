@@ -54,6 +54,23 @@ impl Store for MemoryStore {
             .collect())
     }
 
+    fn history_page(
+        &self,
+        name: &str,
+        since: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Outcome>, StoreError> {
+        let checks = self.checks();
+        let Some(results) = checks.get(name) else {
+            return Ok(Vec::new());
+        };
+        Ok(results
+            .range(bound_millis(since)..)
+            .take(limit)
+            .map(|(_, outcome)| outcome.clone())
+            .collect())
+    }
+
     fn latest(&self, name: &str) -> Result<Option<Outcome>, StoreError> {
         let checks = self.checks();
         Ok(checks

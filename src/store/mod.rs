@@ -139,6 +139,28 @@ pub fn history_path(state_dir: &Path) -> PathBuf {
     state_dir.join("history")
 }
 
+/// Creates `state_dir` (and its missing parents) for vigie's user only,
+/// 0700 whatever the umask: it holds the history, the outbox and the
+/// maildir, which name every target and carry alert text. A directory that
+/// already exists keeps its mode (it is the operator's), but one that
+/// others may read is named in a warning.
+pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            state_dir = %dir.display(),
+            mode = format!("{mode:o}"),
+            "state_dir is open to other users; `chmod 700` it (vigie creates it 0700)"
+        );
+    }
+    Ok(())
+}
+
 /// Where judged outcomes are kept. Every method may block on disk I/O.
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Stores one judged outcome. Key = check id (u32 BE) ++ started_at unix
@@ -147,6 +169,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Outcomes of check `name` with started_at >= since (both truncated to
     /// the millisecond), oldest first; empty if the check is unknown.
     fn history(&self, name: &str, since: OffsetDateTime) -> Result<Vec<Outcome>, StoreError>;
+    /// The first `limit` outcomes of [`Store::history`]: what a streamed
+    /// answer reads at a time, so that a long window is never decoded
+    /// whole. The next page starts a millisecond after the last one.
+    fn history_page(
+        &self,
+        name: &str,
+        since: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Outcome>, StoreError>;
     /// The most recent outcome of `name`.
     fn latest(&self, name: &str) -> Result<Option<Outcome>, StoreError>;
     /// The most recent outcome of every check ever stored, ordered by name.
@@ -492,6 +523,39 @@ pub(crate) mod contract {
         assert_eq!(before_1970.unwrap().len(), 5);
     }
 
+    /// Pages of `history_page`, each starting a millisecond after the last
+    /// one, add up to `history`, from any `since` (also one inside a
+    /// packed block) and with late results merged into old blocks.
+    pub fn pages_add_up_to_the_history(store: &dyn Store) {
+        for n in (0..97).filter(|n| n % 7 != 3) {
+            store.append(&up("site", minutes(n))).unwrap();
+            store.append(&up("other", minutes(n))).unwrap();
+        }
+        for n in (0..97).filter(|n| n % 7 == 3) {
+            store.append(&up("site", minutes(n))).unwrap();
+        }
+        for since in [T0, minutes(13) + Duration::seconds(30), minutes(96)] {
+            for limit in [1, 7, 20, 1000] {
+                let mut paged = Vec::new();
+                let mut from = since;
+                loop {
+                    let page = store.history_page("site", from, limit).unwrap();
+                    assert!(page.len() <= limit);
+                    let Some(last) = page.last() else { break };
+                    from = last.started_at + Duration::milliseconds(1);
+                    paged.extend(page);
+                }
+                assert_eq!(
+                    starts(&paged),
+                    starts(&store.history("site", since).unwrap()),
+                    "since {since}, pages of {limit}"
+                );
+            }
+        }
+        assert!(store.history_page("nothing", T0, 10).unwrap().is_empty());
+        assert!(store.history_page("site", T0, 0).unwrap().is_empty());
+    }
+
     pub fn unknown_check_is_empty(store: &dyn Store) {
         assert!(store.history("nope", T0).unwrap().is_empty());
         assert_eq!(store.latest("nope").unwrap(), None);
@@ -635,6 +699,7 @@ pub(crate) mod contract {
         ($make:expr) => {
             $crate::store::contract::contract_tests!(@each $make;
                 history_is_oldest_first_from_since,
+                pages_add_up_to_the_history,
                 unknown_check_is_empty,
                 latest_and_latest_all,
                 round_trip_keeps_everything_but_sub_millis,

@@ -722,6 +722,54 @@ impl SledStore {
         Ok(entries)
     }
 
+    /// [`SledStore::entries`] from `from` on, stopping once the entries
+    /// after the one `from` falls into hold at least `limit` results (a
+    /// block's header counts them, and all of them are at or after
+    /// `from`), so a page reads about `limit` results whatever the window.
+    /// The `newest` singles, a few per check, are read first, as there,
+    /// and kept only when every `results` entry was read: they come after
+    /// all of them.
+    fn page_entries(
+        &self,
+        id: u32,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(IVec, IVec)>, StoreError> {
+        let mut newest = Vec::new();
+        for entry in self.newest_range(id, from) {
+            newest.push(entry.map_err(self.io("read history"))?);
+        }
+        let before = self
+            .results
+            .get_lt(result_key(id, from))
+            .map_err(self.io("read history"))?
+            .filter(|(key, value)| {
+                key.starts_with(&id.to_be_bytes())
+                    && record::span(key_millis_of(key), value).is_ok_and(|span| span.last >= from)
+            });
+        let mut entries: Vec<(IVec, IVec)> = before.into_iter().collect();
+        let wanted = u64::try_from(limit).unwrap_or(u64::MAX);
+        let mut held = 0u64;
+        for entry in self.check_range(id, from) {
+            if held >= wanted {
+                return Ok(entries);
+            }
+            let (key, value) = entry.map_err(self.io("read history"))?;
+            held += record::span(key_millis_of(&key), &value).map_or(1, |span| span.count);
+            entries.push((key, value));
+        }
+        let covered = entries
+            .last()
+            .and_then(|(key, value)| record::span(key_millis_of(key), value).ok())
+            .map(|span| span.last);
+        entries.extend(
+            newest
+                .into_iter()
+                .filter(|(key, _)| covered.is_none_or(|until| key_millis_of(key) > until)),
+        );
+        Ok(entries)
+    }
+
     /// Whether a result key is still in either tree (a sweep running
     /// alongside a read may have removed it).
     fn still_stored(&self, key: &[u8]) -> Result<bool, StoreError> {
@@ -971,6 +1019,22 @@ impl Store for SledStore {
         let since = bound_millis(since);
         let entries = self.entries(id, since, u64::MAX)?;
         self.decode(id, name, entries, since)
+    }
+
+    fn history_page(
+        &self,
+        name: &str,
+        since: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<Outcome>, StoreError> {
+        let Some(id) = self.lock().ids.get(name).copied() else {
+            return Ok(Vec::new());
+        };
+        let since = bound_millis(since);
+        let entries = self.page_entries(id, since, limit)?;
+        let mut outcomes = self.decode(id, name, entries, since)?;
+        outcomes.truncate(limit);
+        Ok(outcomes)
     }
 
     fn latest(&self, name: &str) -> Result<Option<Outcome>, StoreError> {
