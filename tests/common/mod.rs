@@ -9,6 +9,7 @@
 pub mod client;
 pub mod cors_server;
 pub mod daemon;
+pub mod dns;
 pub mod env;
 pub mod gate;
 pub mod history;
