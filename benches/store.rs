@@ -197,6 +197,8 @@ fn chain(site: usize, at: OffsetDateTime) -> Vec<CertInfo> {
             not_before: datetime!(2026-10-30 06:12:10 UTC),
             not_after: leaf_after,
             days_left: (leaf_after - at).whole_days(),
+            hours_left: (leaf_after - at).whole_hours(),
+            lifetime_hours: (leaf_after - datetime!(2026-10-30 06:12:10 UTC)).whole_hours(),
             sans: vec![
                 format!("*.site-{site}.example"),
                 format!("site-{site}.example"),
@@ -212,6 +214,8 @@ fn chain(site: usize, at: OffsetDateTime) -> Vec<CertInfo> {
             not_before: datetime!(2024-03-13 00:00:00 UTC),
             not_after: int_after,
             days_left: (int_after - at).whole_days(),
+            hours_left: (int_after - at).whole_hours(),
+            lifetime_hours: (int_after - datetime!(2024-03-13 00:00:00 UTC)).whole_hours(),
             sans: Vec::new(),
             serial: "8a7d3e13d62f30ef2386bd29076b34f8".to_string(),
             sha256: "591e9ce6c863d3a079e9fabe1478c7339a26b21269dde795211361024ae31a44".to_string(),

@@ -137,6 +137,8 @@ fn cert(era: u64, position: u64, at: OffsetDateTime) -> CertInfo {
         not_before: T0 - time::Duration::days(30),
         not_after,
         days_left: (not_after - at).whole_days(),
+        hours_left: (not_after - at).whole_hours(),
+        lifetime_hours: (not_after - (T0 - time::Duration::days(30))).whole_hours(),
         sans: vec!["site.example".to_string()],
         serial: format!("{era:04x}{position:02x}"),
         sha256: format!("{era:062x}{position:02x}"),

@@ -262,7 +262,16 @@ impl Client {
         trace.phase = Phase::Handshaking(peer);
         let connector = tokio_rustls::TlsConnector::from(trust.client_config());
         let (result, seen) = tls::recording(connector.connect(server_name, tcp)).await;
-        let now = self.clock.now();
+        // Certificate facts are as of the probe's start: `hours_left` is
+        // then derivable from `started_at` (the store does so on read).
+        let now = trace.started_at.unwrap_or_else(|| self.clock.now());
+        let served = match (&seen, trace.served.is_empty()) {
+            (Some(seen), true) => seen.chain.clone(),
+            _ => Vec::new(),
+        };
+        if !served.is_empty() {
+            trace.served = served;
+        }
         let report = seen.map(|seen| {
             let key = chains::key(&seen.chain);
             // A refused chain is parsed again: explaining the refusal needs
@@ -369,6 +378,11 @@ pub struct Trace {
     /// The address the first request connected to (the check's own
     /// target, which decides whether its redirects may stay private).
     pub first_peer: Option<IpAddr>,
+    /// When the probe started: the "now" of certificate facts.
+    pub started_at: Option<time::OffsetDateTime>,
+    /// The certificates of the first https hop as served (DER, leaf
+    /// first), for what the CA says about them (`probe::ca`).
+    pub served: Vec<CertificateDer<'static>>,
 }
 
 #[derive(Debug, Default, Clone)]

@@ -41,7 +41,10 @@ impl Prober {
     pub async fn probe(&self, check: &Check) -> Outcome {
         let started_at = self.client.clock().now();
         let started = tokio::time::Instant::now();
-        let mut trace = Trace::default();
+        let mut trace = Trace {
+            started_at: Some(started_at),
+            ..Trace::default()
+        };
         let result = tokio::time::timeout(check.timeout, self.dispatch(check, &mut trace)).await;
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         let facts = match result {
