@@ -163,6 +163,8 @@ fn outcome(check: usize, round: usize) -> Outcome {
             trusted: true,
             verify_error: None,
             hostname_matches: true,
+            ari: None,
+            revocation: Vec::new(),
             chain: chain(check % CHAINS, started_at).into(),
         }),
         cors: None,

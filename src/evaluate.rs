@@ -6,6 +6,7 @@
 //! report "expired *and* wrong host" instead of whichever error WebPKI met
 //! first.
 
+mod ca;
 mod cors;
 mod lifetime;
 
@@ -23,8 +24,10 @@ use crate::outcome::{
 /// Fills `outcome.failures` and `outcome.status`.
 pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
     let mut failures = Vec::new();
+    let mut floor = Status::Up;
     if let Some(tls) = &outcome.tls {
         judge_tls(&check.tls, tls, now, &mut failures);
+        floor = ca::judge(&check.tls, tls, now, &mut failures);
     }
     if let Some(err) = &outcome.probe_error {
         if !failures.iter().any(|f| f.assertion == err.kind) {
@@ -46,8 +49,7 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
     outcome.status = failures
         .iter()
         .map(|f| f.assertion.severity())
-        .max()
-        .unwrap_or(Status::Up);
+        .fold(floor, Status::max);
     outcome.failures = failures;
 }
 
@@ -486,6 +488,8 @@ mod tests {
                 trusted: true,
                 verify_error: None,
                 hostname_matches,
+                ari: None,
+                revocation: Vec::new(),
                 chain: chain.into(),
             }),
             cors: None,

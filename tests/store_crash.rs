@@ -123,6 +123,8 @@ fn outcome(seq: u64) -> Outcome {
             trusted: true,
             verify_error: None,
             hostname_matches: true,
+            ari: None,
+            revocation: Vec::new(),
             chain: (0..2).map(|i| cert(era, i, started_at)).collect(),
         }),
         cors: None,

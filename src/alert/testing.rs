@@ -56,6 +56,8 @@ pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
             trusted: true,
             verify_error: None,
             hostname_matches: true,
+            ari: None,
+            revocation: Vec::new(),
             chain: chain(name, datetime!(2027-01-28 06:12:09 UTC), at).into(),
         }),
         cors: None,

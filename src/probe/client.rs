@@ -164,6 +164,18 @@ impl Client {
         request: Request<Empty<Bytes>>,
         trace: &mut Trace,
     ) -> Result<Response, ProbeError> {
+        self.send_capped(hop, request, BODY_CAP, trace).await
+    }
+
+    /// [`Client::send`], reading at most `cap` bytes of body (a CRL may be
+    /// larger than a page).
+    pub async fn send_capped(
+        &self,
+        hop: &Hop<'_>,
+        request: Request<Empty<Bytes>>,
+        cap: usize,
+        trace: &mut Trace,
+    ) -> Result<Response, ProbeError> {
         // Without brackets: `[::1]` is the URL's spelling, not an address
         // or a TLS server name.
         let (host, literal) = match hop.url.host() {
@@ -182,9 +194,9 @@ impl Client {
         match hop.url.scheme() {
             "https" => {
                 let tls = self.handshake(tcp, &host, hop.trust, trace).await?;
-                exchange(tls, request, trace).await
+                exchange(tls, request, cap, trace).await
             }
-            _ => exchange(tcp, request, trace).await,
+            _ => exchange(tcp, request, cap, trace).await,
         }
     }
 
@@ -305,6 +317,8 @@ impl Client {
                 cipher_suite: None,
                 trusted: verify_error.is_none(),
                 hostname_matches,
+                ari: None,
+                revocation: Vec::new(),
                 verify_error,
                 chain,
             }
@@ -414,6 +428,7 @@ impl fmt::Display for Phase {
 async fn exchange<IO>(
     io: IO,
     request: Request<Empty<Bytes>>,
+    cap: usize,
     trace: &mut Trace,
 ) -> Result<Response, ProbeError>
 where
@@ -434,7 +449,7 @@ where
     // and a shutdown(2) would only cost another record, write and wake-up
     // per probe, and the outcome does not depend on them.
     let mut conn = Some(conn);
-    let mut answer = std::pin::pin!(read_response(&mut sender, request, trace));
+    let mut answer = std::pin::pin!(read_response(&mut sender, request, cap, trace));
     std::future::poll_fn(|cx| {
         if let Some(driver) = conn.as_mut() {
             if driver.poll_without_shutdown(cx).is_ready() {
@@ -446,10 +461,11 @@ where
     .await
 }
 
-/// Sends the request and reads the answer, up to [`BODY_CAP`].
+/// Sends the request and reads the answer, up to `cap` bytes of body.
 async fn read_response(
     sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
     request: Request<Empty<Bytes>>,
+    cap: usize,
     trace: &mut Trace,
 ) -> Result<Response, ProbeError> {
     trace.phase = Phase::AwaitingHeaders;
@@ -458,7 +474,7 @@ async fn read_response(
     // One allocation when the length is announced, instead of regrowing per
     // frame; never more than the cap, whatever the server claims.
     let announced = hyper::body::Body::size_hint(&body).exact().unwrap_or(0);
-    let mut bytes = Vec::with_capacity(announced.min(BODY_CAP as u64) as usize);
+    let mut bytes = Vec::with_capacity(announced.min(cap as u64) as usize);
     let mut truncated = false;
     trace.phase = Phase::ReadingBody(0);
     while let Some(frame) = body.frame().await {
@@ -466,7 +482,7 @@ async fn read_response(
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        let room = BODY_CAP - bytes.len();
+        let room = cap - bytes.len();
         if data.len() > room {
             bytes.extend_from_slice(&data[..room]);
             truncated = true;

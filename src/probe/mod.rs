@@ -4,9 +4,13 @@
 //! when it fires the outcome says how far the probe had got.
 
 pub mod address;
+pub mod ari;
+pub mod ca;
+pub mod cache;
 pub mod chains;
 pub mod client;
 pub mod cors;
+pub mod crl;
 pub mod http;
 pub mod shown;
 pub mod tls;
@@ -22,6 +26,8 @@ use client::{Client, Trace};
 #[derive(Debug, Clone)]
 pub struct Prober {
     client: Arc<Client>,
+    /// ARI windows and CRLs, shared by every check.
+    authority: Arc<ca::Authority>,
 }
 
 enum Facts {
@@ -33,7 +39,13 @@ impl Prober {
     pub fn new(client: Client) -> Self {
         Self {
             client: Arc::new(client),
+            authority: Arc::new(ca::Authority::default()),
         }
+    }
+
+    /// The shared ARI and CRL caches (their fetch counters).
+    pub fn authority(&self) -> &ca::Authority {
+        &self.authority
     }
 
     /// Probes once. Never fails: a target that cannot be reached is an
@@ -58,6 +70,21 @@ impl Prober {
                 ),
             }),
         };
+        // What the CA says, after the probe and outside its timeout (see
+        // `ca`): the chain is known once the handshake is done.
+        if let Some(tls) = trace.tls.as_mut() {
+            let trust = self.client.trust_for(check);
+            self.authority
+                .inspect(
+                    &self.client,
+                    check,
+                    &trust,
+                    &trace.served,
+                    trace.first_peer,
+                    tls,
+                )
+                .await;
+        }
         let (http, cors, probe_error) = match facts {
             Ok(Facts::Http(report)) => (Some(report), None, None),
             Ok(Facts::Cors(report)) => (None, Some(report), None),

@@ -359,6 +359,8 @@ pub(crate) mod contract {
                 trusted: true,
                 verify_error: None,
                 hostname_matches: true,
+                ari: None,
+                revocation: Vec::new(),
                 chain: chain("example.com", at).into(),
             }),
             cors: None,

@@ -711,6 +711,8 @@ fn tls_from(
             .map(|err| verify_error_from(err, strings))
             .transpose()?,
         hostname_matches: tls.hostname_matches,
+        ari: None,
+        revocation: Vec::new(),
         chain,
     })
 }
@@ -875,6 +877,10 @@ fn assertion_code(assertion: Assertion) -> u8 {
         Assertion::CorsExposeHeaders => 22,
         Assertion::CorsDeniedOrigin => 23,
         Assertion::Internal => 24,
+        // Issue 17 (ARI, CRLs); codes 25..39 are left to the check kinds
+        // being added at the same time.
+        Assertion::TlsRenewalWindow => 40,
+        Assertion::TlsRevoked => 41,
     }
 }
 
@@ -905,6 +911,8 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         22 => Assertion::CorsExposeHeaders,
         23 => Assertion::CorsDeniedOrigin,
         24 => Assertion::Internal,
+        40 => Assertion::TlsRenewalWindow,
+        41 => Assertion::TlsRevoked,
         _ => return Err(unknown_code("assertion", code)),
     })
 }

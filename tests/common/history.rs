@@ -56,6 +56,8 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
                 covered: vec!["*.example.org".to_string()],
             }),
             hostname_matches: status != Status::Down,
+            ari: None,
+            revocation: Vec::new(),
             chain: chain(name, at).into(),
         }),
         cors: cors.then(|| CorsReport {
