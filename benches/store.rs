@@ -165,6 +165,7 @@ fn outcome(check: usize, round: usize) -> Outcome {
             hostname_matches: true,
             ari: None,
             revocation: Vec::new(),
+            verified_path: None,
             chain: chain(check % CHAINS, started_at).into(),
         }),
         cors: None,

@@ -94,7 +94,18 @@ fn judge_tls(expect: &TlsExpect, tls: &TlsReport, now: OffsetDateTime, out: &mut
             ),
         });
     }
-    judge_validity(expect, &tls.chain, now, out);
+    // Expiry on the verified path: a cross-sign served for older clients
+    // and not on the path does not break this one.
+    match &tls.verified_path {
+        Some(path) => {
+            let on_path: Vec<CertInfo> = path
+                .iter()
+                .filter_map(|&i| tls.chain.get(i).cloned())
+                .collect();
+            judge_validity(expect, &on_path, now, out);
+        }
+        None => judge_validity(expect, &tls.chain, now, out),
+    }
     if let Some(pattern) = &expect.issuer {
         if !pattern.is_match(&leaf.issuer) {
             out.push(Failure {
@@ -490,6 +501,7 @@ mod tests {
                 hostname_matches,
                 ari: None,
                 revocation: Vec::new(),
+                verified_path: None,
                 chain: chain.into(),
             }),
             cors: None,

@@ -322,6 +322,12 @@ pub struct TlsReport {
     /// `tls.revoked` failure).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub revocation: Vec<CrlReport>,
+    /// The positions in `chain` of the path to a trust anchor, leaf first,
+    /// when the chain was trusted and some served certificates are not on
+    /// it (cross-signs for older clients): expiry is judged on these. Not
+    /// stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_path: Option<Vec<usize>>,
 }
 
 /// The renewal window the CA suggests for the leaf (RFC 9773), or why vigie

@@ -125,6 +125,7 @@ fn outcome(seq: u64) -> Outcome {
             hostname_matches: true,
             ari: None,
             revocation: Vec::new(),
+            verified_path: None,
             chain: (0..2).map(|i| cert(era, i, started_at)).collect(),
         }),
         cors: None,

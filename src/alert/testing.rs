@@ -58,6 +58,7 @@ pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
             hostname_matches: true,
             ari: None,
             revocation: Vec::new(),
+            verified_path: None,
             chain: chain(name, datetime!(2027-01-28 06:12:09 UTC), at).into(),
         }),
         cors: None,

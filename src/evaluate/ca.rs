@@ -131,6 +131,7 @@ mod tests {
             hostname_matches: true,
             ari,
             revocation,
+            verified_path: None,
             chain: Vec::new().into(),
         }
     }

@@ -44,6 +44,7 @@ pub struct Authority {
 /// What one served certificate says about where to ask.
 #[derive(Debug)]
 struct Facts {
+    subject_name: Vec<u8>,
     serial: Vec<u8>,
     aki: Option<Vec<u8>>,
     crl_url: Option<Url>,
@@ -62,11 +63,17 @@ impl Authority {
         first_peer: Option<std::net::IpAddr>,
         tls: &mut TlsReport,
     ) {
-        let wants_ari = check.tls.ari != Some(false);
-        if served.is_empty() || (!wants_ari && !check.tls.revocation) {
+        if served.is_empty() {
             return;
         }
         let facts = self.facts(served, trust);
+        if tls.trusted {
+            tls.verified_path = verified_path(&facts, trust).filter(|p| p.len() < facts.len());
+        }
+        let wants_ari = check.tls.ari != Some(false);
+        if !wants_ari && !check.tls.revocation {
+            return;
+        }
         // The check's own address policy: a CA URL may lead to private
         // addresses only when the target itself is one.
         let policy = RedirectPolicy {
@@ -184,6 +191,7 @@ fn read_facts(served: &[rustls::pki_types::CertificateDer<'static>], trust: &Tru
         .map(|(i, cert)| {
             let Some(cert) = cert else {
                 return Facts {
+                    subject_name: Vec::new(),
                     serial: Vec::new(),
                     aki: None,
                     crl_url: None,
@@ -203,6 +211,7 @@ fn read_facts(served: &[rustls::pki_types::CertificateDer<'static>], trust: &Tru
                     .map(<[u8]>::to_vec)
             });
             Facts {
+                subject_name: cert.subject().as_raw().to_vec(),
                 serial: cert.raw_serial().to_vec(),
                 aki: authority_key_id(cert),
                 crl_url: crl_url(cert),
@@ -211,6 +220,26 @@ fn read_facts(served: &[rustls::pki_types::CertificateDer<'static>], trust: &Tru
             }
         })
         .collect()
+}
+
+/// The served certificates from the leaf to the first one a trust anchor
+/// issued, chained by name (WebPKI has verified that such a path exists;
+/// this finds which served certificates are on it). `None` when no served
+/// path reaches an anchor.
+fn verified_path(facts: &[Facts], trust: &Trust) -> Option<Vec<usize>> {
+    let mut path = vec![0];
+    loop {
+        let current = &facts[*path.last()?];
+        if current.issuer_name.is_empty() {
+            return None;
+        }
+        if trust.is_anchor(cert::name_contents(&current.issuer_name)) {
+            return Some(path);
+        }
+        let next = (0..facts.len())
+            .find(|j| !path.contains(j) && facts[*j].subject_name == current.issuer_name)?;
+        path.push(next);
+    }
 }
 
 fn authority_key_id(cert: &X509Certificate<'_>) -> Option<Vec<u8>> {

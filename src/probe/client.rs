@@ -319,6 +319,7 @@ impl Client {
                 hostname_matches,
                 ari: None,
                 revocation: Vec::new(),
+                verified_path: None,
                 verify_error,
                 chain,
             }

@@ -99,7 +99,8 @@ impl Trust {
         self.config.clone()
     }
 
-    fn is_anchor(&self, subject_der: &[u8]) -> bool {
+    /// Is a trust anchor named `subject_der` (the Name's contents)?
+    pub fn is_anchor(&self, subject_der: &[u8]) -> bool {
         self.anchor_subjects.contains(subject_der)
     }
 }

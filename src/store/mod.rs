@@ -361,6 +361,7 @@ pub(crate) mod contract {
                 hostname_matches: true,
                 ari: None,
                 revocation: Vec::new(),
+                verified_path: None,
                 chain: chain("example.com", at).into(),
             }),
             cors: None,

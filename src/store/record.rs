@@ -713,6 +713,7 @@ fn tls_from(
         hostname_matches: tls.hostname_matches,
         ari: None,
         revocation: Vec::new(),
+        verified_path: None,
         chain,
     })
 }

@@ -58,6 +58,7 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
             hostname_matches: status != Status::Down,
             ari: None,
             revocation: Vec::new(),
+            verified_path: None,
             chain: chain(name, at).into(),
         }),
         cors: cors.then(|| CorsReport {
