@@ -155,6 +155,30 @@ async fn retry_after_is_honoured_across_probes() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_top_level_acme_directory_applies_to_every_check_unless_ari_is_off() {
+    let ca = CaServer::start().await;
+    ca.set_window(now() + days(20), now() + days(22), None, None);
+    let server = TlsServer::start_leaf(&valid_leaf(), TlsOpts::default());
+    let env = Env::with_config(&format!("acme_directory = {:?}\n", ca.directory_url()));
+    let checks = check_toml("asks", &server.url("/"), "")
+        + &check_toml("off", &server.url("/"), "[check.tls]\nari = false\n");
+    env.write_checks("t.toml", &checks);
+    let outcomes = env.run_all().await;
+    assert!(
+        outcomes[0].tls.as_ref().unwrap().ari.is_some(),
+        "{}",
+        pretty(&outcomes[0])
+    );
+    assert_eq!(
+        outcomes[1].tls.as_ref().unwrap().ari,
+        None,
+        "{}",
+        pretty(&outcomes[1])
+    );
+    assert_eq!(ca.hits("ari"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_test_hierarchy_named_like_lets_encrypt_never_asks_the_real_ca() {
     // No acme_directory: ARI applies only to issuers known by key id, and
     // this R11 is a test key. No request can leave: there is no outcome
