@@ -30,8 +30,14 @@
 //! - [`probe`]: I/O only. `client` is the one place probe connections are
 //!   made (fresh TCP + TLS per request, recording verifier from `tls`);
 //!   one module per check kind. Every fact is sanitised where it is
-//!   captured (`sanitize`; certificates in `shown`).
-//! - [`evaluate`]: pure judgment of an outcome against its check.
+//!   captured (`sanitize`; certificates in `shown`). After the probe, `ca`
+//!   asks what the CA says about the served chain: `ari` (RFC 9773
+//!   renewal windows) and `crl` (revocation), through the shared,
+//!   single-flight `cache` on the prober's clock; it also finds the
+//!   verified path of a cross-signed chain.
+//! - [`evaluate`]: pure judgment of an outcome against its check
+//!   (`lifetime`: thresholds for any lifetime, in hours for short-lived
+//!   certificates; `ca`: renewal windows and revocations).
 //! - [`runner`]: probe + evaluate one check (what `vigie check`, the
 //!   scheduler and the canaries share).
 //! - [`schedule`]: when each check runs (`every` grid or cron, stable

@@ -8,7 +8,8 @@
 //! (`cache`), so in steady state this costs a hash lookup per certificate.
 //!
 //! The certificate facts they need (serial, AKI, CRL URLs, the issuer's key)
-//! are read from the DER as served, once per distinct chain.
+//! are read from the DER as served, once per distinct chain. Only trusted
+//! chains are asked about.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -67,9 +68,14 @@ impl Authority {
             return;
         }
         let facts = self.facts(served, trust);
-        if tls.trusted {
-            tls.verified_path = verified_path(&facts, trust).filter(|p| p.len() < facts.len());
+        // Only a trusted chain is asked about: an untrusted one is down
+        // already, and its certificates (and the keys a CRL would be
+        // verified with) are the target's own making, so fetching and
+        // keeping what they point at would be the target's choice.
+        if !tls.trusted {
+            return;
         }
+        tls.verified_path = verified_path(&facts, trust).filter(|p| p.len() < facts.len());
         let wants_ari = check.tls.ari != Some(false);
         if !wants_ari && !check.tls.revocation {
             return;
