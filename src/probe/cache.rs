@@ -149,7 +149,7 @@ pub async fn get(
                 trace.phase
             ))
         }
-        Ok(Err(err)) => return Err(format!("{shown}: {}", err.message)),
+        Ok(Err(err)) => return Err(format!("{shown}: {}", refusal(&err.message))),
         Ok(Ok(response)) => response,
     };
     if !response.status.is_success() {
@@ -161,6 +161,20 @@ pub async fn get(
     Ok(response)
 }
 
+/// The address policy's refusal, worded for a CA fetch: the client words it
+/// for a redirect ("redirect 1 to URL refused: WHY; set
+/// redirect_to_private = true ..."), and neither the hop number nor that
+/// key applies here.
+fn refusal(message: &str) -> String {
+    match message.split_once(" refused: ") {
+        Some((_, why)) if message.starts_with("redirect ") => {
+            let why = why.split("; set redirect_to_private").next().unwrap_or(why);
+            format!("not fetched: {why}")
+        }
+        _ => message.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use time::macros::datetime;
@@ -168,6 +182,24 @@ mod tests {
     use super::*;
 
     const T0: OffsetDateTime = datetime!(2026-12-01 00:00:00 UTC);
+
+    #[test]
+    fn a_refused_address_is_worded_for_a_fetch() {
+        let message = "redirect 1 to http://169.254.169.254/crl refused: 169.254.169.254 is a cloud instance metadata address, never followed";
+        assert_eq!(
+            refusal(message),
+            "not fetched: 169.254.169.254 is a cloud instance metadata address, never followed"
+        );
+        let private = "redirect 1 to http://10.0.0.1/ refused: 10.0.0.1 is a private (RFC 1918) address; set redirect_to_private = true on the check to follow it";
+        assert_eq!(
+            refusal(private),
+            "not fetched: 10.0.0.1 is a private (RFC 1918) address"
+        );
+        assert_eq!(
+            refusal("connection refused by 127.0.0.1:1"),
+            "connection refused by 127.0.0.1:1"
+        );
+    }
 
     #[tokio::test]
     async fn a_fresh_answer_is_not_fetched_again() {
