@@ -39,8 +39,12 @@ const FACTS_KEPT: usize = 1024;
 pub struct Authority {
     pub ari: Ari,
     pub crls: Crls,
-    facts: Mutex<HashMap<([u8; 32], usize), Arc<Vec<Facts>>>>,
+    facts: Mutex<HashMap<FactsKey, Arc<Vec<Facts>>>>,
 }
+
+/// A served chain (`chains::key`) under one trust (its address: the
+/// anchors decide which issuer keys are known).
+type FactsKey = ([u8; 32], usize);
 
 /// What one served certificate says about where to ask.
 #[derive(Debug)]

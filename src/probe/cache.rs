@@ -37,7 +37,7 @@ pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(15 * 60);
 
 /// Answers by key, each refreshed when due by exactly one fetch.
 pub struct Cache<V> {
-    entries: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Slot<V>>>>>>,
+    entries: Mutex<HashMap<String, Entry<V>>>,
     fetches: AtomicU64,
 }
 
@@ -57,6 +57,9 @@ impl<V> Default for Cache<V> {
         }
     }
 }
+
+/// A key's answer, locked while it is being fetched.
+type Entry<V> = Arc<tokio::sync::Mutex<Option<Slot<V>>>>;
 
 /// One kept answer and when to ask again.
 #[derive(Debug, Clone)]
@@ -93,7 +96,7 @@ impl<V: Clone> Cache<V> {
         value
     }
 
-    fn entry(&self, key: &str, now: OffsetDateTime) -> Arc<tokio::sync::Mutex<Option<Slot<V>>>> {
+    fn entry(&self, key: &str, now: OffsetDateTime) -> Entry<V> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= SWEEP_AT && !entries.contains_key(key) {
             // Keep what is fresh or being fetched; the rest is fetched again
