@@ -31,6 +31,14 @@ pub struct CertInfo {
     pub not_after: OffsetDateTime,
     /// Whole days until `not_after`, negative once expired.
     pub days_left: i64,
+    /// Whole hours until `not_after`, negative once expired: what a
+    /// 160-hour certificate is judged in. Computed at the probe's
+    /// `started_at`, so the store derives it on read.
+    #[serde(default)]
+    pub hours_left: i64,
+    /// Whole hours from `not_before` to `not_after`.
+    #[serde(default)]
+    pub lifetime_hours: i64,
     pub sans: Vec<String>,
     pub serial: String,
     pub sha256: String,
@@ -79,6 +87,8 @@ pub fn read(der: &[u8], now: OffsetDateTime) -> Presented {
                 not_before: OffsetDateTime::UNIX_EPOCH,
                 not_after: OffsetDateTime::UNIX_EPOCH,
                 days_left: 0,
+                hours_left: 0,
+                lifetime_hours: 0,
                 sans: Vec::new(),
                 serial: String::new(),
                 sha256,
@@ -100,6 +110,8 @@ fn describe(cert: &X509Certificate<'_>, sha256: String, now: OffsetDateTime) -> 
         not_before,
         not_after,
         days_left: (not_after - now).whole_days(),
+        hours_left: hours_left(not_after, now),
+        lifetime_hours: lifetime_hours(not_before, not_after),
         sans: sans(cert),
         serial: hex(cert.raw_serial()),
         sha256,
@@ -222,6 +234,16 @@ fn oid_name(oid: &Oid<'_>) -> String {
     x509_parser::objects::oid2sn(oid, x509_parser::objects::oid_registry())
         .map(str::to_string)
         .unwrap_or_else(|_| oid.to_id_string())
+}
+
+/// Whole hours from `now` to `not_after` (negative once expired).
+pub fn hours_left(not_after: OffsetDateTime, now: OffsetDateTime) -> i64 {
+    (not_after - now).whole_hours()
+}
+
+/// Whole hours of a certificate's validity.
+pub fn lifetime_hours(not_before: OffsetDateTime, not_after: OffsetDateTime) -> i64 {
+    (not_after - not_before).whole_hours()
 }
 
 /// Strips the outer SEQUENCE tag and length from a DER Name. WebPKI stores
@@ -366,6 +388,8 @@ mod tests {
             not_before: now - time::Duration::days(90 - left_days),
             not_after: now + time::Duration::days(left_days),
             days_left: left_days,
+            hours_left: left_days * 24,
+            lifetime_hours: 90 * 24,
             sans: vec![],
             serial: String::new(),
             sha256: String::new(),

@@ -203,6 +203,16 @@ pub struct TlsExpect {
     /// Extra trust for this check, on top of the Mozilla roots and the
     /// global `extra_ca_file`.
     pub ca_file: Option<PathBuf>,
+    /// `ari`: `None` asks for renewal information when a directory is
+    /// known (configured, or the issuer's own: `probe::ari`).
+    pub ari: Option<bool>,
+    /// The ACME directory to ask (`[check.tls]`, else the top-level key).
+    pub acme_directory: Option<url::Url>,
+    /// How long after the renewal window ended a still-served leaf is only
+    /// a warning.
+    pub ari_grace: Duration,
+    /// Fetch the CRLs of the served certificates.
+    pub revocation: bool,
 }
 
 impl Default for TlsExpect {
@@ -212,8 +222,15 @@ impl Default for TlsExpect {
             critical_days: DEFAULT_CRITICAL_DAYS,
             issuer: None,
             ca_file: None,
+            ari: None,
+            acme_directory: None,
+            ari_grace: DEFAULT_ARI_GRACE,
+            revocation: true,
         }
     }
 }
 
 pub const DEFAULT_CRITICAL_DAYS: u32 = 7;
+
+/// `[check.tls] ari_grace`: two days past the CA's window is its "renew now".
+pub const DEFAULT_ARI_GRACE: Duration = Duration::from_secs(2 * 86_400);

@@ -6,9 +6,11 @@
 //! report "expired *and* wrong host" instead of whichever error WebPKI met
 //! first.
 
+mod ca;
 pub mod caa;
 mod cors;
 mod dns;
+mod lifetime;
 
 use std::time::Duration;
 
@@ -24,8 +26,10 @@ use crate::outcome::{
 /// Fills `outcome.failures` and `outcome.status`.
 pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
     let mut failures = Vec::new();
+    let mut floor = Status::Up;
     if let Some(tls) = &outcome.tls {
         judge_tls(&check.tls, tls, now, &mut failures);
+        floor = ca::judge(&check.tls, tls, now, &mut failures);
     }
     if let Some(err) = &outcome.probe_error {
         if !failures.iter().any(|f| f.assertion == err.kind) {
@@ -52,8 +56,7 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
     outcome.status = failures
         .iter()
         .map(|f| f.assertion.severity())
-        .max()
-        .unwrap_or(Status::Up);
+        .fold(floor, Status::max);
     outcome.failures = failures;
 }
 
@@ -101,7 +104,18 @@ fn judge_tls(expect: &TlsExpect, tls: &TlsReport, now: OffsetDateTime, out: &mut
             ),
         });
     }
-    judge_validity(expect, &tls.chain, now, out);
+    // Expiry on the verified path: a cross-sign served for older clients
+    // and not on the path does not break this one.
+    match &tls.verified_path {
+        Some(path) => {
+            let on_path: Vec<CertInfo> = path
+                .iter()
+                .filter_map(|&i| tls.chain.get(i).cloned())
+                .collect();
+            judge_validity(expect, &on_path, now, out);
+        }
+        None => judge_validity(expect, &tls.chain, now, out),
+    }
     if let Some(pattern) = &expect.issuer {
         if !pattern.is_match(&leaf.issuer) {
             out.push(Failure {
@@ -202,38 +216,62 @@ fn judge_validity(
     let Some(first) = cert::earliest_expiry(chain) else {
         return;
     };
-    let days = (first.not_after - now).whole_days();
-    let critical = i64::from(expect.critical_days);
-    let expected = format!(">= {critical} days");
+    let left = first.not_after - now;
+    let lifetime = first.not_after - first.not_before;
+    let limits = lifetime::thresholds(expect.critical_days, lifetime);
+    let hours = limits.short_lived;
+    let (expected, observed) = match hours {
+        true => (
+            format!(
+                ">= {} hours (a tenth of the {}-hour lifetime)",
+                limits.critical.whole_hours(),
+                lifetime.whole_hours()
+            ),
+            format!("{} hours", left.whole_hours()),
+        ),
+        false => (
+            format!(">= {} days", expect.critical_days),
+            format!("{} days", left.whole_days()),
+        ),
+    };
     if first.not_after <= now {
-        let ago = match -days {
-            0 => "today".to_string(),
-            n => format!("{} ago", days_phrase(n)),
+        let ago = match (-left < unit(hours), hours) {
+            (true, false) => "today".to_string(),
+            (true, true) => "less than an hour ago".to_string(),
+            (false, _) => format!("{} ago", lifetime::phrase(-left, hours)),
         };
         out.push(Failure {
             assertion: Assertion::TlsExpiry,
             expected,
-            observed: format!("{days} days"),
+            observed,
             message: format!(
                 "{} expired {ago} (on {})",
                 which(chain, first),
                 cert::format_date(first.not_after)
             ),
         });
-    } else if days < critical {
+    } else if left < limits.critical {
         out.push(Failure {
             assertion: Assertion::TlsExpiry,
             expected,
-            observed: format!("{days} days"),
+            observed,
             message: format!(
                 "{} expires in {} (on {})",
                 which(chain, first),
-                days_phrase(days),
+                lifetime::phrase(left, hours),
                 cert::format_date(first.not_after)
             ),
         });
-    } else if let Some(failure) = renewal_overdue(expect, chain, first, days, now) {
+    } else if let Some(failure) = renewal_overdue(expect, chain, first, hours, now) {
         out.push(failure);
+    }
+}
+
+/// The unit spans are said in: an hour for short-lived certificates.
+fn unit(hours: bool) -> time::Duration {
+    match hours {
+        true => time::Duration::HOUR,
+        false => time::Duration::DAY,
     }
 }
 
@@ -241,25 +279,43 @@ fn renewal_overdue(
     expect: &TlsExpect,
     chain: &[CertInfo],
     first: &CertInfo,
-    days: i64,
+    hours: bool,
     now: OffsetDateTime,
 ) -> Option<Failure> {
-    let lifetime_days = (first.not_after - first.not_before).whole_days();
-    let (overdue, expected) = match expect.warn_days {
-        Some(warn) => (days < i64::from(warn), format!(">= {warn} days")),
-        None => (
-            cert::renewal_overdue(first, now),
-            format!(">= a quarter of the {lifetime_days}-day lifetime"),
+    let left = first.not_after - now;
+    let lifetime = first.not_after - first.not_before;
+    let (span, of) = match hours {
+        true => (
+            format!("{} hours", left.whole_hours()),
+            format!("{}-hour", lifetime.whole_hours()),
         ),
+        false => (
+            format!("{} days", left.whole_days()),
+            format!("{}-day", lifetime.whole_days()),
+        ),
+    };
+    let (overdue, expected) = match expect.warn_days {
+        Some(warn) => (
+            left.whole_days() < i64::from(warn),
+            format!(">= {warn} days"),
+        ),
+        None => (
+            lifetime::under_a_quarter(left, lifetime),
+            format!(">= a quarter of the {of} lifetime"),
+        ),
+    };
+    let total = match hours {
+        true => lifetime.whole_hours(),
+        false => lifetime.whole_days(),
     };
     overdue.then(|| Failure {
         assertion: Assertion::TlsRenewalOverdue,
         expected,
-        observed: format!("{days} days of {lifetime_days} left"),
+        observed: format!("{span} of {total} left"),
         message: format!(
             "{} expires in {} (on {}): renewal looks stuck",
             which(chain, first),
-            days_phrase(days),
+            lifetime::phrase(left, hours),
             cert::format_date(first.not_after)
         ),
     })
@@ -425,6 +481,8 @@ mod tests {
             not_before: now() + time::Duration::days(days_left - lifetime),
             not_after: now() + time::Duration::days(days_left) + time::Duration::hours(1),
             days_left,
+            hours_left: days_left * 24,
+            lifetime_hours: lifetime * 24,
             sans: vec![subject.to_string()],
             serial: "01".into(),
             sha256: "00".into(),
@@ -451,6 +509,9 @@ mod tests {
                 trusted: true,
                 verify_error: None,
                 hostname_matches,
+                ari: None,
+                revocation: Vec::new(),
+                verified_path: None,
                 chain: chain.into(),
             }),
             cors: None,
@@ -498,16 +559,49 @@ mod tests {
         assert_eq!(o.failures[0].assertion, Assertion::TlsRenewalOverdue);
     }
 
+    fn short(hours_left: i64, lifetime_hours: i64) -> CertInfo {
+        let not_after = now() + time::Duration::hours(hours_left) + time::Duration::minutes(30);
+        CertInfo {
+            not_before: not_after - time::Duration::hours(lifetime_hours),
+            not_after,
+            ..cert("www.example.test", 0, 0)
+        }
+    }
+
     #[test]
-    fn six_day_certificates_follow_the_quarter_rule() {
-        // A 6-day certificate with 2 days left is fine (a third is 2 days);
-        // with 1 day left it is overdue, and below critical_days anyway.
-        let fresh = judged(outcome(vec![cert("www.example.test", 5, 6)], true));
+    fn a_160_hour_certificate_is_judged_in_hours() {
+        let fresh = judged(outcome(vec![short(159, 160)], true));
+        assert_eq!(fresh.status, Status::Up, "{:?}", fresh.failures);
+        let aging = judged(outcome(vec![short(30, 160)], true));
+        assert_eq!(aging.status, Status::Warn);
+        assert_eq!(aging.failures[0].assertion, Assertion::TlsRenewalOverdue);
+        assert_eq!(aging.failures[0].observed, "30 hours of 160 left");
         assert_eq!(
-            fresh.failures[0].assertion,
-            Assertion::TlsExpiry,
-            "5 < 7 critical days"
+            aging.failures[0].expected,
+            ">= a quarter of the 160-hour lifetime"
         );
+        let late = judged(outcome(vec![short(10, 160)], true));
+        assert_eq!(late.status, Status::Down);
+        assert_eq!(late.failures[0].assertion, Assertion::TlsExpiry);
+        assert_eq!(
+            late.failures[0].expected,
+            ">= 16 hours (a tenth of the 160-hour lifetime)"
+        );
+        assert!(
+            late.failures[0]
+                .message
+                .starts_with("certificate expires in 10 hours"),
+            "{}",
+            late.failures[0].message
+        );
+    }
+
+    #[test]
+    fn six_day_certificates_are_no_longer_down_from_birth() {
+        // Before issue 17 a 6-day certificate with 5 days left was down
+        // (5 < 7 critical days); it is now judged on its lifetime.
+        let fresh = judged(outcome(vec![cert("www.example.test", 5, 6)], true));
+        assert_eq!(fresh.status, Status::Up, "{:?}", fresh.failures);
         let mut lenient = check();
         lenient.tls.critical_days = 1;
         let mut o = outcome(vec![cert("www.example.test", 2, 6)], true);

@@ -31,9 +31,15 @@
 //!   made (fresh TCP + TLS per request, recording verifier from `tls`);
 //!   one module per check kind (`http`, `cors`, `dns` on hickory-resolver,
 //!   a fresh resolver per probe). Every fact is sanitised where it is
-//!   captured (`sanitize`; certificates in `shown`).
+//!   captured (`sanitize`; certificates in `shown`). After the probe, `ca`
+//!   asks what the CA says about the served chain: `ari` (RFC 9773
+//!   renewal windows) and `crl` (revocation), through the shared,
+//!   single-flight `cache` on the prober's clock; it also finds the
+//!   verified path of a cross-signed chain.
 //! - [`evaluate`]: pure judgment of an outcome against its check, one
-//!   module per kind; `evaluate::caa` holds RFC 8659's issuance rules.
+//!   module per kind; `evaluate::caa` holds RFC 8659's issuance rules,
+//!   `lifetime` the thresholds for any lifetime (in hours for short-lived
+//!   certificates), `ca` renewal windows and revocations.
 //! - [`runner`]: probe + evaluate one check (what `vigie check`, the
 //!   scheduler and the canaries share).
 //! - [`schedule`]: when each check runs (`every` grid or cron, stable

@@ -171,6 +171,13 @@ pub enum Assertion {
     TlsIssuer,
     #[serde(rename = "tls.chain_incomplete")]
     TlsChainIncomplete,
+    /// The CA's renewal window (ARI) ended and the same leaf is still
+    /// served: `warn`, `down` once `ari_grace` has passed too.
+    #[serde(rename = "tls.renewal_window")]
+    TlsRenewalWindow,
+    /// A served certificate is listed on its CRL.
+    #[serde(rename = "tls.revoked")]
+    TlsRevoked,
     #[serde(rename = "cors.preflight")]
     CorsPreflight,
     #[serde(rename = "cors.origin")]
@@ -205,10 +212,12 @@ pub enum Assertion {
 impl Assertion {
     /// What a failure of this assertion does to the check's status. Only a
     /// renewal that looks stuck is a warning: the certificate still works,
-    /// someone should look today, nobody should be woken up.
+    /// someone should look today, nobody should be woken up. A renewal
+    /// window ended longer than `ari_grace` ago is the one escalation:
+    /// `evaluate` makes that check down.
     pub fn severity(self) -> Status {
         match self {
-            Assertion::TlsRenewalOverdue => Status::Warn,
+            Assertion::TlsRenewalOverdue | Assertion::TlsRenewalWindow => Status::Warn,
             _ => Status::Down,
         }
     }
@@ -233,6 +242,8 @@ impl Assertion {
             Assertion::TlsNotYetValid => "tls.not_yet_valid",
             Assertion::TlsIssuer => "tls.issuer",
             Assertion::TlsChainIncomplete => "tls.chain_incomplete",
+            Assertion::TlsRenewalWindow => "tls.renewal_window",
+            Assertion::TlsRevoked => "tls.revoked",
             Assertion::CorsPreflight => "cors.preflight",
             Assertion::CorsOrigin => "cors.origin",
             Assertion::CorsMethods => "cors.methods",
@@ -321,6 +332,101 @@ pub struct TlsReport {
     /// chain seen again (the same check tomorrow, or many checks behind one
     /// certificate) is one allocation (see `probe::chains`).
     pub chain: Arc<[CertInfo]>,
+    /// What the CA's ACME Renewal Information (RFC 9773) says about the
+    /// leaf; absent when ARI does not apply. Not stored in the history
+    /// (its verdict is, as a `tls.renewal_window` failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ari: Option<AriReport>,
+    /// The CRL answer for each served certificate that names a CRL
+    /// distribution point. Not stored in the history (its verdict is, as a
+    /// `tls.revoked` failure).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revocation: Vec<CrlReport>,
+    /// The positions in `chain` of the path to a trust anchor, leaf first,
+    /// when the chain was trusted and some served certificates are not on
+    /// it (cross-signs for older clients): expiry is judged on these. Not
+    /// stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_path: Option<Vec<usize>>,
+}
+
+/// The renewal window the CA suggests for the leaf (RFC 9773), or why vigie
+/// could not learn it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AriReport {
+    /// The RFC 9773 CertID asked about.
+    pub cert_id: String,
+    /// Where the renewal information came from (redacted).
+    pub url: String,
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub window_start: Option<OffsetDateTime>,
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub window_end: Option<OffsetDateTime>,
+    /// The CA's page explaining an early window (a mass revocation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation_url: Option<String>,
+    /// Why there is no window: the endpoint could not be reached or
+    /// answered nonsense. Never makes a check down by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When the answer was fetched (it is cached until its `Retry-After`).
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub fetched_at: Option<OffsetDateTime>,
+}
+
+/// What one certificate's CRL says about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrlReport {
+    /// The certificate's subject (as in the chain).
+    pub subject: String,
+    /// The CRL distribution point (redacted).
+    pub url: String,
+    pub status: CrlStatus,
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub revoked_at: Option<OffsetDateTime>,
+    /// RFC 5280 reason, e.g. `key_compromise`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub next_update: Option<OffsetDateTime>,
+    /// Why the CRL could not be used (unreachable, stale, bad signature).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A CRL's answer. Only `revoked` fails a check; the others are reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrlStatus {
+    /// The serial is not listed on a current, verified CRL.
+    Good,
+    Revoked,
+    /// The CRL could not be fetched or parsed.
+    Unavailable,
+    /// The newest CRL is past its `nextUpdate`.
+    Stale,
+    /// The CRL's signature or issuer does not match the certificate's issuer.
+    Invalid,
 }
 
 /// Why the chain was not trusted, in the operator's terms.

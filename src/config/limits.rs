@@ -18,6 +18,11 @@ use std::time::Duration;
 const YEAR: Duration = Duration::from_secs(31_557_600);
 const DAY: Duration = Duration::from_secs(86_400);
 
+/// `[check.tls] ari_grace`: how long after the CA's renewal window ended
+/// a still-served certificate is only a warning. Past a month the
+/// certificate has usually expired anyway.
+pub const MAX_ARI_GRACE: Duration = Duration::from_secs(30 * 86_400);
+
 /// Shortest `every` and interval: below a second a check is a load test.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 

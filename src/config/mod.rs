@@ -69,6 +69,8 @@ pub struct Config {
     pub default_timeout: Duration,
     /// Added to the Mozilla roots for every check; exists.
     pub extra_ca_file: Option<PathBuf>,
+    /// Top-level `acme_directory`: every check's default.
+    pub acme_directory: Option<url::Url>,
     pub api: ApiConfig,
     pub connectivity: ConnectivityConfig,
     pub alerting: AlertingConfig,
@@ -362,6 +364,7 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
     if config.checks_dir.is_dir() {
         let defaults = resolve::CheckDefaults {
             timeout: config.default_timeout,
+            acme_directory: config.acme_directory.clone(),
         };
         config.checks = load_checks(path, &config.checks_dir, &defaults, now, &mut diag)
             .into_iter()
@@ -383,6 +386,7 @@ pub fn checks_from_str(
     let src = Source::new(path, text.to_owned(), 0);
     let defaults = resolve::CheckDefaults {
         timeout: default_timeout,
+        acme_directory: None,
     };
     let checks = match decode::checks(&src, &mut diag) {
         Some(raw) => resolve::checks(

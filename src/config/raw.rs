@@ -30,6 +30,8 @@ pub(crate) struct RawTop {
     pub concurrency: Option<Spanned<u64>>,
     pub default_timeout: Option<Spanned<DurationText>>,
     pub extra_ca_file: Option<Spanned<String>>,
+    /// The ACME directory every check asks for renewal information (ARI).
+    pub acme_directory: Option<Spanned<String>>,
     // The sections are decoded one by one, elsewhere. Naming them here makes
     // them known keys (and lists them in the "known keys" of an error), so
     // a misspelt section is reported like any unknown key.
@@ -219,6 +221,10 @@ pub(crate) struct RawTls {
     pub critical_days: Option<Spanned<u32>>,
     pub issuer: Option<Spanned<String>>,
     pub ca_file: Option<Spanned<String>>,
+    pub ari: Option<Spanned<bool>>,
+    pub acme_directory: Option<Spanned<String>>,
+    pub ari_grace: Option<Spanned<DurationText>>,
+    pub revocation: Option<Spanned<bool>>,
 }
 
 /// Declares a string newtype whose only purpose is a better "expected ..."

@@ -104,6 +104,9 @@ pub(crate) fn config(
     let extra_ca_file = top
         .and_then(|t| t.extra_ca_file.as_ref())
         .and_then(|f| cx.file("extra_ca_file", f));
+    let acme_directory = top
+        .and_then(|t| t.acme_directory.as_ref())
+        .and_then(|url| cx.web_url("acme_directory", url));
 
     let alerting = alerting(&mut cx.section("alerting"), raw.alerting.as_ref());
     let report = report(&mut cx.section("report"), raw.report.as_ref(), &alerting.to);
@@ -114,6 +117,7 @@ pub(crate) fn config(
         concurrency,
         default_timeout,
         extra_ca_file,
+        acme_directory,
         api: api(&mut cx.section("api"), raw.api.as_ref()),
         connectivity: connectivity(&mut cx.section("connectivity"), raw.connectivity.as_ref()),
         alerting,

@@ -4,8 +4,8 @@
 //! behind one certificate. Parsing it on every probe cost ~5% of a probe's
 //! CPU, and keeping one copy per check in the latest outcomes ~1 KiB per
 //! check. A chain is known by the SHA-256 of its certificates' DER; the
-//! only part of its description that moves with time is each
-//! certificate's `days_left`, recomputed on every probe.
+//! only parts of its description that move with time are each
+//! certificate's `days_left` and `hours_left`, recomputed on every probe.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -41,21 +41,25 @@ pub fn key(ders: &[impl AsRef<[u8]>]) -> [u8; 32] {
 }
 
 impl Chains {
-    /// The chain known by `key`, with `days_left` as of `now`; `None` if it
-    /// is not alive anywhere.
+    /// The chain known by `key`, with `days_left` and `hours_left` as of
+    /// `now`; `None` if it is not alive anywhere.
     pub fn get(&self, key: &[u8; 32], now: OffsetDateTime) -> Option<Arc<[CertInfo]>> {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let chain = seen.chains.get(key)?.upgrade()?;
         drop(seen);
-        let current = |cert: &CertInfo| cert.days_left == (cert.not_after - now).whole_days();
+        let current = |cert: &CertInfo| {
+            cert.days_left == (cert.not_after - now).whole_days()
+                && cert.hours_left == crate::cert::hours_left(cert.not_after, now)
+        };
         if chain.iter().all(current) {
             return Some(chain);
         }
-        // A day has passed: a new description, kept for the next probes.
+        // An hour has passed: a new description, kept for the next probes.
         let updated: Arc<[CertInfo]> = chain
             .iter()
             .map(|cert| CertInfo {
                 days_left: (cert.not_after - now).whole_days(),
+                hours_left: crate::cert::hours_left(cert.not_after, now),
                 ..cert.clone()
             })
             .collect();
@@ -92,6 +96,8 @@ mod tests {
             not_before: datetime!(2026-10-01 00:00:00 UTC),
             not_after,
             days_left: (not_after - now).whole_days(),
+            hours_left: crate::cert::hours_left(not_after, now),
+            lifetime_hours: 0,
             sans: vec!["www.example.com".to_string()],
             serial: "01".to_string(),
             sha256: "ab".repeat(32),
@@ -101,7 +107,7 @@ mod tests {
     }
 
     const NOW: OffsetDateTime = datetime!(2026-11-29 12:00:00 UTC);
-    const EXPIRY: OffsetDateTime = datetime!(2027-01-28 06:00:00 UTC);
+    const EXPIRY: OffsetDateTime = datetime!(2027-01-28 06:30:00 UTC);
 
     #[test]
     fn a_chain_seen_again_is_the_same_allocation() {
@@ -109,7 +115,7 @@ mod tests {
         let key = key(&[b"leaf".as_slice(), b"intermediate".as_slice()]);
         assert!(chains.get(&key, NOW).is_none());
         let kept = chains.keep(key, vec![cert(EXPIRY, NOW)].into());
-        let again = chains.get(&key, NOW + time::Duration::hours(1)).unwrap();
+        let again = chains.get(&key, NOW + time::Duration::minutes(1)).unwrap();
         assert!(Arc::ptr_eq(&kept, &again));
     }
 

@@ -164,6 +164,18 @@ impl Client {
         request: Request<Empty<Bytes>>,
         trace: &mut Trace,
     ) -> Result<Response, ProbeError> {
+        self.send_capped(hop, request, BODY_CAP, trace).await
+    }
+
+    /// [`Client::send`], reading at most `cap` bytes of body (a CRL may be
+    /// larger than a page).
+    pub async fn send_capped(
+        &self,
+        hop: &Hop<'_>,
+        request: Request<Empty<Bytes>>,
+        cap: usize,
+        trace: &mut Trace,
+    ) -> Result<Response, ProbeError> {
         // Without brackets: `[::1]` is the URL's spelling, not an address
         // or a TLS server name.
         let (host, literal) = match hop.url.host() {
@@ -182,9 +194,9 @@ impl Client {
         match hop.url.scheme() {
             "https" => {
                 let tls = self.handshake(tcp, &host, hop.trust, trace).await?;
-                exchange(tls, request, trace).await
+                exchange(tls, request, cap, trace).await
             }
-            _ => exchange(tcp, request, trace).await,
+            _ => exchange(tcp, request, cap, trace).await,
         }
     }
 
@@ -262,7 +274,16 @@ impl Client {
         trace.phase = Phase::Handshaking(peer);
         let connector = tokio_rustls::TlsConnector::from(trust.client_config());
         let (result, seen) = tls::recording(connector.connect(server_name, tcp)).await;
-        let now = self.clock.now();
+        // Certificate facts are as of the probe's start: `hours_left` is
+        // then derivable from `started_at` (the store does so on read).
+        let now = trace.started_at.unwrap_or_else(|| self.clock.now());
+        let served = match (&seen, trace.served.is_empty()) {
+            (Some(seen), true) => seen.chain.clone(),
+            _ => Vec::new(),
+        };
+        if !served.is_empty() {
+            trace.served = served;
+        }
         let report = seen.map(|seen| {
             let key = chains::key(&seen.chain);
             // A refused chain is parsed again: explaining the refusal needs
@@ -296,6 +317,9 @@ impl Client {
                 cipher_suite: None,
                 trusted: verify_error.is_none(),
                 hostname_matches,
+                ari: None,
+                revocation: Vec::new(),
+                verified_path: None,
                 verify_error,
                 chain,
             }
@@ -369,6 +393,11 @@ pub struct Trace {
     /// The address the first request connected to (the check's own
     /// target, which decides whether its redirects may stay private).
     pub first_peer: Option<IpAddr>,
+    /// When the probe started: the "now" of certificate facts.
+    pub started_at: Option<time::OffsetDateTime>,
+    /// The certificates of the first https hop as served (DER, leaf
+    /// first), for what the CA says about them (`probe::ca`).
+    pub served: Vec<CertificateDer<'static>>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -400,6 +429,7 @@ impl fmt::Display for Phase {
 async fn exchange<IO>(
     io: IO,
     request: Request<Empty<Bytes>>,
+    cap: usize,
     trace: &mut Trace,
 ) -> Result<Response, ProbeError>
 where
@@ -420,7 +450,7 @@ where
     // and a shutdown(2) would only cost another record, write and wake-up
     // per probe, and the outcome does not depend on them.
     let mut conn = Some(conn);
-    let mut answer = std::pin::pin!(read_response(&mut sender, request, trace));
+    let mut answer = std::pin::pin!(read_response(&mut sender, request, cap, trace));
     std::future::poll_fn(|cx| {
         if let Some(driver) = conn.as_mut() {
             if driver.poll_without_shutdown(cx).is_ready() {
@@ -432,10 +462,11 @@ where
     .await
 }
 
-/// Sends the request and reads the answer, up to [`BODY_CAP`].
+/// Sends the request and reads the answer, up to `cap` bytes of body.
 async fn read_response(
     sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
     request: Request<Empty<Bytes>>,
+    cap: usize,
     trace: &mut Trace,
 ) -> Result<Response, ProbeError> {
     trace.phase = Phase::AwaitingHeaders;
@@ -444,7 +475,7 @@ async fn read_response(
     // One allocation when the length is announced, instead of regrowing per
     // frame; never more than the cap, whatever the server claims.
     let announced = hyper::body::Body::size_hint(&body).exact().unwrap_or(0);
-    let mut bytes = Vec::with_capacity(announced.min(BODY_CAP as u64) as usize);
+    let mut bytes = Vec::with_capacity(announced.min(cap as u64) as usize);
     let mut truncated = false;
     trace.phase = Phase::ReadingBody(0);
     while let Some(frame) = body.frame().await {
@@ -452,7 +483,7 @@ async fn read_response(
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        let room = BODY_CAP - bytes.len();
+        let room = cap - bytes.len();
         if data.len() > room {
             bytes.extend_from_slice(&data[..room]);
             truncated = true;

@@ -4,9 +4,13 @@
 //! when it fires the outcome says how far the probe had got.
 
 pub mod address;
+pub mod ari;
+pub mod ca;
+pub mod cache;
 pub mod chains;
 pub mod client;
 pub mod cors;
+pub mod crl;
 pub mod dns;
 pub mod http;
 pub mod shown;
@@ -23,6 +27,8 @@ use client::{Client, Trace};
 #[derive(Debug, Clone)]
 pub struct Prober {
     client: Arc<Client>,
+    /// ARI windows and CRLs, shared by every check.
+    authority: Arc<ca::Authority>,
 }
 
 enum Facts {
@@ -35,7 +41,13 @@ impl Prober {
     pub fn new(client: Client) -> Self {
         Self {
             client: Arc::new(client),
+            authority: Arc::new(ca::Authority::default()),
         }
+    }
+
+    /// The shared ARI and CRL caches (their fetch counters).
+    pub fn authority(&self) -> &ca::Authority {
+        &self.authority
     }
 
     /// Probes once. Never fails: a target that cannot be reached is an
@@ -43,7 +55,10 @@ impl Prober {
     pub async fn probe(&self, check: &Check) -> Outcome {
         let started_at = self.client.clock().now();
         let started = tokio::time::Instant::now();
-        let mut trace = Trace::default();
+        let mut trace = Trace {
+            started_at: Some(started_at),
+            ..Trace::default()
+        };
         let result = tokio::time::timeout(check.timeout, self.dispatch(check, &mut trace)).await;
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         let facts = match result {
@@ -57,6 +72,21 @@ impl Prober {
                 ),
             }),
         };
+        // What the CA says, after the probe and outside its timeout (see
+        // `ca`): the chain is known once the handshake is done.
+        if let Some(tls) = trace.tls.as_mut() {
+            let trust = self.client.trust_for(check);
+            self.authority
+                .inspect(
+                    &self.client,
+                    check,
+                    &trust,
+                    &trace.served,
+                    trace.first_peer,
+                    tls,
+                )
+                .await;
+        }
         let (mut http, mut cors, mut dns, mut probe_error) = (None, None, None, None);
         match facts {
             Ok(Facts::Http(report)) => http = Some(report),

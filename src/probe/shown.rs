@@ -66,6 +66,8 @@ mod tests {
             not_before: OffsetDateTime::UNIX_EPOCH,
             not_after: OffsetDateTime::UNIX_EPOCH,
             days_left: 0,
+            hours_left: 0,
+            lifetime_hours: 0,
             sans: (0..500).map(|i| format!("h{i}.example")).collect(),
             serial: "00".repeat(1000),
             sha256: "ab".repeat(32),

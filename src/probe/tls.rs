@@ -11,7 +11,7 @@
 //! *recorded*, not what is *trusted*.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -36,6 +36,9 @@ pub struct Trust {
     /// Subjects of the trust anchors, to tell "intermediate not served" from
     /// "issued by a CA nobody trusts".
     anchor_subjects: HashSet<Vec<u8>>,
+    /// Each anchor's SubjectPublicKeyInfo (DER), by subject: the key a CRL
+    /// issued by a root is verified with (`probe::crl`).
+    anchor_keys: HashMap<Vec<u8>, Vec<u8>>,
 }
 
 impl fmt::Debug for Trust {
@@ -63,6 +66,14 @@ impl Trust {
             .iter()
             .map(|anchor| anchor.subject.as_ref().to_vec())
             .collect();
+        let anchor_keys = roots
+            .roots
+            .iter()
+            .map(|anchor| {
+                let contents = anchor.subject_public_key_info.as_ref();
+                (anchor.subject.as_ref().to_vec(), der_sequence(contents))
+            })
+            .collect();
         let verifier =
             WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                 .build()
@@ -70,7 +81,14 @@ impl Trust {
         Ok(Self {
             config: Arc::new(client_config(provider, verifier)),
             anchor_subjects,
+            anchor_keys,
         })
+    }
+
+    /// The SubjectPublicKeyInfo DER of the trust anchor named `subject`
+    /// (the Name's contents, as [`cert::Presented::subject_der`]).
+    pub fn anchor_key(&self, subject_der: &[u8]) -> Option<&[u8]> {
+        self.anchor_keys.get(subject_der).map(Vec::as_slice)
     }
 
     /// The client configuration for probes. Its verifier records what it is
@@ -81,9 +99,24 @@ impl Trust {
         self.config.clone()
     }
 
-    fn is_anchor(&self, subject_der: &[u8]) -> bool {
+    /// Is a trust anchor named `subject_der` (the Name's contents)?
+    pub fn is_anchor(&self, subject_der: &[u8]) -> bool {
         self.anchor_subjects.contains(subject_der)
     }
+}
+
+/// `contents` wrapped in a DER SEQUENCE header: webpki keeps an anchor's
+/// SubjectPublicKeyInfo without it.
+fn der_sequence(contents: &[u8]) -> Vec<u8> {
+    let len = contents.len();
+    let mut out = vec![0x30];
+    match len {
+        0..=0x7f => out.push(len as u8),
+        0x80..=0xff => out.extend([0x81, len as u8]),
+        _ => out.extend([0x82, (len >> 8) as u8, len as u8]),
+    }
+    out.extend_from_slice(contents);
+    out
 }
 
 fn client_config(

@@ -75,7 +75,9 @@
 //! The kind stays in the record (one byte): a check may change kind under
 //! the same name, and old results must keep theirs. The certificate chain
 //! (all but `days_left`, which is what the probe computed and is kept per
-//! record, one varint per certificate) is stored once in `chains`, keyed by
+//! record, one varint per certificate; `hours_left` and `lifetime_hours`
+//! are not stored: they are derived on read from `started_at` and the
+//! dates, as the probe computes them) is stored once in `chains`, keyed by
 //! the first 16 bytes of the SHA-256 of its encoding; that encoding carries
 //! every certificate's SHA-256 fingerprint, so the key identifies the
 //! certificates, and a change in how they are described (a parser upgrade)
@@ -388,6 +390,9 @@ pub(crate) mod contract {
                 trusted: true,
                 verify_error: None,
                 hostname_matches: true,
+                ari: None,
+                revocation: Vec::new(),
+                verified_path: None,
                 chain: chain("example.com", at).into(),
             }),
             cors: None,
@@ -406,6 +411,8 @@ pub(crate) mod contract {
                 not_before: datetime!(2026-10-30 06:12:10 UTC),
                 not_after: leaf_after,
                 days_left: (leaf_after - at).whole_days(),
+                hours_left: (leaf_after - at).whole_hours(),
+                lifetime_hours: (leaf_after - datetime!(2026-10-30 06:12:10 UTC)).whole_hours(),
                 sans: vec![format!("*.{domain}"), domain.to_string()],
                 serial: "04f1c2d9a3b0e6f7d8c9b0a1e2f3d4c5b6a7".to_string(),
                 sha256: format!("{:0>64}", hex_of(domain)),
@@ -418,6 +425,8 @@ pub(crate) mod contract {
                 not_before: datetime!(2024-03-13 00:00:00 UTC),
                 not_after: int_after,
                 days_left: (int_after - at).whole_days(),
+                hours_left: (int_after - at).whole_hours(),
+                lifetime_hours: (int_after - datetime!(2024-03-13 00:00:00 UTC)).whole_hours(),
                 sans: Vec::new(),
                 serial: "8a7d3e13d62f30ef2386bd29076b34f8".to_string(),
                 sha256: "591e9ce6c863d3a079e9fabe1478c7339a26b21269dde795211361024ae31a44"
@@ -475,6 +484,7 @@ pub(crate) mod contract {
         chain[0].days_left = -3;
         chain[1].days_left = 40_000;
         chain[1].not_before = datetime!(2024-03-13 00:00:00.5 +02:00);
+        chain[1].lifetime_hours = (chain[1].not_after - chain[1].not_before).whole_hours();
         outcome.cors = Some(CorsReport {
             preflight_status: 403,
             allow_origin: Some("*".to_string()),

@@ -676,7 +676,7 @@ impl Decoded {
                 .transpose()?,
             tls: record
                 .tls
-                .map(|tls| tls_from(tls, strings, chain))
+                .map(|tls| tls_from(tls, strings, chain, started_at))
                 .transpose()?,
             cors: record
                 .cors
@@ -744,7 +744,13 @@ pub(super) struct SharedChain {
 }
 
 impl SharedChain {
-    fn with_days_left(&mut self, days_left: &[i64]) -> Result<Arc<[CertInfo]>, DecodeError> {
+    /// `hours_left` is derived from `started_at`: the probe computes it
+    /// there (see `cert::CertInfo`), unlike `days_left`.
+    fn with_days_left(
+        &mut self,
+        days_left: &[i64],
+        started_at: OffsetDateTime,
+    ) -> Result<Arc<[CertInfo]>, DecodeError> {
         if self.base.len() != days_left.len() {
             return Err(DecodeError(format!(
                 "its chain has {} certificates but the record {} expiry counts",
@@ -753,10 +759,14 @@ impl SharedChain {
             )));
         }
         if let Some(last) = &self.last {
-            if last
+            let same_hours = last
                 .iter()
-                .map(|cert| cert.days_left)
-                .eq(days_left.iter().copied())
+                .all(|cert| cert.hours_left == crate::cert::hours_left(cert.not_after, started_at));
+            if same_hours
+                && last
+                    .iter()
+                    .map(|cert| cert.days_left)
+                    .eq(days_left.iter().copied())
             {
                 return Ok(last.clone());
             }
@@ -767,6 +777,7 @@ impl SharedChain {
             .zip(days_left)
             .map(|(cert, &days_left)| CertInfo {
                 days_left,
+                hours_left: crate::cert::hours_left(cert.not_after, started_at),
                 ..cert.clone()
             })
             .collect();
@@ -846,11 +857,12 @@ fn tls_from(
     tls: StoredTls,
     strings: &[String],
     chain: Option<&mut SharedChain>,
+    started_at: OffsetDateTime,
 ) -> Result<TlsReport, DecodeError> {
     let chain = match (tls.chain, chain) {
         (None, _) => Arc::from([]),
         (Some(_), None) => return Err(DecodeError("its certificate chain is missing".into())),
-        (Some(_), Some(shared)) => shared.with_days_left(&tls.days_left)?,
+        (Some(_), Some(shared)) => shared.with_days_left(&tls.days_left, started_at)?,
     };
     Ok(TlsReport {
         server_name: resolve(tls.server_name, strings)?,
@@ -862,6 +874,9 @@ fn tls_from(
             .map(|err| verify_error_from(err, strings))
             .transpose()?,
         hostname_matches: tls.hostname_matches,
+        ari: None,
+        revocation: Vec::new(),
+        verified_path: None,
         chain,
     })
 }
@@ -927,13 +942,19 @@ fn cors_from(cors: StoredCors, strings: &[String]) -> Result<CorsReport, DecodeE
 }
 
 impl StoredCert {
+    /// `lifetime_hours` follows from the dates; `hours_left` is set per
+    /// record, from its `started_at`.
     fn to_info(&self, days_left: i64) -> Result<CertInfo, DecodeError> {
+        let not_before = self.not_before.to_datetime()?;
+        let not_after = self.not_after.to_datetime()?;
         Ok(CertInfo {
             subject: self.subject.clone(),
             issuer: self.issuer.clone(),
-            not_before: self.not_before.to_datetime()?,
-            not_after: self.not_after.to_datetime()?,
+            not_before,
+            not_after,
             days_left,
+            hours_left: 0,
+            lifetime_hours: crate::cert::lifetime_hours(not_before, not_after),
             sans: self.sans.clone(),
             serial: self.serial.clone(),
             sha256: self.sha256.clone(),
@@ -1027,6 +1048,10 @@ fn assertion_code(assertion: Assertion) -> u8 {
         Assertion::DnsA => 27,
         Assertion::DnsAaaa => 28,
         Assertion::DnsTxt => 29,
+        // Issue 17 (ARI, CRLs); codes 25..39 are left to the check kinds
+        // being added at the same time.
+        Assertion::TlsRenewalWindow => 40,
+        Assertion::TlsRevoked => 41,
     }
 }
 
@@ -1062,6 +1087,8 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         27 => Assertion::DnsA,
         28 => Assertion::DnsAaaa,
         29 => Assertion::DnsTxt,
+        40 => Assertion::TlsRenewalWindow,
+        41 => Assertion::TlsRevoked,
         _ => return Err(unknown_code("assertion", code)),
     })
 }

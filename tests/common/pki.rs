@@ -78,6 +78,10 @@ pub struct LeafSpec {
     /// The subject CN when it is not the first name (a hostile server's
     /// CN with escape sequences in it, say).
     pub common_name: Option<String>,
+    /// A CRL distribution point (a loopback URL the test serves).
+    pub crl_url: Option<String>,
+    /// The serial number; random when `None`.
+    pub serial: Option<u64>,
 }
 
 impl LeafSpec {
@@ -90,7 +94,28 @@ impl LeafSpec {
             not_after,
             key: KeyAlg::EcdsaP256,
             common_name: None,
+            crl_url: None,
+            serial: None,
         }
+    }
+
+    /// Same spec naming `url` as its CRL distribution point.
+    pub fn crl_url(mut self, url: impl Into<String>) -> Self {
+        self.crl_url = Some(url.into());
+        self
+    }
+
+    /// Same spec with this serial number.
+    pub fn serial(mut self, serial: u64) -> Self {
+        self.serial = Some(serial);
+        self
+    }
+
+    /// Same spec valid for `lifetime` hours, `left` of them remaining
+    /// (plus half an hour, so whole hours left == `left`).
+    pub fn hours_left(self, left: i64, lifetime: i64) -> Self {
+        let not_after = now() + Duration::hours(left) + Duration::minutes(30);
+        self.validity(not_after - Duration::hours(lifetime), not_after)
     }
 
     /// Same spec with this subject CN (the SANs stay `names`).
@@ -287,7 +312,150 @@ fn leaf_params(spec: &LeafSpec) -> CertificateParams {
     };
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
+    if let Some(url) = &spec.crl_url {
+        params.crl_distribution_points = vec![rcgen::CrlDistributionPoint {
+            uris: vec![url.clone()],
+        }];
+    }
+    if let Some(serial) = spec.serial {
+        params.serial_number = Some(rcgen::SerialNumber::from(serial));
+    }
     params
+}
+
+/// A CRL (DER) signed by `signer` (an intermediate or root), listing
+/// `revoked` serials as revoked an hour ago for key compromise; valid from
+/// `this_update` to `next_update`.
+pub fn crl(
+    signer: &CaCert,
+    revoked: &[u64],
+    this_update: OffsetDateTime,
+    next_update: OffsetDateTime,
+) -> Vec<u8> {
+    rcgen::CertificateRevocationListParams {
+        this_update,
+        next_update,
+        crl_number: rcgen::SerialNumber::from(1u64),
+        issuing_distribution_point: None,
+        revoked_certs: revoked
+            .iter()
+            .map(|serial| rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from(*serial),
+                revocation_time: now() - Duration::hours(1),
+                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            })
+            .collect(),
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    }
+    .signed_by(&signer.issuer)
+    .expect("CRL signing")
+    .der()
+    .to_vec()
+}
+
+/// A hierarchy shaped like Let's Encrypt's Gen Y: a trusted "X1-like"
+/// root; an "X2-like" root cross-signed by X1; a "Root-YE-like" root
+/// cross-signed by X2; the "YE1-like" intermediate under Root YE; the
+/// served chain is leaf, YE1, Root YE (by X2), X2 (by X1): three
+/// certificates above the leaf.
+pub struct GenY {
+    /// The only anchor: self-signed X1.
+    pub x1: CaCert,
+    /// Root YE self-signed (an anchor in the "YE trusted" scenario).
+    pub root_ye: CaCert,
+    /// Root YE cross-signed by X2, and X2 cross-signed by X1 (served).
+    pub root_ye_by_x2: CertificateDer<'static>,
+    pub x2_by_x1: CertificateDer<'static>,
+    pub ye1: CaCert,
+}
+
+impl GenY {
+    /// `x2_days_left`: days left of X2's cross-sign by X1.
+    pub fn generate(x2_days_left: i64) -> GenY {
+        let now = now();
+        let org = "Vigie Gen Y";
+        let root = |cn: &str, key: &KeyPair| {
+            let mut params = ca_params(cn, org, "US", None);
+            params.not_before = now - days(365);
+            params.not_after = now + days(3650);
+            let cert = params.self_signed(key).expect("root self-sign");
+            (params, cert)
+        };
+        let x1_key = KeyAlg::EcdsaP256.generate();
+        let (x1_params, x1_cert) = root("Vigie Root X1", &x1_key);
+        let x1 = Issuer::new(x1_params, x1_key);
+
+        // X2: its own self-signed form is never served; the cross-sign is.
+        let x2_key = KeyAlg::EcdsaP256.generate();
+        let mut x2_params = ca_params("Vigie Root X2", org, "US", None);
+        x2_params.not_before = now - days(300);
+        x2_params.not_after = now + days(x2_days_left) + SLACK;
+        x2_params.use_authority_key_identifier_extension = true;
+        let x2_by_x1 = x2_params.signed_by(&x2_key, &x1).expect("X2 by X1");
+        let x2 = Issuer::new(x2_params, x2_key);
+
+        let ye_key = KeyAlg::EcdsaP256.generate();
+        let (_, ye_self) = root("Vigie Root YE", &ye_key);
+        let mut ye_params = ca_params("Vigie Root YE", org, "US", None);
+        ye_params.not_before = now - days(200);
+        ye_params.not_after = now + days(3000);
+        ye_params.use_authority_key_identifier_extension = true;
+        let ye_by_x2 = ye_params.signed_by(&ye_key, &x2).expect("YE by X2");
+        let ye = Issuer::new(ye_params, ye_key);
+
+        let ye1_key = KeyAlg::EcdsaP256.generate();
+        let mut ye1_params = ca_params("Vigie YE1", org, "US", Some(0));
+        ye1_params.not_before = now - days(100);
+        ye1_params.not_after = now + days(1000);
+        ye1_params.use_authority_key_identifier_extension = true;
+        let ye1_cert = ye1_params.signed_by(&ye1_key, &ye).expect("YE1 by YE");
+        let ye1 = Issuer::new(ye1_params, ye1_key);
+
+        GenY {
+            x1: CaCert {
+                common_name: "Vigie Root X1".into(),
+                pem: x1_cert.pem(),
+                cert: x1_cert.der().clone(),
+                issuer: x1,
+            },
+            root_ye: CaCert {
+                common_name: "Vigie Root YE".into(),
+                pem: ye_self.pem(),
+                cert: ye_self.der().clone(),
+                issuer: ye,
+            },
+            root_ye_by_x2: ye_by_x2.der().clone(),
+            x2_by_x1: x2_by_x1.der().clone(),
+            ye1: CaCert {
+                common_name: "Vigie YE1".into(),
+                pem: ye1_cert.pem(),
+                cert: ye1_cert.der().clone(),
+                issuer: ye1,
+            },
+        }
+    }
+
+    /// A leaf from YE1, served with YE1, Root YE (by X2) and X2 (by X1).
+    pub fn issue(&self, spec: &LeafSpec) -> Leaf {
+        let key = spec.key.generate();
+        let cert = leaf_params(spec)
+            .signed_by(&key, &self.ye1.issuer)
+            .expect("leaf signing");
+        Leaf {
+            cert: cert.der().clone(),
+            key_der: key.serialize_der(),
+            chain: vec![
+                cert.der().clone(),
+                self.ye1.cert.clone(),
+                self.root_ye_by_x2.clone(),
+                self.x2_by_x1.clone(),
+            ],
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            spec: spec.clone(),
+        }
+    }
 }
 
 /// The trusted test hierarchy ("Vigie Test Root CA" / "Vigie Test Intermediate R1").

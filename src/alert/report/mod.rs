@@ -85,6 +85,13 @@ pub struct CertRow {
     pub expires_first: Option<ChainExpiry>,
     #[serde(with = "time::serde::rfc3339")]
     pub probed_at: OffsetDateTime,
+    /// The CA's renewal window for the leaf (ARI), or why it is unknown;
+    /// only from outcomes still in memory (the history does not keep it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ari: Option<crate::outcome::AriReport>,
+    /// CRL answers that are not "good": revoked, unavailable, stale, invalid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revocation: Vec<crate::outcome::CrlReport>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -267,6 +274,13 @@ fn cert_row(outcome: &Outcome, now: OffsetDateTime) -> Option<CertRow> {
         renewal: Renewal::of(leaf, now),
         expires_first,
         probed_at: outcome.started_at,
+        ari: tls.ari.clone(),
+        revocation: tls
+            .revocation
+            .iter()
+            .filter(|r| r.status != crate::outcome::CrlStatus::Good)
+            .cloned()
+            .collect(),
     })
 }
 
@@ -458,6 +472,69 @@ mod tests {
         golden("report/daily.json", &json);
         let back: Report = serde_json::from_str(&json).unwrap();
         assert_eq!(back, report, "the CLI can read the API's JSON back");
+    }
+
+    #[test]
+    fn the_report_lists_the_cas_renewal_window_and_revocations() {
+        use crate::outcome::{AriReport, CrlReport, CrlStatus};
+        let mut site = up("site", T0 - HOUR);
+        let mut dead = up("dead-ari", T0 - HOUR);
+        let window = |tls: &mut crate::outcome::TlsReport| {
+            tls.ari = Some(AriReport {
+                cert_id: "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE".into(),
+                url: "https://ca.example/ari/aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE".into(),
+                window_start: Some(datetime!(2026-12-20 00:00 UTC)),
+                window_end: Some(datetime!(2026-12-22 00:00 UTC)),
+                explanation_url: Some("https://ca.example/incident".into()),
+                error: None,
+                fetched_at: Some(T0 - HOUR),
+            });
+            tls.revocation = vec![CrlReport {
+                subject: "CN=site.example.com".into(),
+                url: "http://crl.example/1.crl".into(),
+                status: CrlStatus::Revoked,
+                revoked_at: Some(datetime!(2026-11-30 08:00 UTC)),
+                reason: Some("key_compromise".into()),
+                next_update: None,
+                detail: None,
+            }];
+        };
+        window(site.tls.as_mut().unwrap());
+        let tls = dead.tls.as_mut().unwrap();
+        tls.ari = Some(AriReport {
+            cert_id: "a.b".into(),
+            url: "https://ca.example/ari/a.b".into(),
+            window_start: None,
+            window_end: None,
+            explanation_url: None,
+            error: Some("https://ca.example/ari/a.b: HTTP 503".into()),
+            fetched_at: Some(T0 - HOUR),
+        });
+        let report = build(&ReportInput {
+            now: T0,
+            host: "probe-1.example.net",
+            latest: &[site, dead],
+            states: &[],
+            changes: &[],
+            silences: &[],
+            health: Health::default(),
+            escape_hatches: &[],
+        });
+        let text = text(&report);
+        assert!(
+            text.contains(
+                "2026-12-20 00:00 UTC to 2026-12-22 00:00 UTC (see https://ca.example/incident)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("revoked on 2026-11-30 08:00 UTC (key_compromise)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("unknown: https://ca.example/ari/a.b: HTTP 503"),
+            "{text}"
+        );
     }
 
     #[test]

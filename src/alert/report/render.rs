@@ -187,6 +187,12 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
             if let Some(problem) = &row.trust_problem {
                 fields.push(("untrusted".to_string(), problem.clone()));
             }
+            if let Some(ari) = &row.ari {
+                fields.push(("renewal window (ARI)".to_string(), ari_note(ari)));
+            }
+            for crl in &row.revocation {
+                fields.push(("revocation (CRL)".to_string(), crl_note(crl)));
+            }
             if let Some(first) = &row.expires_first {
                 fields.push((
                     "expires first".to_string(),
@@ -206,6 +212,42 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
         .collect();
     if !notes.is_empty() {
         blocks.push(Block::Items(notes));
+    }
+}
+
+/// "2027-01-01 00:00 UTC to 2027-01-03 00:00 UTC (see URL)", or why the
+/// CA's window is unknown.
+fn ari_note(ari: &crate::outcome::AriReport) -> String {
+    let (Some(start), Some(end)) = (ari.window_start, ari.window_end) else {
+        let why = ari.error.as_deref().unwrap_or("no answer");
+        return format!("unknown: {why}");
+    };
+    let see = ari
+        .explanation_url
+        .as_deref()
+        .map(|url| format!(" (see {url})"))
+        .unwrap_or_default();
+    format!("{} to {}{see}", format_date(start), format_date(end))
+}
+
+/// "revoked on DATE (reason)", or why the CRL could not say.
+fn crl_note(crl: &crate::outcome::CrlReport) -> String {
+    use crate::outcome::CrlStatus;
+    let what = match crl.status {
+        CrlStatus::Revoked => format!(
+            "{} revoked on {} ({})",
+            cert::common_name(&crl.subject),
+            crl.revoked_at.map(format_date).unwrap_or_default(),
+            crl.reason.as_deref().unwrap_or("no reason given")
+        ),
+        CrlStatus::Good => "not revoked".to_string(),
+        CrlStatus::Unavailable => "CRL unavailable".to_string(),
+        CrlStatus::Stale => "CRL stale".to_string(),
+        CrlStatus::Invalid => "CRL rejected".to_string(),
+    };
+    match &crl.detail {
+        Some(detail) => format!("{what}: {detail}"),
+        None => what,
     }
 }
 

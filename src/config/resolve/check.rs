@@ -21,12 +21,12 @@ use super::cx::Cx;
 use super::kinds;
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
-    TlsExpect, DEFAULT_CRITICAL_DAYS,
+    TlsExpect, DEFAULT_ARI_GRACE, DEFAULT_CRITICAL_DAYS,
 };
 use crate::config::decode::{backticked, key_as_written, Decoded};
 use crate::config::error::Diagnostics;
 use crate::config::limits::{
-    MAX_EVERY, MAX_MIN_MAX_AGE, MAX_REPEAT, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE,
+    MAX_ARI_GRACE, MAX_EVERY, MAX_MIN_MAX_AGE, MAX_REPEAT, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE,
 };
 use crate::config::raw::{RawCheck, RawCheckAlert, RawExpect, RawTls};
 use crate::config::source::Source;
@@ -40,6 +40,8 @@ const DEFAULT_EVERY: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone)]
 pub(crate) struct CheckDefaults {
     pub timeout: Duration,
+    /// The top-level `acme_directory`.
+    pub acme_directory: Option<url::Url>,
 }
 
 /// Check names seen so far and where, to report duplicates across files.
@@ -119,7 +121,7 @@ fn check(
     let labels = labels(cx, raw.labels.as_ref());
     // TLS expectations are resolved whatever the URL's scheme: a `[check.tls]`
     // on an http:// check is inert, not wrong, and may precede a move to https.
-    let tls = tls(cx, raw.tls.as_ref());
+    let tls = tls(cx, raw.tls.as_ref(), defaults);
     let alert = alert(cx, raw.alert.as_ref());
     // The one place a kind's own keys are read: adding a kind is one arm.
     // Without a known kind its own keys cannot be judged; the common keys
@@ -258,9 +260,12 @@ fn labels(
 /// `[check.tls]`. `warn_days` at or below `critical_days` is rejected
 /// rather than ignored: the certificate would go straight from up to down,
 /// skipping the early warning the user asked for.
-fn tls(cx: &mut Cx<'_>, raw: Option<&RawTls>) -> TlsExpect {
+fn tls(cx: &mut Cx<'_>, raw: Option<&RawTls>, defaults: &CheckDefaults) -> TlsExpect {
     let Some(raw) = raw else {
-        return TlsExpect::default();
+        return TlsExpect {
+            acme_directory: defaults.acme_directory.clone(),
+            ..TlsExpect::default()
+        };
     };
     let critical_days = raw
         .critical_days
@@ -286,6 +291,19 @@ fn tls(cx: &mut Cx<'_>, raw: Option<&RawTls>) -> TlsExpect {
         critical_days,
         issuer: raw.issuer.as_ref().and_then(|i| cx.regex("tls.issuer", i)),
         ca_file: raw.ca_file.as_ref().and_then(|f| cx.file("tls.ca_file", f)),
+        ari: raw.ari.as_ref().map(|a| *a.get_ref()),
+        acme_directory: match &raw.acme_directory {
+            Some(url) => cx.web_url("tls.acme_directory", url),
+            None => defaults.acme_directory.clone(),
+        },
+        ari_grace: cx.duration_or(
+            "tls.ari_grace",
+            raw.ari_grace.as_ref(),
+            DEFAULT_ARI_GRACE,
+            Duration::ZERO,
+            MAX_ARI_GRACE,
+        ),
+        revocation: raw.revocation.as_ref().is_none_or(|r| *r.get_ref()),
     }
 }
 

@@ -1,0 +1,259 @@
+//! What ARI and CRL lookups cost (issue 17).
+//!
+//! 1. Requests to the CA: 1,000 checks every 30 s sharing 10 certificates,
+//!    over a simulated day (a `FakeClock` advanced 30 s per round). Every
+//!    lookup goes through the prober's real caches (`probe::ca::Authority`:
+//!    facts per chain, the ARI and CRL caches) to a real loopback CA
+//!    (`tests/common/ca_server.rs`) answering ARI with `Retry-After: 21600`
+//!    (Let's Encrypt's usual six hours) and CRLs valid for 24 hours, one
+//!    CRL URL per certificate (the worst case: Let's Encrypt shards).
+//!    Printed: requests in the first hour and per hour over the day.
+//! 2. CPU per probe for revocation on a cached CRL of 100,000 entries: the
+//!    first lookup fetches, verifies and indexes it (timed once), then
+//!    100,000 lookups of a served leaf (not listed) and of a revoked one
+//!    are timed, with ARI off, through `Authority::inspect` as a probe
+//!    calls it.
+//!
+//! Run: `cargo bench --bench revocation`.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::ca_server::CaServer;
+use common::pki::{crl, issue, now, test_ca, LeafSpec, HOST};
+use vigie::check::Check;
+use vigie::clock::{Clock, FakeClock};
+use vigie::outcome::{CrlStatus, TlsReport};
+use vigie::probe::ca::Authority;
+use vigie::probe::client::Client;
+
+const CHECKS: usize = 1000;
+const CERTS: usize = 10;
+const EVERY: Duration = Duration::from_secs(30);
+/// The checks' own target: a loopback server, so the CA on loopback is
+/// within their address policy, as in the tests.
+const LOOPBACK: Option<std::net::IpAddr> =
+    Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        requests_per_hour().await;
+        cpu_per_lookup().await;
+    });
+}
+
+struct Served {
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    report: TlsReport,
+}
+
+fn served(leaf: &common::pki::Leaf, at: time::OffsetDateTime) -> Served {
+    let chain: Arc<[vigie::cert::CertInfo]> = leaf
+        .chain
+        .iter()
+        .map(|der| vigie::cert::read(der, at).info)
+        .collect();
+    Served {
+        chain: leaf.chain.clone(),
+        report: TlsReport {
+            server_name: HOST.to_string(),
+            version: None,
+            cipher_suite: None,
+            trusted: true,
+            verify_error: None,
+            hostname_matches: true,
+            ari: None,
+            revocation: Vec::new(),
+            verified_path: None,
+            chain,
+        },
+    }
+}
+
+fn setup(tls_keys: &str, clock: Arc<dyn Clock>) -> (tempfile::TempDir, Client, Vec<Check>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = common::pki::write_root_pem(dir.path());
+    let text = format!(
+        "[[check]]\nname = \"bench\"\nkind = \"http\"\nurl = \"https://{HOST}/\"\n[check.tls]\n{tls_keys}\n"
+    );
+    let checks = vigie::config::checks_from_str(
+        &dir.path().join("bench.toml"),
+        &text,
+        Duration::from_secs(10),
+    )
+    .expect("bench check");
+    let arcs: Vec<Arc<Check>> = checks.iter().cloned().map(Arc::new).collect();
+    let client = Client::new(Some(&root), &arcs, clock).expect("client");
+    (dir, client, checks)
+}
+
+async fn requests_per_hour() {
+    let ca = CaServer::start().await;
+    let start = now();
+    ca.set_window(
+        start + time::Duration::days(30),
+        start + time::Duration::days(32),
+        None,
+        Some(21600),
+    );
+    let leaves: Vec<Served> = (0..CERTS)
+        .map(|i| {
+            let name = format!("c{i}.crl");
+            ca.set_crl(
+                &name,
+                crl(
+                    &test_ca().intermediate,
+                    &[9_999],
+                    start,
+                    start + time::Duration::hours(24),
+                ),
+            );
+            let leaf = issue(
+                &LeafSpec::new([HOST])
+                    .crl_url(ca.crl_url(&name))
+                    .serial(100 + i as u64),
+            );
+            served(&leaf, start)
+        })
+        .collect();
+    let clock = FakeClock::new(start);
+    let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+    let keys = format!("acme_directory = {:?}", ca.directory_url());
+    let (_dir, client, checks) = setup(&keys, shared);
+    let check = &checks[0];
+    let trust = client.trust_for(check);
+    let authority = Authority::default();
+    let rounds_per_hour = 3600 / EVERY.as_secs() as usize;
+    let mut first_hour = 0;
+    let wall = Instant::now();
+    for round in 0..rounds_per_hour * 24 {
+        for i in 0..CHECKS {
+            let leaf = &leaves[i % CERTS];
+            let mut report = leaf.report.clone();
+            authority
+                .inspect(&client, check, &trust, &leaf.chain, LOOPBACK, &mut report)
+                .await;
+            assert!(
+                report.ari.as_ref().is_some_and(|a| a.error.is_none())
+                    && report.revocation[0].status == CrlStatus::Good,
+                "{report:?}"
+            );
+        }
+        if round + 1 == rounds_per_hour {
+            first_hour = ca.hits("ari") + ca.hits("directory") + crl_hits(&ca);
+        }
+        clock.advance(EVERY);
+    }
+    let (ari, directory, crls) = (ca.hits("ari"), ca.hits("directory"), crl_hits(&ca));
+    println!(
+        "requests: {CHECKS} checks every {}s sharing {CERTS} certificates, simulated 24 h \
+         ({} lookups each of ARI and CRL, {:.1} s wall)",
+        EVERY.as_secs(),
+        CHECKS * rounds_per_hour * 24,
+        wall.elapsed().as_secs_f64()
+    );
+    println!("  first hour: {first_hour} requests (cold caches)");
+    println!(
+        "  24 hours: ARI {ari}, directory {directory}, CRL {crls}: {:.1} requests per hour",
+        (ari + directory + crls) as f64 / 24.0
+    );
+}
+
+fn crl_hits(ca: &CaServer) -> usize {
+    (0..CERTS).map(|i| ca.hits(&format!("crl/c{i}.crl"))).sum()
+}
+
+async fn cpu_per_lookup() {
+    const ENTRIES: u64 = 100_000;
+    let ca = CaServer::start().await;
+    let start = now();
+    let made = Instant::now();
+    let revoked: Vec<u64> = (1..=ENTRIES).map(|n| n * 7).collect();
+    let der = crl(
+        &test_ca().intermediate,
+        &revoked,
+        start,
+        start + time::Duration::hours(24),
+    );
+    println!(
+        "CRL of {ENTRIES} entries: {:.1} MiB (made in {:.1} s)",
+        der.len() as f64 / (1024.0 * 1024.0),
+        made.elapsed().as_secs_f64()
+    );
+    ca.set_crl("big.crl", der);
+    let good = served(
+        &issue(
+            &LeafSpec::new([HOST])
+                .crl_url(ca.crl_url("big.crl"))
+                .serial(7 * ENTRIES + 1),
+        ),
+        start,
+    );
+    let listed = served(
+        &issue(
+            &LeafSpec::new([HOST])
+                .crl_url(ca.crl_url("big.crl"))
+                .serial(7 * 4242),
+        ),
+        start,
+    );
+    let clock: Arc<dyn Clock> = Arc::new(FakeClock::new(start));
+    let (_dir, client, checks) = setup("ari = false", clock);
+    let check = &checks[0];
+    let trust = client.trust_for(check);
+    let authority = Authority::default();
+
+    let first = Instant::now();
+    let mut report = good.report.clone();
+    authority
+        .inspect(&client, check, &trust, &good.chain, LOOPBACK, &mut report)
+        .await;
+    assert_eq!(report.revocation[0].status, CrlStatus::Good, "{report:?}");
+    println!(
+        "  first lookup (fetch over loopback, verify, index): {:.1} ms",
+        first.elapsed().as_secs_f64() * 1000.0
+    );
+    for (name, leaf, status) in [
+        ("not listed", &good, CrlStatus::Good),
+        ("revoked", &listed, CrlStatus::Revoked),
+    ] {
+        const LOOKUPS: u32 = 100_000;
+        let cpu = cpu_time();
+        let timed = Instant::now();
+        for _ in 0..LOOKUPS {
+            let mut report = leaf.report.clone();
+            authority
+                .inspect(&client, check, &trust, &leaf.chain, LOOPBACK, &mut report)
+                .await;
+            assert_eq!(report.revocation[0].status, status);
+        }
+        let wall = timed.elapsed() / LOOKUPS;
+        let cpu = (cpu_time() - cpu) / LOOKUPS;
+        println!(
+            "  cached lookup, {name}: {:.2} us wall, {:.2} us CPU per probe (aim < 100 us)",
+            wall.as_secs_f64() * 1e6,
+            cpu.as_secs_f64() * 1e6
+        );
+    }
+    assert_eq!(ca.hits("crl/big.crl"), 1, "one fetch for every lookup");
+}
+
+/// CPU time of this process (user + system).
+fn cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
