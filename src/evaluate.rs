@@ -9,6 +9,7 @@
 pub mod caa;
 mod cors;
 mod dns;
+pub mod upload;
 
 use std::time::Duration;
 
@@ -46,6 +47,11 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
         CheckKind::Dns(dns) => {
             if let Some(report) = &outcome.dns {
                 dns::judge(dns, report, &mut failures);
+            }
+        }
+        CheckKind::Upload(upload) => {
+            if let Some(report) = &outcome.upload {
+                upload::judge(upload, report, &mut failures);
             }
         }
     }
@@ -455,6 +461,7 @@ mod tests {
             }),
             cors: None,
             dns: None,
+            upload: None,
         }
     }
 

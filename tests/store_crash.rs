@@ -127,6 +127,7 @@ fn outcome(seq: u64) -> Outcome {
         }),
         cors: None,
         dns: None,
+        upload: None,
     }
 }
 

@@ -11,11 +11,14 @@ pub mod dns;
 pub mod http;
 pub mod shown;
 pub mod tls;
+pub mod upload;
 
 use std::sync::Arc;
 
 use crate::check::{Check, CheckKind};
-use crate::outcome::{Assertion, CorsReport, DnsReport, HttpReport, Outcome, ProbeError, Status};
+use crate::outcome::{
+    Assertion, CorsReport, DnsReport, HttpReport, Outcome, ProbeError, Status, UploadReport,
+};
 use crate::redact::redact;
 use client::{Client, Trace};
 
@@ -29,6 +32,7 @@ enum Facts {
     Http(HttpReport),
     Cors(CorsReport),
     Dns(DnsReport),
+    Upload(UploadReport),
 }
 
 impl Prober {
@@ -57,11 +61,13 @@ impl Prober {
                 ),
             }),
         };
-        let (mut http, mut cors, mut dns, mut probe_error) = (None, None, None, None);
+        let (mut http, mut cors, mut dns, mut upload) = (None, None, None, None);
+        let mut probe_error = None;
         match facts {
             Ok(Facts::Http(report)) => http = Some(report),
             Ok(Facts::Cors(report)) => cors = Some(report),
             Ok(Facts::Dns(report)) => dns = Some(report),
+            Ok(Facts::Upload(report)) => upload = Some(report),
             Err(err) => probe_error = Some(bounded(err)),
         }
         Outcome {
@@ -77,6 +83,7 @@ impl Prober {
             tls: trace.tls,
             cors,
             dns,
+            upload,
         }
     }
 
@@ -90,6 +97,9 @@ impl Prober {
                 .await
                 .map(Facts::Cors),
             CheckKind::Dns(dns) => dns::probe(check, dns).await.map(Facts::Dns),
+            CheckKind::Upload(upload) => upload::probe(&self.client, check, upload, &trust, trace)
+                .await
+                .map(Facts::Upload),
         }
     }
 }
