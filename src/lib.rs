@@ -30,10 +30,13 @@
 //! - [`probe`]: I/O only. `client` is the one place probe connections are
 //!   made (fresh TCP + TLS per request, recording verifier from `tls`);
 //!   one module per check kind (`http`, `cors`, `dns` on hickory-resolver,
-//!   a fresh resolver per probe). Every fact is sanitised where it is
+//!   a fresh resolver per probe, `upload`: a presigned PUT signed offline
+//!   by object_store, its preflight, the PUT and a presigned DELETE). Every fact is sanitised where it is
 //!   captured (`sanitize`; certificates in `shown`).
 //! - [`evaluate`]: pure judgment of an outcome against its check, one
-//!   module per kind; `evaluate::caa` holds RFC 8659's issuance rules.
+//!   module per kind; `evaluate::caa` holds RFC 8659's issuance rules,
+//!   `evaluate::upload` the browser's view of each upload step (which the
+//!   upload probe also asks, to stop where a browser would).
 //! - [`runner`]: probe + evaluate one check (what `vigie check`, the
 //!   scheduler and the canaries share).
 //! - [`schedule`]: when each check runs (`every` grid or cron, stable

@@ -1,6 +1,7 @@
 //! Probes: I/O only. One module per check kind, dispatched by [`CheckKind`];
 //! each returns facts in an [`Outcome`] and judges nothing (see
-//! `evaluate`). The per-check `timeout` bounds everything a probe does, and
+//! `evaluate`), except that the upload probe asks `evaluate::upload`
+//! whether a browser would go on after each step. The per-check `timeout` bounds everything a probe does, and
 //! when it fires the outcome says how far the probe had got.
 
 pub mod address;
