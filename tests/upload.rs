@@ -65,6 +65,10 @@ const BUCKETS: &[BucketSpec] = &[
         rules: app_rule,
     },
     BucketSpec {
+        name: "up-node",
+        rules: app_rule,
+    },
+    BucketSpec {
         name: "up-harness",
         rules: app_rule,
     },
@@ -77,9 +81,13 @@ fn s3() -> &'static UploadS3 {
 /// Runs one upload check on `bucket` (path style, through a TLS proxy) with
 /// the probe's key, or `secret` instead of its secret; `extra` keys.
 async fn probe_upload(bucket: &str, secret: Option<&str>, extra: &str) -> Outcome {
+    probe_upload_in(Env::new(), bucket, secret, extra).await
+}
+
+/// [`probe_upload`] in `env`.
+async fn probe_upload_in(env: Env, bucket: &str, secret: Option<&str>, extra: &str) -> Outcome {
     let s3 = s3();
     let proxy = TlsProxy::start(&valid_leaf(), s3.addr());
-    let env = Env::new();
     let (id, secret) = write_keys(env.path(), &s3.probe_id, secret.unwrap_or(&s3.probe_secret));
     let check = format!(
         "[[check]]\nname = \"upload\"\nkind = \"upload\"\nurl = {:?}\nresolve = \"127.0.0.1\"\n\
@@ -254,6 +262,18 @@ async fn key_outside_the_allowed_prefix_is_access_denied() {
         Some("AccessDenied")
     );
     assert!(keys_under("up-prefix", "").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_name_the_replication_node() {
+    // Replication is configured (never started here): its node names this
+    // vigie in the object keys.
+    let env = Env::with_config("[replication]\nurl = \"s3://history/probe-7\"\n");
+    let outcome = probe_upload_in(env, "up-node", None, "").await;
+    assert_failures(&outcome, &[]);
+    let key = &report(&outcome).key;
+    assert!(key.starts_with("vigie-probe/probe-7/20"), "{key}");
+    assert!(keys_under("up-node", "").await.is_empty());
 }
 
 /// The harness itself: moto refuses tampered and expired presigned URLs

@@ -197,7 +197,12 @@ pub(super) fn foreign_keys(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, kind: KindNam
             continue;
         }
         let kinds: Vec<String> = owners.iter().map(|k| format!("{:?}", k.as_str())).collect();
-        let message = format!("only applies to kind = {} checks", kinds.join(" or "));
+        let kinds = match kinds.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        let message = format!("only applies to kind = {kinds} checks");
         cx.error(&span, &key, message);
     }
 }
