@@ -17,6 +17,39 @@ use crate::outcome::{Assertion, CorsReport, Failure, UploadReport, UploadStep};
 pub const SIGNED_HEADER: &str = "content-type";
 
 pub(super) fn judge(check: &UploadCheck, report: &UploadReport, out: &mut Vec<Failure>) {
+    let before = out.len();
+    judge_steps(check, report, out);
+    // A step that failed without an answer to judge (the DELETE could not
+    // be signed) is still a failure of that step.
+    if !report.ok && out.len() == before {
+        let reason = report
+            .reason
+            .as_deref()
+            .unwrap_or("the step did not complete");
+        out.push(Failure {
+            assertion: report.step.assertion(),
+            expected: format!("the {} step completes", step_name(report.step)),
+            observed: reason.to_string(),
+            message: format!(
+                "upload of {} failed at {}: {reason}",
+                report.key,
+                step_name(report.step)
+            ),
+        });
+    }
+}
+
+fn step_name(step: UploadStep) -> &'static str {
+    match step {
+        UploadStep::Presign => "presign",
+        UploadStep::Preflight => "preflight",
+        UploadStep::Put => "put",
+        UploadStep::Expose => "expose",
+        UploadStep::Delete => "delete",
+    }
+}
+
+fn judge_steps(check: &UploadCheck, report: &UploadReport, out: &mut Vec<Failure>) {
     if report.step == UploadStep::Presign && !report.ok {
         let reason = report.reason.as_deref().unwrap_or("unknown error");
         out.push(Failure {
@@ -228,6 +261,20 @@ mod tests {
             "{}",
             out[0].observed
         );
+    }
+
+    #[test]
+    fn a_delete_that_could_not_be_signed_fails_delete() {
+        let mut r = report(UploadStep::Delete, false);
+        r.put_status = Some(200);
+        r.allow_origin = Some("https://app.example.com".into());
+        r.expose_headers = vec!["ETag".into()];
+        r.reason = Some("Generic S3 error: bad".into());
+        let mut out = Vec::new();
+        judge(&check(), &r, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].assertion, Assertion::UploadDelete);
+        assert_eq!(out[0].observed, "Generic S3 error: bad");
     }
 
     #[test]
