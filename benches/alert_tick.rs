@@ -93,6 +93,7 @@ fn down(name: &str, at: OffsetDateTime) -> Outcome {
         tls: None,
         cors: None,
         dns: None,
+        upload: None,
     }
 }
 

@@ -170,6 +170,7 @@ fn outcome(check: usize, round: usize) -> Outcome {
         }),
         cors: None,
         dns: None,
+        upload: None,
     };
     if (check + round) % 200 == 199 {
         outcome.status = Status::Down;

@@ -53,6 +53,7 @@ impl Check {
             CheckKind::Http(_) => KindName::Http,
             CheckKind::Cors(_) => KindName::Cors,
             CheckKind::Dns(_) => KindName::Dns,
+            CheckKind::Upload(_) => KindName::Upload,
         }
     }
 }
@@ -70,6 +71,7 @@ pub enum CheckKind {
     Http(HttpCheck),
     Cors(CorsCheck),
     Dns(DnsCheck),
+    Upload(UploadCheck),
 }
 
 /// The kind's name, as written in `kind = "..."` and in JSON.
@@ -79,6 +81,7 @@ pub enum KindName {
     Http,
     Cors,
     Dns,
+    Upload,
 }
 
 impl KindName {
@@ -87,6 +90,7 @@ impl KindName {
             KindName::Http => "http",
             KindName::Cors => "cors",
             KindName::Dns => "dns",
+            KindName::Upload => "upload",
         }
     }
 }
@@ -189,6 +193,47 @@ pub enum AddressSet {
     Any,
     /// Exactly these, in any order.
     Exactly(BTreeSet<IpAddr>),
+}
+
+/// A browser's presigned upload, end to end: presign a PUT, preflight it
+/// from `origin`, PUT, read the CORS headers of the PUT's answer, delete.
+/// [`Check::url`] is where objects live as browsers reach them (object URL
+/// = url + key).
+#[derive(Debug, Clone)]
+pub struct UploadCheck {
+    /// How object_store must address the bucket to sign URLs that start
+    /// with [`Check::url`].
+    pub bucket: String,
+    /// The S3 endpoint: `scheme://host[:port]` of the url (for virtual-host
+    /// style, the bucket's own host).
+    pub endpoint: Url,
+    pub virtual_host: bool,
+    pub region: String,
+    /// The page's origin, as a browser sends it.
+    pub origin: String,
+    /// Objects are `<key_prefix><node>/<timestamp>`.
+    pub key_prefix: String,
+    /// This vigie's name in keys: the replication node, else the host name.
+    pub node: String,
+    /// The Content-Type the app sends and signs.
+    pub content_type: String,
+    /// Response headers the page must be able to read (lower-cased).
+    pub expose_headers: Vec<String>,
+    /// Read from the key files when the config is loaded.
+    pub keys: UploadKeys,
+}
+
+/// The key pair an upload check signs with; `Debug` never shows it.
+#[derive(Clone)]
+pub struct UploadKeys {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+}
+
+impl std::fmt::Debug for UploadKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UploadKeys([redacted])")
+    }
 }
 
 /// What every check with an https URL expects of the certificate chain.

@@ -11,6 +11,7 @@ pub mod caa;
 mod cors;
 mod dns;
 mod lifetime;
+pub mod upload;
 
 use std::time::Duration;
 
@@ -50,6 +51,11 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
         CheckKind::Dns(dns) => {
             if let Some(report) = &outcome.dns {
                 dns::judge(dns, report, &mut failures);
+            }
+        }
+        CheckKind::Upload(upload) => {
+            if let Some(report) = &outcome.upload {
+                upload::judge(upload, report, &mut failures);
             }
         }
     }
@@ -516,6 +522,7 @@ mod tests {
             }),
             cors: None,
             dns: None,
+            upload: None,
         }
     }
 

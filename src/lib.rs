@@ -30,8 +30,10 @@
 //! - [`probe`]: I/O only. `client` is the one place probe connections are
 //!   made (fresh TCP + TLS per request, recording verifier from `tls`);
 //!   one module per check kind (`http`, `cors`, `dns` on hickory-resolver,
-//!   a fresh resolver per probe). Every fact is sanitised where it is
-//!   captured (`sanitize`; certificates in `shown`). After the probe, `ca`
+//!   a fresh resolver per probe, `upload`: a presigned PUT signed offline
+//!   by object_store, its preflight, the PUT and a presigned DELETE).
+//!   Every fact is sanitised where it is captured (`sanitize`;
+//!   certificates in `shown`). After the probe, `ca`
 //!   asks what the CA says about the served chain: `ari` (RFC 9773
 //!   renewal windows) and `crl` (revocation), through the shared,
 //!   single-flight `cache` on the prober's clock; it also finds the
@@ -39,7 +41,9 @@
 //! - [`evaluate`]: pure judgment of an outcome against its check, one
 //!   module per kind; `evaluate::caa` holds RFC 8659's issuance rules,
 //!   `lifetime` the thresholds for any lifetime (in hours for short-lived
-//!   certificates), `ca` renewal windows and revocations.
+//!   certificates), `ca` renewal windows and revocations,
+//!   `evaluate::upload` the browser's view of each upload step (which the
+//!   upload probe also asks, to stop where a browser would).
 //! - [`runner`]: probe + evaluate one check (what `vigie check`, the
 //!   scheduler and the canaries share).
 //! - [`schedule`]: when each check runs (`every` grid or cron, stable

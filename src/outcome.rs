@@ -39,6 +39,8 @@ pub struct Outcome {
     pub cors: Option<CorsReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<DnsReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<UploadReport>,
 }
 
 impl Outcome {
@@ -72,6 +74,7 @@ impl Outcome {
             tls: None,
             cors: None,
             dns: None,
+            upload: None,
         }
     }
 
@@ -202,6 +205,16 @@ pub enum Assertion {
     DnsAaaa,
     #[serde(rename = "dns.txt")]
     DnsTxt,
+    #[serde(rename = "upload.presign")]
+    UploadPresign,
+    #[serde(rename = "upload.preflight")]
+    UploadPreflight,
+    #[serde(rename = "upload.put")]
+    UploadPut,
+    #[serde(rename = "upload.expose")]
+    UploadExpose,
+    #[serde(rename = "upload.delete")]
+    UploadDelete,
 
     /// vigie itself failed while probing (a panic, caught): the check is
     /// `down` until a probe completes, and the reason says so.
@@ -256,6 +269,11 @@ impl Assertion {
             Assertion::DnsA => "dns.a",
             Assertion::DnsAaaa => "dns.aaaa",
             Assertion::DnsTxt => "dns.txt",
+            Assertion::UploadPresign => "upload.presign",
+            Assertion::UploadPreflight => "upload.preflight",
+            Assertion::UploadPut => "upload.put",
+            Assertion::UploadExpose => "upload.expose",
+            Assertion::UploadDelete => "upload.delete",
 
             Assertion::Internal => "internal",
         }
@@ -586,6 +604,77 @@ pub struct CaaRecord {
 impl fmt::Display for CaaRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {} {:?}", self.flags, self.tag, self.value)
+    }
+}
+
+/// The steps of an upload check, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadStep {
+    Presign,
+    Preflight,
+    Put,
+    Expose,
+    Delete,
+}
+
+impl UploadStep {
+    /// The assertion that fails when this step does.
+    pub fn assertion(self) -> Assertion {
+        match self {
+            UploadStep::Presign => Assertion::UploadPresign,
+            UploadStep::Preflight => Assertion::UploadPreflight,
+            UploadStep::Put => Assertion::UploadPut,
+            UploadStep::Expose => Assertion::UploadExpose,
+            UploadStep::Delete => Assertion::UploadDelete,
+        }
+    }
+}
+
+/// What an upload check's steps met (filled by the upload probe). Never
+/// holds the presigned URL: its query string is a credential.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UploadReport {
+    /// The object's key in the bucket.
+    pub key: String,
+    /// The step the upload stopped at: the one that failed, or `delete`
+    /// when every step passed (then `ok`).
+    pub step: UploadStep,
+    pub ok: bool,
+    /// The preflight's answer, as a cors check reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<CorsReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub put_status: Option<u16>,
+    /// Access-Control-Allow-Origin of the PUT's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_origin: Option<String>,
+    /// Access-Control-Expose-Headers of the PUT's answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_status: Option<u16>,
+    /// S3's words when it refused the PUT or the DELETE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<S3Error>,
+    /// Why signing failed (the `presign` step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// An S3 error answer's `<Code>` and `<Message>`, sanitised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Error {
+    pub code: String,
+    pub message: String,
+}
+
+impl fmt::Display for S3Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.message.is_empty() {
+            true => f.write_str(&self.code),
+            false => write!(f, "{}: {}", self.code, self.message),
+        }
     }
 }
 

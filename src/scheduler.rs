@@ -461,6 +461,7 @@ mod tests {
             tls: None,
             cors: None,
             dns: None,
+            upload: None,
         }
     }
 

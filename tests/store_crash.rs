@@ -130,6 +130,7 @@ fn outcome(seq: u64) -> Outcome {
         }),
         cors: None,
         dns: None,
+        upload: None,
     }
 }
 

@@ -63,6 +63,7 @@ pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
         }),
         cors: None,
         dns: None,
+        upload: None,
     }
 }
 

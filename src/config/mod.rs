@@ -342,6 +342,21 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     }
 }
 
+/// Upload checks name this vigie in their object keys: the replication
+/// node when there is one (`s3://bucket/NODE`), which already tells one
+/// vantage from another; else the host name, set when the check was read.
+fn name_upload_node(checks: &mut [Check], replication: &ReplicationConfig) {
+    let node = replication.url.path().trim_matches('/');
+    if node.is_empty() {
+        return;
+    }
+    for check in checks {
+        if let crate::check::CheckKind::Upload(upload) = &mut check.kind {
+            upload.node = resolve::key_segment(node);
+        }
+    }
+}
+
 /// Like [`load`] with the config text given; `path` still names the file
 /// in messages and anchors relative paths, and the checks files are read
 /// from disk.
@@ -366,10 +381,11 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
             timeout: config.default_timeout,
             acme_directory: config.acme_directory.clone(),
         };
-        config.checks = load_checks(path, &config.checks_dir, &defaults, now, &mut diag)
-            .into_iter()
-            .map(std::sync::Arc::new)
-            .collect();
+        let mut checks = load_checks(path, &config.checks_dir, &defaults, now, &mut diag);
+        if let Some(replication) = &config.replication {
+            name_upload_node(&mut checks, replication);
+        }
+        config.checks = checks.into_iter().map(std::sync::Arc::new).collect();
     }
     diag.finish(config)
 }

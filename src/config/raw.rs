@@ -180,6 +180,12 @@ pub(crate) struct RawCheck {
     // kind = "dns"
     pub query: Option<Spanned<String>>,
     pub resolvers: Option<Vec<Spanned<String>>>,
+    // kind = "upload" (with `origin` and `expose_headers` of cors)
+    pub region: Option<Spanned<String>>,
+    pub key_prefix: Option<Spanned<String>>,
+    pub content_type: Option<Spanned<String>>,
+    pub access_key_id_file: Option<Spanned<String>>,
+    pub secret_access_key_file: Option<Spanned<String>>,
 }
 
 /// `[check.expect]` of an http or a dns check (one table for both, for the

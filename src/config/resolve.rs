@@ -18,6 +18,9 @@
 mod check;
 mod cx;
 mod kinds;
+mod upload;
+
+pub(crate) use upload::key_segment;
 
 use std::fs;
 use std::io::ErrorKind;

@@ -156,6 +156,7 @@ mod tests {
             tls: None,
             cors: None,
             dns: None,
+            upload: None,
         }
     }
 

@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use http::{HeaderMap, Request, StatusCode, Version};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls::crypto::CryptoProvider;
@@ -157,11 +157,12 @@ impl Client {
 
     /// One request on a fresh connection. Records the TLS facts of the first
     /// https hop into `trace.tls`, and the address the first hop connected
-    /// to into `trace.first_peer`.
-    pub async fn send(
+    /// to into `trace.first_peer`. The body is `Empty` for every probe but
+    /// the upload's PUT (`Full`).
+    pub async fn send<B: RequestBody>(
         &self,
         hop: &Hop<'_>,
-        request: Request<Empty<Bytes>>,
+        request: Request<B>,
         trace: &mut Trace,
     ) -> Result<Response, ProbeError> {
         self.send_capped(hop, request, BODY_CAP, trace).await
@@ -169,10 +170,10 @@ impl Client {
 
     /// [`Client::send`], reading at most `cap` bytes of body (a CRL may be
     /// larger than a page).
-    pub async fn send_capped(
+    pub async fn send_capped<B: RequestBody>(
         &self,
         hop: &Hop<'_>,
-        request: Request<Empty<Bytes>>,
+        request: Request<B>,
         cap: usize,
         trace: &mut Trace,
     ) -> Result<Response, ProbeError> {
@@ -425,10 +426,22 @@ impl fmt::Display for Phase {
     }
 }
 
+/// A request body a probe may send: hyper's bounds, data in `Bytes`.
+pub trait RequestBody:
+    hyper::body::Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+    + Send
+    + Unpin
+    + 'static
+{
+}
+
+impl RequestBody for Empty<Bytes> {}
+impl RequestBody for Full<Bytes> {}
+
 /// Sends one request over an established connection and reads the answer.
-async fn exchange<IO>(
+async fn exchange<IO, B: RequestBody>(
     io: IO,
-    request: Request<Empty<Bytes>>,
+    request: Request<B>,
     cap: usize,
     trace: &mut Trace,
 ) -> Result<Response, ProbeError>
@@ -463,9 +476,9 @@ where
 }
 
 /// Sends the request and reads the answer, up to `cap` bytes of body.
-async fn read_response(
-    sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
-    request: Request<Empty<Bytes>>,
+async fn read_response<B: RequestBody>(
+    sender: &mut hyper::client::conn::http1::SendRequest<B>,
+    request: Request<B>,
     cap: usize,
     trace: &mut Trace,
 ) -> Result<Response, ProbeError> {

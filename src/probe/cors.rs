@@ -44,10 +44,6 @@ fn admits(answer: &Response, allow_origin: Option<&str>, origin: &str) -> bool {
     answer.status.is_success() && matches!(allow_origin, Some(a) if a == origin || a == "*")
 }
 
-/// `OPTIONS` with the headers a browser sends: `Origin`, the method, and the
-/// non-safelisted header names lower-cased, sorted and comma-joined (Fetch,
-/// "CORS-unsafe request-header names"). Never follows a redirect: browsers
-/// fail a redirected preflight.
 async fn preflight(
     client: &Client,
     check: &Check,
@@ -56,29 +52,59 @@ async fn preflight(
     trust: &Trust,
     trace: &mut Trace,
 ) -> Result<Response, ProbeError> {
-    let mut builder = client::request(http::Method::OPTIONS, &check.url)
-        .header(http::header::ORIGIN, origin)
-        .header("access-control-request-method", cors.method.as_str());
-    if !cors.request_headers.is_empty() {
-        let mut names = cors.request_headers.clone();
+    let ask = Preflight {
+        url: &check.url,
+        connect_to: check.resolve,
+        origin,
+        method: &cors.method,
+        request_headers: &cors.request_headers,
+    };
+    send_preflight(client, &ask, trust, trace).await
+}
+
+/// What a browser's preflight asks, and where.
+pub(super) struct Preflight<'a> {
+    pub url: &'a url::Url,
+    pub connect_to: Option<std::net::IpAddr>,
+    pub origin: &'a str,
+    pub method: &'a str,
+    pub request_headers: &'a [String],
+}
+
+/// `OPTIONS` with the headers a browser sends: `Origin`, the method, and the
+/// non-safelisted header names lower-cased, sorted and comma-joined (Fetch,
+/// "CORS-unsafe request-header names"). Never follows a redirect: browsers
+/// fail a redirected preflight.
+pub(super) async fn send_preflight(
+    client: &Client,
+    ask: &Preflight<'_>,
+    trust: &Trust,
+    trace: &mut Trace,
+) -> Result<Response, ProbeError> {
+    let mut builder = client::request(http::Method::OPTIONS, ask.url)
+        .header(http::header::ORIGIN, ask.origin)
+        .header("access-control-request-method", ask.method);
+    if !ask.request_headers.is_empty() {
+        let mut names = ask.request_headers.to_vec();
         names.sort();
         names.dedup();
         builder = builder.header("access-control-request-headers", names.join(","));
     }
     let request = builder.body(Empty::new()).map_err(|err| ProbeError {
         kind: Assertion::HttpProtocol,
-        message: format!("cannot build a preflight for {}: {err}", redact(&check.url)),
+        message: format!("cannot build a preflight for {}: {err}", redact(ask.url)),
     })?;
     let hop = Hop {
-        url: &check.url,
-        connect_to: check.resolve,
+        url: ask.url,
+        connect_to: ask.connect_to,
         trust,
         redirect: None,
     };
     client.send(&hop, request, trace).await
 }
 
-fn observe(answer: &Response) -> CorsReport {
+/// The preflight's answer as reported: every value sanitised.
+pub(super) fn observe(answer: &Response) -> CorsReport {
     let headers = &answer.headers;
     let refused = !answer.status.is_success();
     let shown = |name: &str| header(headers, name).map(|v| sanitize::value(&v));
@@ -106,7 +132,7 @@ fn observe(answer: &Response) -> CorsReport {
 
 /// A header's value; repeated headers joined by ", " (so a doubled
 /// Access-Control-Allow-Origin never equals the origin, as in browsers).
-fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(super) fn header(headers: &HeaderMap, name: &str) -> Option<String> {
     let values: Vec<String> = headers
         .get_all(name)
         .iter()
@@ -116,7 +142,7 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// A comma-separated list header, as the Fetch standard splits it.
-fn list(headers: &HeaderMap, name: &str) -> Vec<String> {
+pub(super) fn list(headers: &HeaderMap, name: &str) -> Vec<String> {
     headers
         .get_all(name)
         .iter()
@@ -135,12 +161,7 @@ fn list(headers: &HeaderMap, name: &str) -> Vec<String> {
 /// are there, else the start of the body; either way one capped value.
 fn refusal_excerpt(body: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(body);
-    let element = |tag: &str| {
-        let start = text.find(&format!("<{tag}>"))? + tag.len() + 2;
-        let end = start + text[start..].find(&format!("</{tag}>"))?;
-        Some(text[start..end].trim().to_string())
-    };
-    let excerpt = match (element("Code"), element("Message")) {
+    let excerpt = match (element(&text, "Code"), element(&text, "Message")) {
         (Some(code), Some(message)) => format!("{code}: {message}"),
         (None, Some(message)) => message,
         _ => text.split_whitespace().collect::<Vec<_>>().join(" "),
@@ -149,6 +170,14 @@ fn refusal_excerpt(body: &[u8]) -> Option<String> {
         return None;
     }
     Some(sanitize::value(&excerpt))
+}
+
+/// The text of the first `<tag>...</tag>` of an S3 error document, raw
+/// (callers sanitise it).
+pub(super) fn element(text: &str, tag: &str) -> Option<String> {
+    let start = text.find(&format!("<{tag}>"))? + tag.len() + 2;
+    let end = start + text[start..].find(&format!("</{tag}>"))?;
+    Some(text[start..end].trim().to_string())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Probes: I/O only. One module per check kind, dispatched by [`CheckKind`];
 //! each returns facts in an [`Outcome`] and judges nothing (see
-//! `evaluate`). The per-check `timeout` bounds everything a probe does, and
+//! `evaluate`), except that the upload probe asks `evaluate::upload`
+//! whether a browser would go on after each step. The per-check `timeout` bounds everything a probe does, and
 //! when it fires the outcome says how far the probe had got.
 
 pub mod address;
@@ -15,11 +16,14 @@ pub mod dns;
 pub mod http;
 pub mod shown;
 pub mod tls;
+pub mod upload;
 
 use std::sync::Arc;
 
 use crate::check::{Check, CheckKind};
-use crate::outcome::{Assertion, CorsReport, DnsReport, HttpReport, Outcome, ProbeError, Status};
+use crate::outcome::{
+    Assertion, CorsReport, DnsReport, HttpReport, Outcome, ProbeError, Status, UploadReport,
+};
 use crate::redact::redact;
 use client::{Client, Trace};
 
@@ -35,6 +39,7 @@ enum Facts {
     Http(HttpReport),
     Cors(CorsReport),
     Dns(DnsReport),
+    Upload(UploadReport),
 }
 
 impl Prober {
@@ -87,11 +92,13 @@ impl Prober {
                 )
                 .await;
         }
-        let (mut http, mut cors, mut dns, mut probe_error) = (None, None, None, None);
+        let (mut http, mut cors, mut dns, mut upload) = (None, None, None, None);
+        let mut probe_error = None;
         match facts {
             Ok(Facts::Http(report)) => http = Some(report),
             Ok(Facts::Cors(report)) => cors = Some(report),
             Ok(Facts::Dns(report)) => dns = Some(report),
+            Ok(Facts::Upload(report)) => upload = Some(report),
             Err(err) => probe_error = Some(bounded(err)),
         }
         Outcome {
@@ -107,6 +114,7 @@ impl Prober {
             tls: trace.tls,
             cors,
             dns,
+            upload,
         }
     }
 
@@ -120,6 +128,9 @@ impl Prober {
                 .await
                 .map(Facts::Cors),
             CheckKind::Dns(dns) => dns::probe(check, dns).await.map(Facts::Dns),
+            CheckKind::Upload(upload) => upload::probe(&self.client, check, upload, &trust, trace)
+                .await
+                .map(Facts::Upload),
         }
     }
 }

@@ -397,6 +397,7 @@ pub(crate) mod contract {
             }),
             cors: None,
             dns: None,
+            upload: None,
         }
     }
 
@@ -525,6 +526,21 @@ pub(crate) mod contract {
                     value: "letsencrypt.org; validationmethods=dns-01".to_string(),
                 }],
             }),
+        });
+        outcome.upload = Some(crate::outcome::UploadReport {
+            key: "vigie-probe/probe-1/20261201T121500.123Z".to_string(),
+            step: crate::outcome::UploadStep::Expose,
+            ok: false,
+            preflight: outcome.cors.clone(),
+            put_status: Some(200),
+            allow_origin: Some("https://app.example.com".to_string()),
+            expose_headers: vec!["x-amz-request-id".to_string()],
+            delete_status: Some(403),
+            error: Some(crate::outcome::S3Error {
+                code: "AccessDenied".to_string(),
+                message: "Access Denied".to_string(),
+            }),
+            reason: None,
         });
         outcome
     }

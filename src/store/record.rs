@@ -23,7 +23,7 @@
 //! only at the end of a new format version (bump [`RECORD_FORMAT`] and keep
 //! a reader for the old one), never renumber.
 //!
-//! Facts added after version 1 (the `dns` report) travel as
+//! Facts added after version 1 (the `dns` and `upload` reports) travel as
 //! *extensions*: a record that has some is written as format
 //! [`RECORD_FORMAT_EXT`] (the version-1 record, then a list of
 //! [`Extension`]s), and a block holding one as [`BLOCK_FORMAT_EXT`]. A
@@ -44,7 +44,7 @@ use crate::cert::CertInfo;
 use crate::check::KindName;
 use crate::outcome::{
     Assertion, CaaRecord, CaaReport, CorsReport, DeniedOrigin, DnsReport, Failure, HttpReport,
-    Outcome, ProbeError, Status, TlsReport, VerifyError,
+    Outcome, ProbeError, S3Error, Status, TlsReport, UploadReport, UploadStep, VerifyError,
 };
 
 /// First byte of every result value.
@@ -157,6 +157,23 @@ struct Full {
 #[derive(Debug, Serialize, Deserialize)]
 enum Extension {
     Dns(StoredDns),
+    Upload(StoredUpload),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredUpload {
+    key: String,
+    /// [`step_code`].
+    step: u8,
+    ok: bool,
+    preflight: Option<StoredCors>,
+    put_status: Option<u16>,
+    allow_origin: Option<Str>,
+    expose_headers: Vec<Str>,
+    delete_status: Option<u16>,
+    /// Code, message.
+    error: Option<(Str, String)>,
+    reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -291,11 +308,33 @@ pub(super) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -> Str) -> 
     if let Some(dns) = &outcome.dns {
         ext.push(Extension::Dns(stored_dns(dns, intern)));
     }
+    if let Some(upload) = &outcome.upload {
+        ext.push(Extension::Upload(stored_upload(upload, intern)));
+    }
     let value = match ext.is_empty() {
         true => to_bytes(RECORD_FORMAT, &record),
         false => to_bytes(RECORD_FORMAT_EXT, &Full { base: record, ext }),
     };
     Encoded { value, chain }
+}
+
+fn stored_upload(upload: &UploadReport, intern: &mut dyn FnMut(&str) -> Str) -> StoredUpload {
+    StoredUpload {
+        // Unique per probe: interning it would only grow the dictionary.
+        key: upload.key.clone(),
+        step: step_code(upload.step),
+        ok: upload.ok,
+        preflight: upload.preflight.as_ref().map(|c| stored_cors(c, intern)),
+        put_status: upload.put_status,
+        allow_origin: upload.allow_origin.as_deref().map(&mut *intern),
+        expose_headers: upload.expose_headers.iter().map(|h| intern(h)).collect(),
+        delete_status: upload.delete_status,
+        error: upload
+            .error
+            .as_ref()
+            .map(|e| (intern(&e.code), e.message.clone())),
+        reason: upload.reason.clone(),
+    }
 }
 
 fn stored_dns(dns: &DnsReport, intern: &mut dyn FnMut(&str) -> Str) -> StoredDns {
@@ -643,10 +682,11 @@ impl Decoded {
     ) -> Result<Outcome, DecodeError> {
         let text = |s: Str| resolve(s, strings);
         let Full { base: record, ext } = self.0;
-        let mut dns = None;
+        let (mut dns, mut upload) = (None, None);
         for extension in ext {
             match extension {
                 Extension::Dns(d) => dns = Some(dns_from(d, strings)?),
+                Extension::Upload(u) => upload = Some(upload_from(u, strings)?),
             }
         }
         Ok(Outcome {
@@ -683,8 +723,57 @@ impl Decoded {
                 .map(|cors| cors_from(cors, strings))
                 .transpose()?,
             dns,
+            upload,
         })
     }
+}
+
+fn upload_from(upload: StoredUpload, strings: &[String]) -> Result<UploadReport, DecodeError> {
+    Ok(UploadReport {
+        key: upload.key,
+        step: step_from(upload.step)?,
+        ok: upload.ok,
+        preflight: upload
+            .preflight
+            .map(|c| cors_from(c, strings))
+            .transpose()?,
+        put_status: upload.put_status,
+        allow_origin: resolve_opt(upload.allow_origin, strings)?,
+        expose_headers: resolve_all(upload.expose_headers, strings)?,
+        delete_status: upload.delete_status,
+        error: upload
+            .error
+            .map(|(code, message)| {
+                Ok::<_, DecodeError>(S3Error {
+                    code: resolve(code, strings)?,
+                    message,
+                })
+            })
+            .transpose()?,
+        reason: upload.reason,
+    })
+}
+
+/// Part of the format: append only.
+fn step_code(step: UploadStep) -> u8 {
+    match step {
+        UploadStep::Presign => 0,
+        UploadStep::Preflight => 1,
+        UploadStep::Put => 2,
+        UploadStep::Expose => 3,
+        UploadStep::Delete => 4,
+    }
+}
+
+fn step_from(code: u8) -> Result<UploadStep, DecodeError> {
+    Ok(match code {
+        0 => UploadStep::Presign,
+        1 => UploadStep::Preflight,
+        2 => UploadStep::Put,
+        3 => UploadStep::Expose,
+        4 => UploadStep::Delete,
+        _ => return Err(unknown_code("upload step", code)),
+    })
 }
 
 fn dns_from(dns: StoredDns, strings: &[String]) -> Result<DnsReport, DecodeError> {
@@ -1003,6 +1092,7 @@ fn kind_code(kind: KindName) -> u8 {
         KindName::Http => 0,
         KindName::Cors => 1,
         KindName::Dns => 2,
+        KindName::Upload => 3,
     }
 }
 
@@ -1011,6 +1101,7 @@ fn kind_from(code: u8) -> Result<KindName, DecodeError> {
         0 => KindName::Http,
         1 => KindName::Cors,
         2 => KindName::Dns,
+        3 => KindName::Upload,
         _ => return Err(unknown_code("check kind", code)),
     })
 }
@@ -1048,6 +1139,11 @@ fn assertion_code(assertion: Assertion) -> u8 {
         Assertion::DnsA => 27,
         Assertion::DnsAaaa => 28,
         Assertion::DnsTxt => 29,
+        Assertion::UploadPresign => 30,
+        Assertion::UploadPreflight => 31,
+        Assertion::UploadPut => 32,
+        Assertion::UploadExpose => 33,
+        Assertion::UploadDelete => 34,
         // Issue 17 (ARI, CRLs); codes 25..39 are left to the check kinds
         // being added at the same time.
         Assertion::TlsRenewalWindow => 40,
@@ -1087,6 +1183,11 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         27 => Assertion::DnsA,
         28 => Assertion::DnsAaaa,
         29 => Assertion::DnsTxt,
+        30 => Assertion::UploadPresign,
+        31 => Assertion::UploadPreflight,
+        32 => Assertion::UploadPut,
+        33 => Assertion::UploadExpose,
+        34 => Assertion::UploadDelete,
         40 => Assertion::TlsRenewalWindow,
         41 => Assertion::TlsRevoked,
         _ => return Err(unknown_code("assertion", code)),
@@ -1215,11 +1316,12 @@ mod tests {
         assert_eq!(assertion_from(24).unwrap(), Assertion::Internal);
         assert_eq!(assertion_from(29).unwrap(), Assertion::DnsTxt);
         assert_eq!(
-            assertion_from(30).unwrap_err().0,
-            "unknown assertion code 30"
+            assertion_from(35).unwrap_err().0,
+            "unknown assertion code 35"
         );
         assert_eq!(kind_from(2).unwrap(), KindName::Dns);
-        assert!(kind_from(3).is_err());
+        assert_eq!(kind_from(3).unwrap(), KindName::Upload);
+        assert!(kind_from(4).is_err());
     }
 
     /// Outcomes without extensions keep formats 1 and 2 (readable by an
@@ -1231,7 +1333,7 @@ mod tests {
         let plain = encode(&up("site", T0), inline);
         assert_eq!(plain.value[0], RECORD_FORMAT);
         let rich = rich("rich");
-        assert!(rich.dns.is_some());
+        assert!(rich.dns.is_some() && rich.upload.is_some());
         let extended = encode(&rich, inline);
         assert_eq!(extended.value[0], RECORD_FORMAT_EXT);
         assert!(is_single(&plain.value) && is_single(&extended.value));

@@ -79,6 +79,7 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
             }],
         }),
         dns: None,
+        upload: None,
     };
     if status == Status::Down {
         outcome.failures.push(Failure {

@@ -17,6 +17,7 @@ pub mod history;
 pub mod pki;
 pub mod s3;
 pub mod s3_auth;
+pub mod s3_upload;
 pub mod servers;
 pub mod smtp;
 

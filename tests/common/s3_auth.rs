@@ -167,7 +167,7 @@ pub fn write_keys(dir: &Path, id: &str, secret: &str) -> (PathBuf, PathBuf) {
 
 /// One IAM query-API call, routed to IAM by a placeholder signature (see
 /// the module docs); returns the XML answer.
-fn iam(addr: SocketAddr, form: &str) -> String {
+pub fn iam(addr: SocketAddr, form: &str) -> String {
     let auth =
         "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20260101/us-east-1/iam/aws4_request, \
                 SignedHeaders=host, Signature=00";
@@ -222,7 +222,7 @@ pub fn http(
     (status, body)
 }
 
-fn between(text: &str, open: &str, close: &str) -> String {
+pub fn between(text: &str, open: &str, close: &str) -> String {
     let start = text
         .find(open)
         .unwrap_or_else(|| panic!("no {open} in {text}"))
@@ -231,7 +231,7 @@ fn between(text: &str, open: &str, close: &str) -> String {
     text[start..end].to_string()
 }
 
-fn form_encode(text: &str) -> String {
+pub fn form_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

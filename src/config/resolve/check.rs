@@ -19,6 +19,7 @@ use toml::Spanned;
 use super::base_dir;
 use super::cx::Cx;
 use super::kinds;
+use super::upload;
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
     TlsExpect, DEFAULT_ARI_GRACE, DEFAULT_CRITICAL_DAYS,
@@ -140,6 +141,7 @@ fn check(
             CheckKind::Cors(cors(cx, d, &context)?)
         }
         KindName::Dns => CheckKind::Dns(kinds::dns(cx, d, &context)?),
+        KindName::Upload => CheckKind::Upload(upload::upload(cx, d, url.as_ref(), &context)?),
     };
     let url = match &kind {
         CheckKind::Dns(dns) => kinds::dns_url(&dns.query),
@@ -478,7 +480,7 @@ fn cors(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Option<CorsChe
 
 /// An origin as a browser serializes it: scheme, host, non-default port;
 /// no path, query or userinfo.
-fn parse_origin(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<String> {
+pub(super) fn parse_origin(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<String> {
     let url = cx.web_url(key, value)?;
     let has_extra = !matches!(url.path(), "" | "/")
         || url.query().is_some()
@@ -498,7 +500,11 @@ fn parse_origin(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<S
 
 /// Header names, validated and lower-cased (browsers lower-case them in
 /// `Access-Control-Request-Headers`).
-fn header_names(cx: &mut Cx<'_>, key: &str, values: Option<&[Spanned<String>]>) -> Vec<String> {
+pub(super) fn header_names(
+    cx: &mut Cx<'_>,
+    key: &str,
+    values: Option<&[Spanned<String>]>,
+) -> Vec<String> {
     let mut names = Vec::new();
     for (i, name) in values.into_iter().flatten().enumerate() {
         match HeaderName::from_str(name.get_ref()) {

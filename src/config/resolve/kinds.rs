@@ -1,4 +1,5 @@
-//! The keys of `kind = "dns"` checks, and which kind
+//! The keys of `kind = "dns"` checks, and which kind (of http, cors,
+//! dns and upload)
 //! owns which key (so a key written on the wrong kind is reported instead
 //! of silently asserting nothing).
 
@@ -22,11 +23,13 @@ type Owned = (String, Option<Range<usize>>, &'static [KindName]);
 /// and the kinds it belongs to. `expect` is judged key by key, since http
 /// and dns checks share the table but not its keys.
 fn owned_keys(d: &Decoded<RawCheck>) -> Vec<(String, Range<usize>, &'static [KindName])> {
-    use KindName::{Cors, Dns, Http};
+    use KindName::{Cors, Dns, Http, Upload};
     const HTTP: &[KindName] = &[Http];
     const CORS: &[KindName] = &[Cors];
     const DNS: &[KindName] = &[Dns];
-    const WEB: &[KindName] = &[Http, Cors];
+    const UPLOAD: &[KindName] = &[Upload];
+    const BROWSER: &[KindName] = &[Cors, Upload];
+    const WEB: &[KindName] = &[Http, Cors, Upload];
     let raw = &d.value;
     let span = |v: Option<Range<usize>>| v;
     let mut keys: Vec<Owned> = vec![
@@ -51,7 +54,11 @@ fn owned_keys(d: &Decoded<RawCheck>) -> Vec<(String, Range<usize>, &'static [Kin
             first_span(raw.redact_headers.as_deref()),
             HTTP,
         ),
-        ("origin".into(), raw.origin.as_ref().map(|v| v.span()), CORS),
+        (
+            "origin".into(),
+            raw.origin.as_ref().map(|v| v.span()),
+            BROWSER,
+        ),
         ("method".into(), raw.method.as_ref().map(|v| v.span()), CORS),
         (
             "request_headers".into(),
@@ -81,13 +88,38 @@ fn owned_keys(d: &Decoded<RawCheck>) -> Vec<(String, Range<usize>, &'static [Kin
         (
             "expose_headers".into(),
             first_span(raw.expose_headers.as_deref()),
-            CORS,
+            BROWSER,
         ),
         ("query".into(), raw.query.as_ref().map(|v| v.span()), DNS),
         (
             "resolvers".into(),
             first_span(raw.resolvers.as_deref()),
             DNS,
+        ),
+        (
+            "region".into(),
+            raw.region.as_ref().map(|v| v.span()),
+            UPLOAD,
+        ),
+        (
+            "key_prefix".into(),
+            raw.key_prefix.as_ref().map(|v| v.span()),
+            UPLOAD,
+        ),
+        (
+            "content_type".into(),
+            raw.content_type.as_ref().map(|v| v.span()),
+            UPLOAD,
+        ),
+        (
+            "access_key_id_file".into(),
+            raw.access_key_id_file.as_ref().map(|v| v.span()),
+            UPLOAD,
+        ),
+        (
+            "secret_access_key_file".into(),
+            raw.secret_access_key_file.as_ref().map(|v| v.span()),
+            UPLOAD,
         ),
     ];
     if let Some(expect) = &raw.expect {
@@ -165,7 +197,12 @@ pub(super) fn foreign_keys(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, kind: KindNam
             continue;
         }
         let kinds: Vec<String> = owners.iter().map(|k| format!("{:?}", k.as_str())).collect();
-        let message = format!("only applies to kind = {} checks", kinds.join(" or "));
+        let kinds = match kinds.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        let message = format!("only applies to kind = {kinds} checks");
         cx.error(&span, &key, message);
     }
 }
