@@ -496,7 +496,7 @@ impl SledStore {
     }
 
     /// Outcomes of check `id` with `from <= started_at millis <= to`.
-    fn read_range(
+    pub(super) fn read_range(
         &self,
         id: u32,
         name: &str,
@@ -654,7 +654,11 @@ impl SledStore {
     /// queuing them for replication (this is never called by the daemon,
     /// whose appends alone are queued). A result whose key (check, started
     /// at millisecond) holds exactly this value already is not written
-    /// again, so restoring twice writes nothing the second time.
+    /// again, so restoring twice writes nothing the second time. The
+    /// rollups of the days these results fall in are recomputed by
+    /// [`SledStore::finish_restore`], which the restore calls once every
+    /// segment is in; the certificate timeline takes them in as appends do
+    /// (first seen moves back, last seen on).
     pub fn restore_results(&self, outcomes: Vec<Outcome>) -> Result<Restored, StoreError> {
         let mut by_check: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
         for outcome in outcomes {
@@ -676,8 +680,10 @@ impl SledStore {
                     existing.insert(key_millis(&outcome)?, outcome);
                 }
             }
+            let mut read = Vec::with_capacity(outcomes.len());
             for outcome in outcomes {
                 let millis = key_millis(&outcome)?;
+                read.push(millis);
                 match existing.get(&millis) {
                     Some(stored) if *stored == as_stored(&outcome) => {
                         restored.unchanged += 1;
@@ -686,7 +692,12 @@ impl SledStore {
                     Some(_) => restored.replaced += 1,
                     None => restored.added += 1,
                 }
-                self.append(&outcome)?;
+                self.append_with(&outcome, false)?;
+            }
+            // Bound first: the lock must be let go before `restored_days`.
+            let id = self.lock().ids.get(&name).copied();
+            if let Some(id) = id {
+                self.restored_days(id, read.into_iter());
             }
         }
         Ok(restored)
