@@ -1461,6 +1461,8 @@ pub(crate) mod tests {
         }
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..16));
         assert_eq!(store.latest("site").unwrap(), Some(up("site", minute(15))));
+        assert_rollups_recompute(&store, "site");
+        assert_rollups_recompute(&store, "api");
         drop(store);
         let db = raw_db(dir.path());
         let meta = db.open_tree("meta").unwrap();
@@ -1468,6 +1470,106 @@ pub(crate) mod tests {
             meta.get(SCHEMA_KEY).unwrap().unwrap(),
             SCHEMA_VERSION.to_be_bytes()
         );
+    }
+
+    /// Both granularities and the timeline of `name`, against a
+    /// recomputation from its raw results.
+    fn assert_rollups_recompute(store: &SledStore, name: &str) {
+        let raw = store.history(name, OffsetDateTime::UNIX_EPOCH).unwrap();
+        for granularity in Granularity::ALL {
+            assert_eq!(
+                store
+                    .rollups(name, granularity, OffsetDateTime::UNIX_EPOCH)
+                    .unwrap(),
+                Rollup::from_outcomes(granularity, &raw),
+                "{granularity:?}"
+            );
+        }
+        assert_eq!(
+            store.certificates(name).unwrap(),
+            ServedLeaf::from_outcomes(&raw)
+        );
+    }
+
+    /// Rewrites a store of this version into the schema 2 layout: no
+    /// rollups, no timeline.
+    fn downgrade_to_schema_2(dir: &Path) {
+        let db = raw_db(dir);
+        db.drop_tree("rollups").unwrap();
+        db.drop_tree("leaves").unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        meta.insert(SCHEMA_KEY, &2u32.to_be_bytes()[..]).unwrap();
+        db.flush().unwrap();
+    }
+
+    #[test]
+    fn rollups_and_the_timeline_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        for outcome in minutes(0..90) {
+            store.append(&outcome).unwrap();
+        }
+        drop(store);
+        let store = open_small_blocks(dir.path());
+        assert_rollups_recompute(&store, "site");
+        // The first append after the reopen reads its buckets from disk.
+        for outcome in minutes(90..150) {
+            store.append(&outcome).unwrap();
+        }
+        assert_rollups_recompute(&store, "site");
+    }
+
+    #[test]
+    fn a_schema_2_store_gets_its_rollups_built_once_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        let day = |d: i64| T0 + TimeDuration::days(d);
+        for d in -3..=0 {
+            for h in 0..3 {
+                let at = day(d) + TimeDuration::hours(h);
+                let mut outcome = up("site", at);
+                outcome.tls.as_mut().unwrap().chain =
+                    chain(if d < -1 { "old.example" } else { "new.example" }, at).into();
+                store.append(&outcome).unwrap();
+                store.append(&up("api", at)).unwrap();
+            }
+        }
+        drop(store);
+        downgrade_to_schema_2(dir.path());
+
+        let store = open_small_blocks(dir.path());
+        assert_rollups_recompute(&store, "site");
+        assert_rollups_recompute(&store, "api");
+        assert_eq!(store.certificates("site").unwrap().len(), 2);
+        assert_eq!(
+            store
+                .rollups("site", Granularity::Day, OffsetDateTime::UNIX_EPOCH)
+                .unwrap()
+                .len(),
+            4
+        );
+        store.append(&up("api", day(1))).unwrap();
+        assert_rollups_recompute(&store, "api");
+        drop(store);
+        {
+            let db = raw_db(dir.path());
+            let meta = db.open_tree("meta").unwrap();
+            assert_eq!(
+                meta.get(SCHEMA_KEY).unwrap().unwrap(),
+                SCHEMA_VERSION.to_be_bytes()
+            );
+        }
+        // Built once: a rollup changed behind the store's back stays so.
+        {
+            let db = raw_db(dir.path());
+            db.drop_tree("rollups").unwrap();
+            db.flush().unwrap();
+        }
+        let store = open_small_blocks(dir.path());
+        assert!(store
+            .rollups("api", Granularity::Day, OffsetDateTime::UNIX_EPOCH)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
