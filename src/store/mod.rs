@@ -23,7 +23,30 @@
 //! Two outcomes of one check with the same millisecond share a key: the
 //! later append replaces the earlier.
 //!
-//! # Key layout (sled, schema version 2)
+//! # Rollups and the certificate timeline
+//!
+//! Every append also adds the result to its check's hour and day
+//! [`Rollup`] and notes its leaf certificate in the check's timeline
+//! ([`ServedLeaf`]); `rollup.rs` says what they hold and how precise the
+//! percentiles are. Both backends keep them the same way, and the contract
+//! scenarios check that the rollups equal [`Rollup::from_outcomes`] of the
+//! raw results, whatever the order of the appends.
+//! - A result that replaces another (same key) takes the other's status
+//!   count, histogram entry and leaf count out of the rollups before adding
+//!   its own. The maximum response time and the fewest days left are
+//!   extremes and cannot be taken back: they keep the replaced result's if
+//!   it held them. The timeline keeps every leaf that was ever stored.
+//! - [`Store::sweep`] deletes raw results only; rollups outlive them and
+//!   go with [`Store::sweep_rollups`] (the daemon: hour rollups after 92
+//!   days, day rollups and timeline leaves after `rollup_retention`).
+//! - `vigie restore` recomputes the rollups of every day it restored into
+//!   from the raw results then stored ([`SledStore::finish_restore`]).
+//! - sled writes a result's rollups and leaf right after the result, so an
+//!   unclean stop may leave the rollups without the last result appended
+//!   before it (sled keeps a prefix of the writes), never with one the
+//!   history lacks.
+//!
+//! # Key layout (sled, schema version 3)
 //!
 //! | tree         | key                                   | value |
 //! |--------------|---------------------------------------|-------|
@@ -38,6 +61,20 @@
 //! | `meta`       | `replication_cursor`                  | last replicated seq (u64 BE); present once replication was enabled or restored |
 //! | `meta`       | `replication_pending`                 | batch in flight: after, last seq, formed-at millis (u64 BE each) |
 //! | `replication` | seq (u64 BE)                         | results key (check id u32 BE ++ millis u64 BE) not yet replicated |
+//! | `rollups`    | check id (u32 BE) ++ `h` or `d` ++ bucket start unix millis (u64 BE) | format byte `1` ++ postcard: up, warn, down, max ms, fewest days left, histogram (bucket, count)..., leaves (sha256 as 32 bytes, count)... |
+//! | `leaves`     | check id (u32 BE) ++ `x` ++ sha256 (32 bytes), or ++ `t` ++ text | format byte `1` ++ postcard: subject, issuer, not_before, not_after, first seen, last seen (unix millis; last seen at most an hour stale) |
+//!
+//! A rollup is one key per check and hour or day (about 60 bytes of key
+//! and value for a check serving one leaf), so a check's 90 days are one
+//! range scan of 90 keys. Appends rewrite their hour's and their day's key
+//! (one batch) and keep each check's newest buckets in memory; a leaf's key
+//! is written when the leaf is new, seen earlier than before, or an hour
+//! after its last write.
+//!
+//! Schema 2 had no `rollups` and no `leaves`. Opening such a store builds
+//! them once from its raw results, a day of one check at a time, then
+//! bumps the version (an interrupted build is started over at the next
+//! open). That is the only time rollups are made by scanning results.
 //!
 //! A check's newest results are one key each in `newest`; older ones are
 //! packed into blocks of 20 in `results` (`SledStore`'s packing), which is
