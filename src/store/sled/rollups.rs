@@ -3,15 +3,23 @@
 //! `append`, rebuilt from raw results by a restore and, once, by the
 //! upgrade from schema 2.
 //!
-//! Appends. Each append rewrites its hour's and its day's rollup (one
-//! batch of two keys); the newest bucket of each check and granularity is
-//! kept in memory, so the common append reads nothing. The timeline is
-//! held in memory whole (a few leaves per check) and a leaf's entry is
-//! written only when it is new or its `first_seen`/`last_seen` moved, i.e.
-//! at most once an hour per leaf. Both are written after the result and
-//! its replication queue entry: sled keeps a prefix of the writes, so an
-//! unclean stop can at worst leave the rollups without the last result
-//! appended before it (never with a result the history lacks).
+//! Appends. A check's newest hour and day (its *hot* buckets) live in
+//! memory and are written every [`WRITE_EVERY`] appends of the check, when
+//! a bucket is left for the next, on [`Store::flush`] and when the store
+//! is dropped: a rollup key rewritten at every append made sled rewrite
+//! its leaf pages over and over (`benches/rollups.rs`: appends 7 times
+//! slower, kilobytes of log per append). A result that is not newer than
+//! everything its hot bucket counted (late, or replacing one) is written
+//! at once, with the older bucket it may fall in. Each stored rollup
+//! records the newest result it counts (`through`), so after an unclean
+//! stop the next open adds to each check's newest buckets the results
+//! stored after that ([`SledStore::repair_rollups`]: a read of the last
+//! few minutes of each check). Since every late result is written at
+//! once, right after the result itself, an unclean stop can at worst
+//! leave one late result out of its rollups. The timeline is held in
+//! memory whole (a few leaves per check) and a leaf's entry is written
+//! only when it is new or its `first_seen`/`last_seen` moved, i.e. at
+//! most once an hour per leaf.
 //!
 //! Encodings: a rollup is format byte `1` ++ postcard of [`StoredRollup`];
 //! a leaf is format byte `1` ++ postcard of [`StoredLeaf`]. Fingerprints
@@ -41,19 +49,32 @@ pub(super) struct Trees {
     pub leaves: Tree,
 }
 
+/// Appends of a check between two writes of its hot buckets.
+pub(super) const WRITE_EVERY: u32 = 10;
+
 /// What appends keep in memory (inside the store's [`State`]).
 #[derive(Default)]
 pub(super) struct Cache {
-    /// The bucket each (check, granularity) last wrote.
-    newest: HashMap<(u32, Granularity), Rollup>,
+    /// Each check's newest bucket of each granularity.
+    hot: HashMap<(u32, Granularity), Hot>,
+    /// Appends of each check since its hot buckets were last written.
+    unwritten: HashMap<u32, u32>,
     /// Every check's timeline, by fingerprint.
     pub leaves: HashMap<u32, BTreeMap<String, ServedLeaf>>,
     /// (check, day) a restore put results into, until `finish_restore`.
     restored: BTreeSet<(u32, u64)>,
 }
 
+/// A bucket and the newest result (key millis) it counts.
+struct Hot {
+    rollup: Rollup,
+    through: u64,
+}
+
 #[derive(Serialize, Deserialize)]
 struct StoredRollup {
+    /// Key millis of the newest result counted.
+    through: u64,
     up: u64,
     warn: u64,
     down: u64,
@@ -112,7 +133,8 @@ impl SledStore {
     }
 
     /// Adds `outcome` (check `id`, key `millis`) to its hour and day, after
-    /// taking out `replaced` (the result it replaced, same key).
+    /// taking out `replaced` (the result it replaced, same key); writes
+    /// as the module docs say.
     pub(super) fn record_rollups(
         &self,
         state: &mut State,
@@ -122,42 +144,200 @@ impl SledStore {
         replaced: Option<&Sample>,
     ) -> Result<(), StoreError> {
         let sample = Sample::of(outcome);
+        let apply = |rollup: &mut Rollup| {
+            if let Some(replaced) = replaced {
+                rollup.retract(replaced);
+            }
+            rollup.add(&sample);
+        };
         let mut batch = Batch::default();
-        let mut written = Vec::with_capacity(2);
+        let mut write_now = false;
+        let mut writes = 0;
         for granularity in Granularity::ALL {
             let start = granularity.start_of(millis);
-            let cached = state
+            let slot = (id, granularity);
+            let hot_start = state
                 .rollups
-                .newest
-                .remove(&(id, granularity))
-                .filter(|rollup| rollup.start_millis() == start);
-            let mut bucket = match cached {
-                Some(bucket) => bucket,
-                None => self
-                    .read_rollup(id, granularity, start)?
-                    .unwrap_or_else(|| Rollup::empty(granularity, start)),
-            };
-            if let Some(replaced) = replaced {
-                bucket.retract(replaced);
+                .hot
+                .get(&slot)
+                .map(|h| h.rollup.start_millis());
+            match (hot_start, state.rollups.hot.get_mut(&slot)) {
+                (Some(hot_start), Some(hot)) if hot_start == start => {
+                    write_now |= millis <= hot.through;
+                    apply(&mut hot.rollup);
+                    hot.through = hot.through.max(millis);
+                }
+                (Some(hot_start), _) if hot_start > start => {
+                    // Late, into an older bucket: read, change, write.
+                    let (mut rollup, through) = self.stored_rollup(id, granularity, start)?;
+                    apply(&mut rollup);
+                    batch.insert(
+                        &rollup_key(id, granularity, start)[..],
+                        encode_rollup(&rollup, through.max(millis)),
+                    );
+                    writes += 1;
+                    write_now = true;
+                }
+                _ => {
+                    // The check's first append since the open, or its
+                    // first in a new bucket: the one it leaves is written.
+                    if let Some(left) = state.rollups.hot.remove(&slot) {
+                        batch.insert(
+                            &rollup_key(id, granularity, left.rollup.start_millis())[..],
+                            encode_rollup(&left.rollup, left.through),
+                        );
+                        writes += 1;
+                    }
+                    let (mut rollup, through) = self.stored_rollup(id, granularity, start)?;
+                    write_now |= millis <= through;
+                    apply(&mut rollup);
+                    let through = through.max(millis);
+                    state.rollups.hot.insert(slot, Hot { rollup, through });
+                }
             }
-            bucket.add(&sample);
-            batch.insert(
-                &rollup_key(id, granularity, start)[..],
-                encode_rollup(&bucket),
-            );
-            written.push(bucket);
         }
-        self.rollup_trees
-            .rollups
-            .apply_batch(batch)
-            .map_err(self.io("update the rollups"))?;
-        for bucket in written {
-            state
+        let unwritten = state.rollups.unwritten.entry(id).or_default();
+        *unwritten += 1;
+        if write_now || *unwritten >= WRITE_EVERY {
+            *unwritten = 0;
+            writes += self.hot_into(state, id, &mut batch);
+        }
+        if writes > 0 {
+            self.rollup_trees
                 .rollups
-                .newest
-                .insert((id, bucket.granularity), bucket);
+                .apply_batch(batch)
+                .map_err(self.io("update the rollups"))?;
         }
         Ok(())
+    }
+
+    /// Loses the hot buckets' unwritten appends, as an unclean stop does.
+    #[cfg(test)]
+    pub(super) fn forget_hot(&self) {
+        let mut state = self.lock();
+        state.rollups.hot.clear();
+        state.rollups.unwritten.clear();
+    }
+
+    /// Puts check `id`'s hot buckets into `batch`; how many.
+    fn hot_into(&self, state: &State, id: u32, batch: &mut Batch) -> usize {
+        let mut writes = 0;
+        for granularity in Granularity::ALL {
+            if let Some(hot) = state.rollups.hot.get(&(id, granularity)) {
+                batch.insert(
+                    &rollup_key(id, granularity, hot.rollup.start_millis())[..],
+                    encode_rollup(&hot.rollup, hot.through),
+                );
+                writes += 1;
+            }
+        }
+        writes
+    }
+
+    /// Writes every check's hot buckets that have appends not yet written
+    /// (flush, drop, before a restore's recomputation).
+    pub(super) fn write_hot(&self, state: &mut State) -> Result<(), StoreError> {
+        let dirty: Vec<u32> = state
+            .rollups
+            .unwritten
+            .iter()
+            .filter(|(_, unwritten)| **unwritten > 0)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut batch = Batch::default();
+        let mut writes = 0;
+        for id in dirty {
+            writes += self.hot_into(state, id, &mut batch);
+            state.rollups.unwritten.insert(id, 0);
+        }
+        if writes > 0 {
+            self.rollup_trees
+                .rollups
+                .apply_batch(batch)
+                .map_err(self.io("write the newest rollups"))?;
+        }
+        Ok(())
+    }
+
+    /// After an unclean stop, the newest buckets on disk may lack the last
+    /// appends before it: each check's results newer than what its last
+    /// stored rollup of each granularity counts are added to their buckets
+    /// (at open; a read of each check's last few minutes).
+    pub(super) fn repair_rollups(&self) -> Result<u64, StoreError> {
+        let mut checks: Vec<(String, u32)> = self
+            .lock()
+            .ids
+            .iter()
+            .map(|(name, id)| (name.clone(), *id))
+            .collect();
+        checks.sort_unstable_by_key(|(_, id)| *id);
+        let mut added = 0;
+        for (name, id) in checks {
+            // A check without any rollup (new, and stopped before its
+            // first write) is caught up over its last day at most: this is
+            // no rebuild of a store whose rollups are gone.
+            let Some((_, newest)) = self.result_bounds(id)? else {
+                continue;
+            };
+            let floor = newest.saturating_sub(Granularity::Day.millis());
+            // Per granularity, the first result its rollups may lack.
+            let mut lacking = Vec::with_capacity(2);
+            for granularity in Granularity::ALL {
+                let through = self.last_through(id, granularity)?;
+                lacking.push((granularity, through.map_or(floor, |t| t.saturating_add(1))));
+            }
+            let from = lacking.iter().map(|(_, from)| *from).min().unwrap_or(floor);
+            let missing = self.read_range(id, &name, from, u64::MAX)?;
+            let mut buckets: BTreeMap<(Granularity, u64), (Rollup, u64)> = BTreeMap::new();
+            for outcome in &missing {
+                let Ok(millis) = crate::store::key_millis(outcome) else {
+                    continue;
+                };
+                for &(granularity, first) in &lacking {
+                    if millis < first {
+                        continue;
+                    }
+                    let start = granularity.start_of(millis);
+                    let bucket = match buckets.entry((granularity, start)) {
+                        std::collections::btree_map::Entry::Occupied(slot) => slot.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(slot) => {
+                            slot.insert(self.stored_rollup(id, granularity, start)?)
+                        }
+                    };
+                    bucket.0.add(&Sample::of(outcome));
+                    bucket.1 = bucket.1.max(millis);
+                    added += 1;
+                }
+            }
+            if buckets.is_empty() {
+                continue;
+            }
+            let mut batch = Batch::default();
+            for ((granularity, start), (rollup, through)) in &buckets {
+                batch.insert(
+                    &rollup_key(id, *granularity, *start)[..],
+                    encode_rollup(rollup, *through),
+                );
+            }
+            self.rollup_trees
+                .rollups
+                .apply_batch(batch)
+                .map_err(self.io("repair the newest rollups"))?;
+        }
+        Ok(added)
+    }
+
+    /// The newest result counted by check `id`'s last `granularity` rollup.
+    fn last_through(&self, id: u32, granularity: Granularity) -> Result<Option<u64>, StoreError> {
+        let range = rollup_key(id, granularity, 0)..=rollup_key(id, granularity, u64::MAX);
+        let Some(last) = self.rollup_trees.rollups.range(range).next_back() else {
+            return Ok(None);
+        };
+        let (key, value) = last.map_err(self.io("read the newest rollups"))?;
+        let start = rollup_key_start(&key);
+        let (_, through) = decode_rollup(granularity, start, &value)
+            .ok_or_else(|| self.corrupt_rollup(id, granularity, start))?;
+        Ok(Some(through))
     }
 
     /// Notes `outcome`'s leaf in check `id`'s timeline, writing its entry
@@ -193,28 +373,57 @@ impl SledStore {
             return Ok(None);
         };
         decode_rollup(granularity, start, &bytes)
-            .map(Some)
+            .map(|(rollup, _)| Some(rollup))
             .ok_or_else(|| self.corrupt_rollup(id, granularity, start))
     }
 
+    /// A bucket as stored (or empty), with the newest result it counts.
+    fn stored_rollup(
+        &self,
+        id: u32,
+        granularity: Granularity,
+        start: u64,
+    ) -> Result<(Rollup, u64), StoreError> {
+        let stored = self
+            .rollup_trees
+            .rollups
+            .get(rollup_key(id, granularity, start))
+            .map_err(self.io("read a rollup"))?;
+        match stored {
+            None => Ok((Rollup::empty(granularity, start), 0)),
+            Some(bytes) => decode_rollup(granularity, start, &bytes)
+                .ok_or_else(|| self.corrupt_rollup(id, granularity, start)),
+        }
+    }
+
     /// The `granularity` rollups of check `id` from the bucket holding
-    /// `since` on.
+    /// `since` on; the hot bucket from memory, where it may be ahead of
+    /// the disk.
     pub(super) fn read_rollups(
         &self,
         id: u32,
         granularity: Granularity,
         since: u64,
     ) -> Result<Vec<Rollup>, StoreError> {
-        let from = rollup_key(id, granularity, granularity.start_of(since));
-        let to = rollup_key(id, granularity, u64::MAX);
+        let from = granularity.start_of(since);
+        let range = rollup_key(id, granularity, from)..=rollup_key(id, granularity, u64::MAX);
         let mut rollups = Vec::new();
-        for entry in self.rollup_trees.rollups.range(from..=to) {
+        for entry in self.rollup_trees.rollups.range(range) {
             let (key, value) = entry.map_err(self.io("read rollups"))?;
             let start = rollup_key_start(&key);
-            rollups.push(
-                decode_rollup(granularity, start, &value)
-                    .ok_or_else(|| self.corrupt_rollup(id, granularity, start))?,
-            );
+            let (rollup, _) = decode_rollup(granularity, start, &value)
+                .ok_or_else(|| self.corrupt_rollup(id, granularity, start))?;
+            rollups.push(rollup);
+        }
+        let state = self.lock();
+        if let Some(hot) = state.rollups.hot.get(&(id, granularity)) {
+            let start = hot.rollup.start_millis();
+            if start >= from {
+                match rollups.binary_search_by_key(&start, Rollup::start_millis) {
+                    Ok(at) => rollups[at] = hot.rollup.clone(),
+                    Err(at) => rollups.insert(at, hot.rollup.clone()),
+                }
+            }
         }
         Ok(rollups)
     }
@@ -249,7 +458,8 @@ impl SledStore {
             .rollups
             .apply_batch(batch)
             .map_err(self.io("remove old rollups"))?;
-        state.rollups.newest.retain(|_, bucket| {
+        state.rollups.hot.retain(|_, hot| {
+            let bucket = &hot.rollup;
             let cutoff = match bucket.granularity {
                 Granularity::Hour => hours,
                 Granularity::Day => days,
@@ -297,7 +507,11 @@ impl SledStore {
     /// in part (a replica whose oldest segments expired) is recomputed
     /// from that part.
     pub fn finish_restore(&self) -> Result<u64, StoreError> {
-        let restored = std::mem::take(&mut self.lock().rollups.restored);
+        let restored = {
+            let mut state = self.lock();
+            self.write_hot(&mut state)?;
+            std::mem::take(&mut state.rollups.restored)
+        };
         let mut rewritten = 0;
         for (id, day) in restored {
             let name = self.lock_free_name(id);
@@ -310,9 +524,10 @@ impl SledStore {
                     if self.read_rollup(id, granularity, start)?.as_ref() == Some(&rollup) {
                         continue;
                     }
+                    let through = through_of(&outcomes, granularity, start);
                     batch.insert(
                         &rollup_key(id, granularity, start)[..],
-                        encode_rollup(&rollup),
+                        encode_rollup(&rollup, through),
                     );
                     rewritten += 1;
                 }
@@ -324,7 +539,7 @@ impl SledStore {
             // The next append reads its buckets again.
             let mut state = self.lock();
             for granularity in Granularity::ALL {
-                state.rollups.newest.remove(&(id, granularity));
+                state.rollups.hot.remove(&(id, granularity));
             }
         }
         Ok(rewritten)
@@ -362,9 +577,11 @@ impl SledStore {
                 let mut batch = Batch::default();
                 for granularity in Granularity::ALL {
                     for rollup in Rollup::from_outcomes(granularity, &outcomes) {
+                        let start = rollup.start_millis();
+                        let through = through_of(&outcomes, granularity, start);
                         batch.insert(
-                            &rollup_key(id, granularity, rollup.start_millis())[..],
-                            encode_rollup(&rollup),
+                            &rollup_key(id, granularity, start)[..],
+                            encode_rollup(&rollup, through),
                         );
                     }
                 }
@@ -523,8 +740,19 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn encode_rollup(rollup: &Rollup) -> Vec<u8> {
+/// The newest result of `outcomes` in the bucket starting at `start`.
+fn through_of(outcomes: &[Outcome], granularity: Granularity, start: u64) -> u64 {
+    outcomes
+        .iter()
+        .filter_map(|outcome| crate::store::key_millis(outcome).ok())
+        .filter(|&millis| granularity.start_of(millis) == start)
+        .max()
+        .unwrap_or(start)
+}
+
+fn encode_rollup(rollup: &Rollup, through: u64) -> Vec<u8> {
     let stored = StoredRollup {
+        through,
         up: rollup.up,
         warn: rollup.warn,
         down: rollup.down,
@@ -546,7 +774,7 @@ fn encode_rollup(rollup: &Rollup) -> Vec<u8> {
     with_format(ROLLUP_FORMAT, &stored)
 }
 
-fn decode_rollup(granularity: Granularity, start: u64, bytes: &[u8]) -> Option<Rollup> {
+fn decode_rollup(granularity: Granularity, start: u64, bytes: &[u8]) -> Option<(Rollup, u64)> {
     let (&format, body) = bytes.split_first()?;
     if format != ROLLUP_FORMAT {
         return None;
@@ -564,7 +792,7 @@ fn decode_rollup(granularity: Granularity, start: u64, bytes: &[u8]) -> Option<R
         })
         .collect();
     leaves.sort_by(|a, b| a.sha256.cmp(&b.sha256));
-    Some(Rollup {
+    let rollup = Rollup {
         histogram: Histogram::from_buckets(stored.histogram)?,
         up: stored.up,
         warn: stored.warn,
@@ -573,7 +801,8 @@ fn decode_rollup(granularity: Granularity, start: u64, bytes: &[u8]) -> Option<R
         min_days_left: stored.min_days_left,
         leaves,
         ..Rollup::empty(granularity, start)
-    })
+    };
+    Some((rollup, stored.through))
 }
 
 fn encode_leaf(leaf: &ServedLeaf) -> Vec<u8> {
