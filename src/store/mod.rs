@@ -41,10 +41,13 @@
 //!   days, day rollups and timeline leaves after `rollup_retention`).
 //! - `vigie restore` recomputes the rollups of every day it restored into
 //!   from the raw results then stored ([`SledStore::finish_restore`]).
-//! - sled writes a result's rollups and leaf right after the result, so an
-//!   unclean stop may leave the rollups without the last result appended
-//!   before it (sled keeps a prefix of the writes), never with one the
-//!   history lacks.
+//! - sled keeps each check's newest hour and day in memory and writes
+//!   them every 10 appends of the check, when the bucket is left, on
+//!   [`Store::flush`] and at close (`sled/rollups.rs` says why); a late
+//!   result is written at once. After an unclean stop the next open adds
+//!   to the newest buckets the results stored after what they count, so
+//!   the rollups lack at most one late result appended just before the
+//!   stop.
 //!
 //! # Key layout (sled, schema version 3)
 //!
@@ -61,15 +64,15 @@
 //! | `meta`       | `replication_cursor`                  | last replicated seq (u64 BE); present once replication was enabled or restored |
 //! | `meta`       | `replication_pending`                 | batch in flight: after, last seq, formed-at millis (u64 BE each) |
 //! | `replication` | seq (u64 BE)                         | results key (check id u32 BE ++ millis u64 BE) not yet replicated |
-//! | `rollups`    | check id (u32 BE) ++ `h` or `d` ++ bucket start unix millis (u64 BE) | format byte `1` ++ postcard: up, warn, down, max ms, fewest days left, histogram (bucket, count)..., leaves (sha256 as 32 bytes, count)... |
+//! | `rollups`    | check id (u32 BE) ++ `h` or `d` ++ bucket start unix millis (u64 BE) | format byte `1` ++ postcard: newest result counted (millis), up, warn, down, max ms, fewest days left, histogram (bucket, count)..., leaves (sha256 as 32 bytes, count)... |
 //! | `leaves`     | check id (u32 BE) ++ `x` ++ sha256 (32 bytes), or ++ `t` ++ text | format byte `1` ++ postcard: subject, issuer, not_before, not_after, first seen, last seen (unix millis; last seen at most an hour stale) |
 //!
-//! A rollup is one key per check and hour or day (about 60 bytes of key
+//! A rollup is one key per check and hour or day (about 70 bytes of key
 //! and value for a check serving one leaf), so a check's 90 days are one
-//! range scan of 90 keys. Appends rewrite their hour's and their day's key
-//! (one batch) and keep each check's newest buckets in memory; a leaf's key
-//! is written when the leaf is new, seen earlier than before, or an hour
-//! after its last write.
+//! range scan of 90 keys. Its value also records the newest result it
+//! counts (unix millis), which the catch-up after an unclean stop starts
+//! from. A leaf's key is written when the leaf is new, seen earlier than
+//! before, or an hour after its last write.
 //!
 //! Schema 2 had no `rollups` and no `leaves`. Opening such a store builds
 //! them once from its raw results, a day of one check at a time, then
