@@ -80,7 +80,7 @@ impl Histogram {
     pub fn bucket_of(ms: f64) -> u8 {
         // NaN and negative times (a clock step during a probe) count as
         // the fastest: there is nothing better to say about them.
-        if !(ms >= 1.0) {
+        if ms.is_nan() || ms < 1.0 {
             return 0;
         }
         let index = 1.0 + (ms.ln() / BUCKET_RATIO.ln()).floor();
