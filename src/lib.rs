@@ -55,7 +55,9 @@
 //!   under the concurrency bound, outcomes handed to the recorder; per-check
 //!   slots for lateness.
 //! - [`store`]: history of judged outcomes (sled on disk, memory for tests;
-//!   the `Store` contract, key layout and record format), alert states,
+//!   the `Store` contract, key layout and record format), with each
+//!   check's hour and day rollups and certificate timeline kept at append
+//!   time (`rollup.rs` the pure math, `sled/rollups.rs` the trees), alert states,
 //!   silences and certificate changes ([`store::AlertStore`]), the outbox's
 //!   records ([`store::OutboxStore`]) and the newest outcome of each check
 //!   ([`store::Latest`]). The only module that opens sled trees.

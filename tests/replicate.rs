@@ -26,7 +26,7 @@ use vigie::replicate::{
     restore, segment, Addressing, Bucket, BucketSettings, ReplicateError, ReplicationState,
     Replicator,
 };
-use vigie::store::{SledStore, Store};
+use vigie::store::{Granularity, SledStore, Store};
 
 /// A test's bucket, key files and settings.
 struct Setup {
@@ -404,6 +404,33 @@ async fn a_restore_into_an_empty_directory_answers_history_like_the_original_and
         );
     }
     assert_eq!(report.cursor, original.replication_cursor());
+    // The rollups, recomputed from the restored results, are the
+    // original's, and so is the certificate timeline. The one exception is
+    // what the store documents for a replaced result: site-2's original
+    // rollups keep the extremes (max, fewest days left) of the result its
+    // replacement took out.
+    for name in expected.keys() {
+        for granularity in Granularity::ALL {
+            let mut ours = restored
+                .rollups(name, granularity, OffsetDateTime::UNIX_EPOCH)
+                .unwrap();
+            let theirs = original
+                .rollups(name, granularity, OffsetDateTime::UNIX_EPOCH)
+                .unwrap();
+            assert!(!ours.is_empty());
+            if name == "site-2" {
+                for (ours, theirs) in ours.iter_mut().zip(&theirs) {
+                    ours.max_ms = theirs.max_ms;
+                    ours.min_days_left = theirs.min_days_left;
+                }
+            }
+            assert_eq!(ours, theirs, "{name} {granularity:?}");
+        }
+        assert_eq!(
+            restored.certificates(name).unwrap(),
+            original.certificates(name).unwrap()
+        );
+    }
 
     let again = restore(&setup.bucket(), restored.clone()).await.unwrap();
     assert_eq!((again.store.added, again.store.replaced), (0, 0), "{again}");
