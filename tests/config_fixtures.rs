@@ -10,6 +10,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 fn cases() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config");
@@ -89,6 +90,11 @@ fn the_valid_case_loads_every_section() {
         |r| r.endpoint.is_some() && r.credentials == vigie::config::Credentials::Files
     ));
     assert!(config.heartbeat.is_some());
+    assert_eq!(config.history.retention, Duration::from_secs(90 * 86_400));
+    assert_eq!(
+        config.history.rollup_retention,
+        Duration::from_secs(2 * 31_557_600)
+    );
     assert!(!config.maintenance.is_empty());
     assert!(config.maintenance[0].covers("staging-api"));
     assert!(config.checks.len() >= 2);

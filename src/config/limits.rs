@@ -52,9 +52,10 @@ pub const MAX_GROUP_WINDOW: Duration = YEAR;
 /// a check that should not page at all, `page = false`.
 pub const MAX_HOLD: Duration = YEAR;
 
-/// `[history] retention`: ten years of history is more than any
-/// certificate or incident needs, and the store's keys stay far from the
-/// calendar's ends.
+/// `[history] retention` and `rollup_retention`: ten years of history is
+/// more than any certificate or incident needs, and the store's keys stay
+/// far from the calendar's ends. (`rollup_retention` must also be at least
+/// `retention`, checked in `resolve.rs`.)
 pub const MAX_RETENTION: Duration = Duration::from_secs(10 * 31_557_600);
 
 /// `[replication] interval`: the replica is the copy that survives losing

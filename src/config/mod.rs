@@ -179,7 +179,21 @@ pub struct ReportConfig {
 /// `[history]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryConfig {
+    /// Raw results (default 35 days).
     pub retention: Duration,
+    /// Day rollups and the certificate timeline (default 400 days); never
+    /// shorter than `retention`.
+    pub rollup_retention: Duration,
+}
+
+impl HistoryConfig {
+    /// What hour rollups are kept for: 92 days (the pages' longest
+    /// response-time chart is 90 days), but never less than the raw
+    /// results nor more than the day rollups.
+    pub fn hour_rollup_retention(&self) -> Duration {
+        const HOURS_KEPT: Duration = Duration::from_secs(92 * 86_400);
+        HOURS_KEPT.max(self.retention).min(self.rollup_retention)
+    }
 }
 
 /// `[replication]`: off-region copy of the history.
@@ -539,7 +553,15 @@ mod tests {
         assert!(config.smtp.is_none());
         assert_eq!(config.report.schedule.to_string(), "0 0 7 * * *");
         assert!(config.report.to.is_empty());
-        assert_eq!(config.history.retention, Duration::from_secs(400 * 86400));
+        assert_eq!(config.history.retention, Duration::from_secs(35 * 86400));
+        assert_eq!(
+            config.history.rollup_retention,
+            Duration::from_secs(400 * 86400)
+        );
+        assert_eq!(
+            config.history.hour_rollup_retention(),
+            Duration::from_secs(92 * 86400)
+        );
         assert!(config.replication.is_none());
         assert!(config.heartbeat.is_none());
         assert!(config.maintenance.is_empty());

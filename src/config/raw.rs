@@ -102,6 +102,7 @@ pub(crate) struct RawReport {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawHistory {
     pub retention: Option<Spanned<DurationText>>,
+    pub rollup_retention: Option<Spanned<DurationText>>,
 }
 
 #[derive(Debug, Deserialize)]

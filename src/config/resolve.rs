@@ -37,8 +37,8 @@ use super::limits::{
     MAX_RETENTION, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE, MIN_REMOTE_TOKEN_BYTES,
 };
 use super::raw::{
-    RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance, RawReplication,
-    RawReport, RawSmtp,
+    DurationText, RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance,
+    RawReplication, RawReport, RawSmtp,
 };
 use super::source::Source;
 use super::{
@@ -68,7 +68,12 @@ const DEFAULT_THRESHOLD: u32 = 2;
 const DEFAULT_REPEAT: Duration = Duration::from_secs(4 * 3600);
 const DEFAULT_GROUP_WINDOW: Duration = Duration::from_secs(30);
 const DEFAULT_REPORT_SCHEDULE: &str = "0 0 7 * * *";
-const DEFAULT_RETENTION: Duration = Duration::from_secs(400 * 86400);
+/// Raw results: long enough to look into last month's incidents result by
+/// result; the rollups keep the long view.
+const DEFAULT_RETENTION: Duration = Duration::from_secs(35 * 86400);
+/// Rollups and the certificate timeline: more than a year, so that last
+/// year's renewal of a certificate is still on its timeline.
+const DEFAULT_ROLLUP_RETENTION: Duration = Duration::from_secs(400 * 86400);
 const DEFAULT_REPLICATION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -428,16 +433,66 @@ fn default_report_schedule() -> cron::Schedule {
         .expect("DEFAULT_REPORT_SCHEDULE is valid cron")
 }
 
+/// `[history]`: the raw results' retention and the rollups', which must
+/// keep at least as long (a rollup outliving its results is the point; a
+/// result outliving its rollup would make the pages disagree with the
+/// history).
 fn history(cx: &mut Cx<'_>, raw: Option<&Decoded<RawHistory>>) -> HistoryConfig {
-    let retention = raw.and_then(|d| d.value.retention.as_ref());
-    HistoryConfig {
-        retention: cx.duration_or(
-            "retention",
+    let retention_raw = raw.and_then(|d| d.value.retention.as_ref());
+    let rollup_raw = raw.and_then(|d| d.value.rollup_retention.as_ref());
+    let retention = cx.duration_or(
+        "retention",
+        retention_raw,
+        DEFAULT_RETENTION,
+        MIN_INTERVAL,
+        MAX_RETENTION,
+    );
+    let rollup_retention = cx.duration_or(
+        "rollup_retention",
+        rollup_raw,
+        DEFAULT_ROLLUP_RETENTION,
+        MIN_INTERVAL,
+        MAX_RETENTION,
+    );
+    if rollup_retention < retention {
+        // As written, or the default in whole days ("35d", where humantime
+        // would print months of 30.44 days).
+        let shown = |written: Option<&Spanned<DurationText>>, value: Duration| match written {
+            Some(text) => format!("{:?}", text.get_ref().0),
+            None if value.as_secs() % 86_400 == 0 => {
+                format!("\"{}d\", the default", value.as_secs() / 86_400)
+            }
+            None => format!("{}, the default", humantime::format_duration(value)),
+        };
+        let why = "rollups must be kept at least as long as the results they sum";
+        // Reported at the key that was written (the rollups' if both were).
+        match (rollup_raw, retention_raw) {
+            (Some(at), _) => {
+                let message = format!(
+                    "{} is shorter than `history.retention` ({}): {why}",
+                    shown(rollup_raw, rollup_retention),
+                    shown(retention_raw, retention)
+                );
+                cx.error(&at.span(), "rollup_retention", message);
+            }
+            (None, Some(at)) => {
+                let message = format!(
+                    "{} is longer than `history.rollup_retention` ({}): {why}; set `rollup_retention` too",
+                    shown(retention_raw, retention),
+                    shown(rollup_raw, rollup_retention)
+                );
+                cx.error(&at.span(), "retention", message);
+            }
+            (None, None) => {}
+        }
+        return HistoryConfig {
             retention,
-            DEFAULT_RETENTION,
-            MIN_INTERVAL,
-            MAX_RETENTION,
-        ),
+            rollup_retention: retention,
+        };
+    }
+    HistoryConfig {
+        retention,
+        rollup_retention,
     }
 }
 

@@ -14,7 +14,7 @@
 //! | `canaries` | the blind-monitor gate's probes ([`canary`]) | a round every few minutes |
 //! | `replicator` | ships history off-region | only death counts; its lag is a degradation |
 //! | `heartbeat` | the dead-man's switch | a beat every few intervals |
-//! | `sweep` | retention, hourly ([`watch::sweep`]) | only death counts |
+//! | `sweep` | both retentions (raw, rollups), hourly ([`watch::sweep`]) | only death counts |
 //! | `api` | the local HTTP API | only death counts |
 //! | `watch` | health, degradations, the systemd watchdog ([`watch`]) | its own tick: when it stops, health says `stuck` |
 //!
@@ -478,7 +478,7 @@ async fn run_once(
         let shutdown = shutdown.clone();
         move |stage| watch::run(parts.clone(), stage, shutdown.clone())
     });
-    let (retention_tx, retention_rx) = watch_channel::channel(config.history.retention);
+    let (retention_tx, retention_rx) = watch_channel::channel(config.history.clone());
     supervisor.spawn("sweep", Progress::Unwatched, shutdown.clone(), {
         let (store, clock, shutdown) = (store.clone(), clock.clone(), shutdown.clone());
         move |stage| {
@@ -523,7 +523,7 @@ async fn run_once(
                         sender_handle.reconfigure(delivery);
                         alert_config.send_replace(fresh.clone());
                         plans.send_replace(plan);
-                        let _ = retention_tx.send(fresh.history.retention);
+                        let _ = retention_tx.send(fresh.history.clone());
                         let names: std::collections::HashSet<&str> =
                             fresh.checks.iter().map(|c| c.name.as_str()).collect();
                         latest.retain(|name| names.contains(name));

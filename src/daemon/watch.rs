@@ -2,7 +2,7 @@
 //! and whether systemd should hear from us. It writes [`Health`];
 //! `/healthz`, the metrics and the heartbeat read it, with what degrades
 //! vigie ([`degradations`]: replication, mail, blindness). Also the hourly
-//! retention sweep.
+//! retention sweep (raw results, then rollups: two retentions).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::AlertStatus;
 use crate::clock::Clock;
+use crate::config::HistoryConfig;
 use crate::health::{Health, Late, TICK};
 use crate::mail::MailStats;
 use crate::redact::reason_kind;
@@ -179,12 +180,14 @@ pub fn degradations(parts: &Degraders, now: OffsetDateTime) -> Vec<String> {
     out
 }
 
-/// Deletes history older than `retention` every [`SWEEP_EVERY`], the first
-/// time at once, until `shutdown`.
+/// Every [`SWEEP_EVERY`], the first time at once, until `shutdown`:
+/// deletes raw results older than `retention`, hour rollups older than
+/// [`HistoryConfig::hour_rollup_retention`], and day rollups and the
+/// certificate timeline's leaves older than `rollup_retention`.
 pub async fn sweep(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    retention: tokio::sync::watch::Receiver<Duration>,
+    history: tokio::sync::watch::Receiver<HistoryConfig>,
     stage: Arc<Stage>,
     shutdown: CancellationToken,
 ) {
@@ -194,12 +197,22 @@ pub async fn sweep(
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let retention = *retention.borrow();
-        let before = crate::clock::since(clock.now(), retention);
+        let history = history.borrow().clone();
+        let now = clock.now();
+        let before = crate::clock::since(now, history.retention);
+        let hours_before = crate::clock::since(now, history.hour_rollup_retention());
+        let days_before = crate::clock::since(now, history.rollup_retention);
         let store = store.clone();
-        match tokio::task::spawn_blocking(move || store.sweep(before)).await {
-            Ok(Ok(0)) => {}
-            Ok(Ok(removed)) => tracing::info!(removed, "retention sweep"),
+        let swept = tokio::task::spawn_blocking(move || {
+            Ok::<_, crate::store::StoreError>((
+                store.sweep(before)?,
+                store.sweep_rollups(hours_before, days_before)?,
+            ))
+        })
+        .await;
+        match swept {
+            Ok(Ok((0, 0))) => {}
+            Ok(Ok((removed, rollups))) => tracing::info!(removed, rollups, "retention sweep"),
             Ok(Err(err)) => tracing::error!(error = %err, "retention sweep failed"),
             Err(err) => tracing::error!(error = %err, "retention sweep panicked"),
         }

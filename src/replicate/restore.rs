@@ -8,8 +8,12 @@
 //! segment before it, so a segment missing from the bucket is reported as
 //! a gap between two named segments. The store skips results it already
 //! holds with the same value, so running restore twice writes nothing the
-//! second time. Afterwards the store's replication cursor stands at the
-//! highest seq found, so the restored vigie continues the same sequence.
+//! second time. Then the rollups of every day restored into are recomputed
+//! from the raw results the store holds for it
+//! ([`SledStore::finish_restore`]); the certificate timeline took the
+//! results in as they came. Afterwards the store's replication cursor
+//! stands at the highest seq found, so the restored vigie continues the
+//! same sequence.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -190,6 +194,10 @@ pub async fn restore(
         report.store.unchanged += restored.unchanged;
         report.restored_segments += 1;
     }
+
+    // The rollups of every restored day, from its raw results, once.
+    let target = store.clone();
+    blocking(move || target.finish_restore()).await??;
 
     // Past every name seen, even corrupt ones: the next segment this node
     // writes must not reuse a name.

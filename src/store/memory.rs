@@ -3,20 +3,34 @@
 //!
 //! It keeps outcomes as [`as_stored`] gives them, so what comes back is what
 //! the sled backend gives back; it does not encode records, so it checks the
-//! contract's semantics, not the on-disk format.
+//! contract's semantics, not the on-disk format. Its rollups and timeline
+//! follow the same rules as sled's (`rollup.rs`), kept beside each check's
+//! results.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use time::OffsetDateTime;
 
+use super::rollup::{self, Granularity, Rollup, Sample, ServedLeaf};
 use super::{as_stored, bound_millis, key_millis, Store, StoreError};
 use crate::outcome::Outcome;
 
-/// Outcomes by check name, then by key millis.
+/// Everything kept of one check.
+#[derive(Debug, Default)]
+struct Check {
+    /// Outcomes by key millis.
+    results: BTreeMap<u64, Outcome>,
+    /// Rollups by granularity, then bucket start millis.
+    rollups: BTreeMap<(Granularity, u64), Rollup>,
+    /// The timeline by fingerprint.
+    leaves: BTreeMap<String, ServedLeaf>,
+}
+
+/// Checks by name.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    checks: Mutex<BTreeMap<String, BTreeMap<u64, Outcome>>>,
+    checks: Mutex<BTreeMap<String, Check>>,
 }
 
 impl MemoryStore {
@@ -24,7 +38,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn checks(&self) -> MutexGuard<'_, BTreeMap<String, BTreeMap<u64, Outcome>>> {
+    fn checks(&self) -> MutexGuard<'_, BTreeMap<String, Check>> {
         // A panic while holding the lock cannot leave a map half-updated
         // (every mutation is one insert or retain), so the data is usable.
         self.checks
@@ -36,19 +50,33 @@ impl MemoryStore {
 impl Store for MemoryStore {
     fn append(&self, outcome: &Outcome) -> Result<(), StoreError> {
         let millis = key_millis(outcome)?;
-        self.checks()
-            .entry(outcome.name.clone())
-            .or_default()
-            .insert(millis, as_stored(outcome));
+        let stored = as_stored(outcome);
+        let sample = Sample::of(&stored);
+        let mut checks = self.checks();
+        let check = checks.entry(outcome.name.clone()).or_default();
+        rollup::observe_outcome(&mut check.leaves, &stored);
+        let replaced = check.results.insert(millis, stored);
+        for granularity in Granularity::ALL {
+            let start = granularity.start_of(millis);
+            let bucket = check
+                .rollups
+                .entry((granularity, start))
+                .or_insert_with(|| Rollup::empty(granularity, start));
+            if let Some(replaced) = &replaced {
+                bucket.retract(&Sample::of(replaced));
+            }
+            bucket.add(&sample);
+        }
         Ok(())
     }
 
     fn history(&self, name: &str, since: OffsetDateTime) -> Result<Vec<Outcome>, StoreError> {
         let checks = self.checks();
-        let Some(results) = checks.get(name) else {
+        let Some(check) = checks.get(name) else {
             return Ok(Vec::new());
         };
-        Ok(results
+        Ok(check
+            .results
             .range(bound_millis(since)..)
             .map(|(_, outcome)| outcome.clone())
             .collect())
@@ -75,7 +103,7 @@ impl Store for MemoryStore {
         let checks = self.checks();
         Ok(checks
             .get(name)
-            .and_then(|results| results.last_key_value())
+            .and_then(|check| check.results.last_key_value())
             .map(|(_, outcome)| outcome.clone()))
     }
 
@@ -83,7 +111,7 @@ impl Store for MemoryStore {
         let checks = self.checks();
         Ok(checks
             .values()
-            .filter_map(|results| results.last_key_value())
+            .filter_map(|check| check.results.last_key_value())
             .map(|(_, outcome)| outcome.clone())
             .collect())
     }
@@ -91,10 +119,62 @@ impl Store for MemoryStore {
     fn sweep(&self, before: OffsetDateTime) -> Result<u64, StoreError> {
         let cutoff = bound_millis(before);
         let mut removed = 0;
-        for results in self.checks().values_mut() {
-            let kept = results.split_off(&cutoff);
-            removed += results.len() as u64;
-            *results = kept;
+        for check in self.checks().values_mut() {
+            let kept = check.results.split_off(&cutoff);
+            removed += check.results.len() as u64;
+            check.results = kept;
+        }
+        Ok(removed)
+    }
+
+    fn rollups(
+        &self,
+        name: &str,
+        granularity: Granularity,
+        since: OffsetDateTime,
+    ) -> Result<Vec<Rollup>, StoreError> {
+        let checks = self.checks();
+        let Some(check) = checks.get(name) else {
+            return Ok(Vec::new());
+        };
+        let from = granularity.start_of(bound_millis(since));
+        Ok(check
+            .rollups
+            .range((granularity, from)..=(granularity, u64::MAX))
+            .map(|(_, rollup)| rollup.clone())
+            .collect())
+    }
+
+    fn certificates(&self, name: &str) -> Result<Vec<ServedLeaf>, StoreError> {
+        let checks = self.checks();
+        let mut leaves: Vec<ServedLeaf> = checks
+            .get(name)
+            .map(|check| check.leaves.values().cloned().collect())
+            .unwrap_or_default();
+        rollup::sort_timeline(&mut leaves);
+        Ok(leaves)
+    }
+
+    fn sweep_rollups(
+        &self,
+        hours_before: OffsetDateTime,
+        days_before: OffsetDateTime,
+    ) -> Result<u64, StoreError> {
+        let (hours, days) = (bound_millis(hours_before), bound_millis(days_before));
+        let mut removed = 0;
+        for check in self.checks().values_mut() {
+            let before = check.rollups.len() + check.leaves.len();
+            check.rollups.retain(|&(granularity, start), _| {
+                let cutoff = match granularity {
+                    Granularity::Hour => hours,
+                    Granularity::Day => days,
+                };
+                !super::bucket_swept(granularity, start, cutoff)
+            });
+            check
+                .leaves
+                .retain(|_, leaf| leaf.last_seen_millis() >= days);
+            removed += (before - check.rollups.len() - check.leaves.len()) as u64;
         }
         Ok(removed)
     }
@@ -107,7 +187,7 @@ impl Store for MemoryStore {
         Ok(self
             .checks()
             .values()
-            .map(|results| results.len() as u64)
+            .map(|check| check.results.len() as u64)
             .sum())
     }
 }

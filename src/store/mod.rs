@@ -108,6 +108,7 @@ mod latest;
 mod memory;
 mod outbox;
 mod record;
+mod rollup;
 mod sled;
 
 use std::path::{Path, PathBuf};
@@ -124,6 +125,7 @@ pub use self::aside::{
 pub use self::latest::Latest;
 pub use self::memory::MemoryStore;
 pub use self::outbox::{DeadLetter, MessageId, OutboxStore, Pending, Schedule, TransportState};
+pub use self::rollup::{Granularity, Histogram, LeafCount, Rollup, ServedLeaf};
 #[cfg(test)]
 pub(crate) use self::sled::tests::open as open_sled_when_unlocked;
 pub use self::sled::{
@@ -183,7 +185,28 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The most recent outcome of every check ever stored, ordered by name.
     fn latest_all(&self) -> Result<Vec<Outcome>, StoreError>;
     /// Deletes results that started before `before`; returns how many.
+    /// Rollups and the timeline stay (see [`Store::sweep_rollups`]).
     fn sweep(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
+    /// The `granularity` rollups of `name` from the bucket holding `since`
+    /// on, oldest first; buckets without results are absent. Empty if the
+    /// check is unknown.
+    fn rollups(
+        &self,
+        name: &str,
+        granularity: Granularity,
+        since: OffsetDateTime,
+    ) -> Result<Vec<Rollup>, StoreError>;
+    /// Every leaf certificate `name` has served (as long as the rollups
+    /// keep it), first seen first.
+    fn certificates(&self, name: &str) -> Result<Vec<ServedLeaf>, StoreError>;
+    /// Deletes the hour rollups that end at or before `hours_before`, the
+    /// day rollups that end at or before `days_before`, and the timeline's
+    /// leaves last seen before `days_before`; returns how many entries.
+    fn sweep_rollups(
+        &self,
+        hours_before: OffsetDateTime,
+        days_before: OffsetDateTime,
+    ) -> Result<u64, StoreError>;
     /// Makes everything appended so far durable.
     fn flush(&self) -> Result<(), StoreError>;
     /// Number of stored results (for metrics and benchmarks). The first call
@@ -319,6 +342,12 @@ fn bound_millis(at: OffsetDateTime) -> u64 {
     u64::try_from(millis.max(0)).unwrap_or(u64::MAX)
 }
 
+/// Whether the bucket of `granularity` starting at `start` millis ends at
+/// or before `cutoff` millis (what [`Store::sweep_rollups`] deletes).
+fn bucket_swept(granularity: Granularity, start: u64, cutoff: u64) -> bool {
+    start.saturating_add(granularity.millis()) <= cutoff
+}
+
 /// The time a key stands for, in UTC.
 fn time_of_millis(millis: u64) -> OffsetDateTime {
     // Every u64 millisecond count that `key_millis` produced came from an
@@ -348,7 +377,7 @@ pub(crate) mod contract {
     use time::macros::datetime;
     use time::{Duration, OffsetDateTime};
 
-    use super::{as_stored, Store, StoreError};
+    use super::{as_stored, Granularity, Rollup, Store, StoreError};
     use crate::cert::CertInfo;
     use crate::check::KindName;
     use crate::outcome::{
@@ -683,6 +712,322 @@ pub(crate) mod contract {
         assert_eq!(store.len().unwrap(), 0);
     }
 
+    /// A result of `name` at `at` with a given status, response time and
+    /// leaf domain (each domain is its own leaf fingerprint).
+    pub fn varied(
+        name: &str,
+        at: OffsetDateTime,
+        status: Status,
+        ms: f64,
+        domain: &str,
+    ) -> Outcome {
+        let mut outcome = up(name, at);
+        outcome.status = status;
+        outcome.duration_ms = ms;
+        outcome.tls.as_mut().expect("up() has tls").chain = chain(domain, at).into();
+        outcome
+    }
+
+    /// Three hours across a day boundary of varied results, in a shuffled
+    /// order, with a timeout (no TLS) among them.
+    fn a_varied_stretch(name: &str) -> Vec<Outcome> {
+        let start = T0 - Duration::hours(8); // 23:00 the day before
+        let mut outcomes: Vec<Outcome> = (0..36)
+            .map(|n| {
+                let status = [Status::Up, Status::Up, Status::Warn, Status::Down][n % 4];
+                let domain = if n < 20 { "old.example" } else { "new.example" };
+                let ms = 5.0 + (n * 37 % 101) as f64 * 4.5;
+                varied(
+                    name,
+                    start + Duration::minutes(5 * n as i64),
+                    status,
+                    ms,
+                    domain,
+                )
+            })
+            .collect();
+        let timeout = &mut outcomes[7];
+        timeout.tls = None;
+        timeout.http = None;
+        timeout.duration_ms = 10_000.0;
+        timeout.status = Status::Down;
+        // Late and out of order: the scheduler's order is not the clock's.
+        outcomes.swap(3, 30);
+        outcomes.swap(11, 25);
+        outcomes
+    }
+
+    fn ever() -> OffsetDateTime {
+        OffsetDateTime::UNIX_EPOCH
+    }
+
+    /// Both granularities of `name` against a recomputation from its raw
+    /// results.
+    fn assert_rollups_recompute(store: &dyn Store, name: &str) {
+        let raw = store.history(name, ever()).unwrap();
+        for granularity in Granularity::ALL {
+            let stored = store.rollups(name, granularity, ever()).unwrap();
+            assert_eq!(
+                stored,
+                Rollup::from_outcomes(granularity, &raw),
+                "{granularity:?} rollups of {name}"
+            );
+        }
+    }
+
+    pub fn rollups_equal_a_recomputation_from_raw_results(store: &dyn Store) {
+        for outcome in a_varied_stretch("site") {
+            store.append(&outcome).unwrap();
+        }
+        assert_rollups_recompute(store, "site");
+        let hours = store.rollups("site", Granularity::Hour, ever()).unwrap();
+        assert_eq!(hours.len(), 3);
+        assert_eq!(hours.iter().map(Rollup::known).sum::<u64>(), 36);
+        let days = store.rollups("site", Granularity::Day, ever()).unwrap();
+        assert_eq!(
+            days.iter()
+                .map(|d| (d.start, d.known()))
+                .collect::<Vec<_>>(),
+            [
+                (T0 - Duration::days(1) - Duration::hours(7), 12),
+                (T0 - Duration::hours(7), 24)
+            ]
+        );
+        let leaves: Vec<&str> = days[1].leaves.iter().map(|l| l.sha256.as_str()).collect();
+        assert_eq!(leaves.len(), 2, "the renewal falls on the second day");
+        assert!(days.iter().all(|d| d.min_days_left.is_some()));
+        let from_second = store
+            .rollups(
+                "site",
+                Granularity::Hour,
+                T0 - Duration::hours(7) + Duration::minutes(59),
+            )
+            .unwrap();
+        assert_eq!(
+            from_second,
+            hours[1..],
+            "since falls in the second hour: it is included"
+        );
+        assert!(store
+            .rollups("nope", Granularity::Day, ever())
+            .unwrap()
+            .is_empty());
+        assert!(store.certificates("nope").unwrap().is_empty());
+    }
+
+    pub fn late_appends_join_their_buckets(store: &dyn Store) {
+        for n in 0..120 {
+            store
+                .append(&varied(
+                    "site",
+                    T0 + Duration::minutes(n),
+                    Status::Up,
+                    30.0,
+                    "a.example",
+                ))
+                .unwrap();
+        }
+        // An hour and a day that already moved on get a result each.
+        store
+            .append(&varied(
+                "site",
+                T0 + Duration::seconds(30),
+                Status::Down,
+                800.0,
+                "a.example",
+            ))
+            .unwrap();
+        store
+            .append(&varied(
+                "site",
+                T0 - Duration::days(3),
+                Status::Warn,
+                2.0,
+                "b.example",
+            ))
+            .unwrap();
+        store
+            .append(&varied(
+                "site",
+                T0 + Duration::minutes(120),
+                Status::Up,
+                31.0,
+                "a.example",
+            ))
+            .unwrap();
+        assert_rollups_recompute(store, "site");
+        let hours = store.rollups("site", Granularity::Hour, T0).unwrap();
+        assert_eq!(
+            hours.iter().map(|h| (h.up, h.down)).collect::<Vec<_>>(),
+            [(60, 1), (60, 0), (1, 0)]
+        );
+        assert_eq!(hours[0].max_ms, 800.0);
+    }
+
+    pub fn rollups_of_two_checks_do_not_mix(store: &dyn Store) {
+        for n in 0..30 {
+            let at = T0 + Duration::minutes(n);
+            store
+                .append(&varied("site", at, Status::Up, 10.0, "site.example"))
+                .unwrap();
+            store
+                .append(&varied("site-2", at, Status::Down, 99.0, "other.example"))
+                .unwrap();
+        }
+        assert_rollups_recompute(store, "site");
+        assert_rollups_recompute(store, "site-2");
+        let site = &store.rollups("site", Granularity::Day, ever()).unwrap()[0];
+        let other = &store.rollups("site-2", Granularity::Day, ever()).unwrap()[0];
+        assert_eq!((site.up, site.down, site.max_ms), (30, 0, 10.0));
+        assert_eq!((other.up, other.down, other.max_ms), (0, 30, 99.0));
+        assert_ne!(site.leaves, other.leaves);
+        assert_eq!(store.certificates("site").unwrap().len(), 1);
+        assert_eq!(store.certificates("site-2").unwrap().len(), 1);
+        assert_ne!(
+            store.certificates("site").unwrap()[0].sha256,
+            store.certificates("site-2").unwrap()[0].sha256
+        );
+    }
+
+    /// A result replacing another with the same key (same millisecond)
+    /// replaces its counts, histogram entry and leaf count; the maximum and
+    /// the fewest days left are extremes and keep the replaced result's.
+    pub fn a_replaced_result_is_retracted_but_extremes_stay(store: &dyn Store) {
+        store
+            .append(&varied(
+                "site",
+                T0 + Duration::minutes(1),
+                Status::Up,
+                20.0,
+                "a.example",
+            ))
+            .unwrap();
+        let mut first = varied("site", T0, Status::Down, 900.0, "old.example");
+        std::sync::Arc::make_mut(&mut first.tls.as_mut().unwrap().chain)[0].days_left = -5;
+        store.append(&first).unwrap();
+        let second = varied(
+            "site",
+            T0 + Duration::microseconds(300),
+            Status::Warn,
+            25.0,
+            "a.example",
+        );
+        store.append(&second).unwrap();
+        assert_eq!(store.len().unwrap(), 2);
+        let raw = store.history("site", ever()).unwrap();
+        for granularity in Granularity::ALL {
+            let mut expected = Rollup::from_outcomes(granularity, &raw).remove(0);
+            expected.max_ms = 900.0;
+            expected.min_days_left = Some(-5);
+            let stored = store.rollups("site", granularity, ever()).unwrap();
+            assert_eq!(stored, [expected]);
+            assert_eq!((stored[0].up, stored[0].warn, stored[0].down), (1, 1, 0));
+            assert_eq!(stored[0].leaves.len(), 1, "the replaced leaf is gone");
+            assert_eq!(stored[0].leaves[0].results, 2);
+        }
+        // The timeline keeps what was served, replaced or not.
+        assert_eq!(store.certificates("site").unwrap().len(), 2);
+        // The same result again changes nothing.
+        let before = store.rollups("site", Granularity::Hour, ever()).unwrap();
+        store.append(&second).unwrap();
+        assert_eq!(
+            store.rollups("site", Granularity::Hour, ever()).unwrap(),
+            before
+        );
+    }
+
+    pub fn rollups_outlive_raw_results_and_have_their_own_sweep(store: &dyn Store) {
+        let day = |d: i64| T0 + Duration::days(d);
+        for d in -10..=0 {
+            let domain = if d < -5 { "old.example" } else { "new.example" };
+            for h in [0, 1] {
+                store
+                    .append(&varied(
+                        "site",
+                        day(d) + Duration::hours(h),
+                        Status::Up,
+                        12.0,
+                        domain,
+                    ))
+                    .unwrap();
+            }
+        }
+        let rollups_before = store.rollups("site", Granularity::Day, ever()).unwrap();
+        assert_eq!(store.sweep(day(-2)).unwrap(), 16);
+        assert_eq!(
+            store.rollups("site", Granularity::Day, ever()).unwrap(),
+            rollups_before,
+            "the raw sweep leaves the rollups"
+        );
+        assert_eq!(store.certificates("site").unwrap().len(), 2);
+        // Hours ending at or before day -4's 08:00 go (13); days ending at
+        // or before day -7's 07:00 go (days -10 to -8: day -7's own does
+        // not end until midnight); no leaf was last seen before that.
+        let removed = store
+            .sweep_rollups(day(-4) + Duration::hours(1), day(-7))
+            .unwrap();
+        let hours = store.rollups("site", Granularity::Hour, ever()).unwrap();
+        assert_eq!(hours.first().unwrap().start, day(-4) + Duration::hours(1));
+        assert_eq!(hours.len(), 1 + 4 * 2);
+        let days = store.rollups("site", Granularity::Day, ever()).unwrap();
+        assert_eq!(days.first().unwrap().start, day(-7) - Duration::hours(7));
+        assert_eq!(days, rollups_before[rollups_before.len() - days.len()..]);
+        assert_eq!(removed, 13 + 3);
+        assert_eq!(store.certificates("site").unwrap().len(), 2);
+        assert_eq!(store.sweep_rollups(day(-4), day(-5)).unwrap(), 2 + 1);
+        let leaves = store.certificates("site").unwrap();
+        assert_eq!(leaves.len(), 1, "old.example was last seen on day -6");
+        assert_eq!(leaves[0].subject, "CN=*.new.example");
+        assert_eq!(store.sweep_rollups(day(-4), day(-5)).unwrap(), 0);
+    }
+
+    pub fn the_certificate_timeline_records_every_leaf_served(store: &dyn Store) {
+        let at = |minutes: i64| T0 + Duration::minutes(minutes);
+        for m in 0..300 {
+            let domain = if m < 180 {
+                "old.example"
+            } else {
+                "new.example"
+            };
+            store
+                .append(&varied("site", at(m), Status::Up, 10.0, domain))
+                .unwrap();
+        }
+        let mut staging = varied("site", at(300), Status::Warn, 10.0, "staging.example");
+        let leaf = &mut std::sync::Arc::make_mut(&mut staging.tls.as_mut().unwrap().chain)[0];
+        leaf.issuer = "C=US, O=(STAGING) Let's Encrypt, CN=(STAGING) Artificial Apricot R3".into();
+        store.append(&staging).unwrap();
+        // A late result moves first_seen back at once.
+        store
+            .append(&varied("site", at(-30), Status::Up, 10.0, "old.example"))
+            .unwrap();
+        let timeline = store.certificates("site").unwrap();
+        let seen: Vec<_> = timeline
+            .iter()
+            .map(|l| (l.subject.as_str(), l.first_seen, l.last_seen, l.staging))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("CN=*.old.example", at(-30), at(120), false),
+                ("CN=*.new.example", at(180), at(240), false),
+                ("CN=*.staging.example", at(300), at(300), true),
+            ]
+        );
+        let first = &timeline[0];
+        let served = &chain("old.example", at(0))[0];
+        assert_eq!(first.sha256, served.sha256);
+        assert_eq!(first.issuer, served.issuer);
+        assert_eq!(
+            (first.not_before, first.not_after),
+            (served.not_before, served.not_after)
+        );
+        let mut in_order = store.history("site", ever()).unwrap();
+        in_order.retain(|o| o.started_at >= at(0));
+        let recomputed = super::ServedLeaf::from_outcomes(&in_order);
+        assert_eq!(recomputed[1..], timeline[1..], "appended in time order");
+    }
+
     /// Runs one scenario on a store made with its guard, and closes the
     /// store before the guard (a temporary directory) goes.
     pub fn run<S: Store, G>(made: (S, G), scenario: fn(&dyn Store)) {
@@ -708,6 +1053,12 @@ pub(crate) mod contract {
                 sweep_removes_only_older_results,
                 same_millisecond_replaces,
                 before_1970_is_refused,
+                rollups_equal_a_recomputation_from_raw_results,
+                late_appends_join_their_buckets,
+                rollups_of_two_checks_do_not_mix,
+                a_replaced_result_is_retracted_but_extremes_stay,
+                rollups_outlive_raw_results_and_have_their_own_sweep,
+                the_certificate_timeline_records_every_leaf_served,
             );
         };
         (@each $make:expr; $($scenario:ident,)*) => {

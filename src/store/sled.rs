@@ -38,6 +38,7 @@
 //! day of one check".
 
 mod replication;
+mod rollups;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -48,6 +49,7 @@ use ::sled::{Batch, Db, IVec, Tree};
 use time::OffsetDateTime;
 
 use super::record::{self, ChainKey, Decoded, Str};
+use super::rollup::{sort_timeline, Granularity, Rollup, ServedLeaf};
 use super::{bound_millis, key_millis, rfc3339, time_of_millis, AlertStore, Store, StoreError};
 use crate::outcome::Outcome;
 
@@ -59,7 +61,11 @@ pub use self::replication::{Backlog, Restored, Shipment, ShipmentRange, Shipment
 pub const SENTINEL: &str = "vigie-store";
 
 /// The layout this code reads and writes (`meta` / `schema_version`).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The first layout with the `newest` tree (what `upgrade_from_1`
+/// leaves); version 3 added `rollups` and `leaves`.
+const SCHEMA_NEWEST: u32 = 2;
 
 /// sled's page cache budget. sled counts pages at their size on disk and
 /// holds them in memory at several times that, so this is what the
@@ -122,6 +128,8 @@ pub struct SledStore {
     packing: Packing,
     /// The replication queue and cursor (`sled/replication.rs`).
     replication: replication::Queue,
+    /// Rollups and the certificate timeline (`sled/rollups.rs`).
+    rollup_trees: rollups::Trees,
     state: Mutex<State>,
 }
 
@@ -138,6 +146,8 @@ struct State {
     count: Option<u64>,
     /// Per check, what follows its last block; read at its first append.
     tails: HashMap<u32, Tail>,
+    /// The newest rollups and every timeline (`sled/rollups.rs`).
+    rollups: rollups::Cache,
 }
 
 /// The unpacked end of a check's results (its `newest` singles).
@@ -218,6 +228,10 @@ impl SledStore {
         };
         let meta = tree("meta")?;
         let replication = replication::Queue::open(&db, &meta, dir)?;
+        let rollup_trees = rollups::Trees::open(&db).map_err(|cause| StoreError::Open {
+            path: dir.to_path_buf(),
+            cause,
+        })?;
         let store = SledStore {
             path: dir.to_path_buf(),
             results: tree("results")?,
@@ -230,16 +244,20 @@ impl SledStore {
                 keep: packing.keep,
             },
             replication,
+            rollup_trees,
             state: Mutex::new(State::default()),
             db,
         };
         let found = store.check_schema(&meta)?;
-        if found < SCHEMA_VERSION {
+        if found < SCHEMA_NEWEST {
             store.upgrade_from_1(&meta)?;
         }
         store.drop_packed_newest()?;
         let state = store.load_state()?;
         *store.lock() = state;
+        if found < SCHEMA_VERSION {
+            store.upgrade_from_2(&meta)?;
+        }
         Ok(store)
     }
 
@@ -290,7 +308,7 @@ impl SledStore {
                 )
             })?;
         match found {
-            1 | SCHEMA_VERSION => Ok(found),
+            1 | SCHEMA_NEWEST | SCHEMA_VERSION => Ok(found),
             newer if newer > SCHEMA_VERSION => Err(StoreError::SchemaTooNew {
                 path: self.path.clone(),
                 found: newer,
@@ -354,6 +372,19 @@ impl SledStore {
                 .apply_batch(removals)
                 .map_err(self.io("move the newest results (upgrade)"))?;
         }
+        meta.insert(SCHEMA_KEY, &SCHEMA_NEWEST.to_be_bytes()[..])
+            .map_err(self.io("write the schema version"))?;
+        self.db.flush().map_err(self.io("flush the upgrade"))?;
+        Ok(())
+    }
+
+    /// Schema 2 had no rollups and no certificate timeline: they are built
+    /// once from the stored results (`sled/rollups.rs`), then the version
+    /// is bumped. An interrupted build is started again by the next open.
+    fn upgrade_from_2(&self, meta: &Tree) -> Result<(), StoreError> {
+        tracing::info!(path = %self.path.display(), "building rollups from the stored history (once, for schema 3)");
+        self.build_rollups()?;
+        self.db.flush().map_err(self.io("flush the rollups"))?;
         meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
             .map_err(self.io("write the schema version"))?;
         self.db.flush().map_err(self.io("flush the upgrade"))?;
@@ -446,6 +477,7 @@ impl SledStore {
                 parsed.ok_or_else(|| self.corrupt("a chain use", format!("{key:?}")))?;
             state.uses.insert((chain, id), last);
         }
+        self.load_leaves(&mut state)?;
         Ok(state)
     }
 
@@ -601,16 +633,17 @@ impl SledStore {
 
     /// Stores one encoded result of check `id`: as a single key after the
     /// check's last block (packing when enough have gathered), or merged
-    /// into the block whose span it falls in.
+    /// into the block whose span it falls in. Returns what it replaced:
+    /// the record of the same key, if there was one.
     fn put_result(
         &self,
         state: &mut State,
         id: u32,
         millis: u64,
         value: Vec<u8>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<Decoded>, StoreError> {
         let mut tail = self.tail(state, id)?;
-        let added = match tail.packed_until {
+        let replaced = match tail.packed_until {
             Some(until) if millis <= until => self.merge(id, millis, value)?,
             _ => {
                 let previous = self
@@ -618,17 +651,29 @@ impl SledStore {
                     .insert(result_key(id, millis), value)
                     .map_err(self.io("store a result"))?;
                 tail.singles += usize::from(previous.is_none());
-                previous.is_none()
+                previous
+                    .map(|p| self.replaced_record(id, millis, &p))
+                    .transpose()?
             }
         };
-        if let (true, Some(count)) = (added, state.count.as_mut()) {
+        if let (None, Some(count)) = (&replaced, state.count.as_mut()) {
             *count += 1;
         }
         if tail.singles >= self.packing.size + self.packing.keep {
             tail = self.pack_tail(id, tail)?;
         }
         state.tails.insert(id, tail);
-        Ok(())
+        Ok(replaced)
+    }
+
+    /// A single record an insert replaced.
+    fn replaced_record(
+        &self,
+        id: u32,
+        millis: u64,
+        previous: &[u8],
+    ) -> Result<Decoded, StoreError> {
+        Decoded::parse(previous).map_err(|e| self.corrupt_entry(id, millis, e))
     }
 
     /// What follows check `id`'s last `results` entry, read the first time
@@ -784,9 +829,9 @@ impl SledStore {
     }
 
     /// Puts result `millis` into the entry whose span holds it (a block),
-    /// replacing a result with the same millis; returns whether it added
-    /// one. A time between entries becomes a single key there.
-    fn merge(&self, id: u32, millis: u64, value: Vec<u8>) -> Result<bool, StoreError> {
+    /// replacing a result with the same millis; returns the record it
+    /// replaced, if any. A time between entries becomes a single key there.
+    fn merge(&self, id: u32, millis: u64, value: Vec<u8>) -> Result<Option<Decoded>, StoreError> {
         let holder = self
             .results
             .get_lt(result_key(id, millis.saturating_add(1)))
@@ -798,7 +843,9 @@ impl SledStore {
                 .results
                 .insert(result_key(id, millis), value)
                 .map_err(self.io("store a result"))?;
-            return Ok(previous.is_none());
+            return previous
+                .map(|p| self.replaced_record(id, millis, &p))
+                .transpose();
         };
         let key_ms = key_millis_of(&key);
         let mut results =
@@ -809,23 +856,22 @@ impl SledStore {
                 .results
                 .insert(result_key(id, millis), value)
                 .map_err(self.io("store a result"))?;
-            return Ok(previous.is_none());
+            return previous
+                .map(|p| self.replaced_record(id, millis, &p))
+                .transpose();
         }
         let decoded = Decoded::parse(&value).map_err(|e| self.corrupt_entry(id, millis, e))?;
-        let added = match results.binary_search_by_key(&millis, |(at, _)| *at) {
-            Ok(index) => {
-                results[index].1 = decoded;
-                false
-            }
+        let replaced = match results.binary_search_by_key(&millis, |(at, _)| *at) {
+            Ok(index) => Some(std::mem::replace(&mut results[index].1, decoded)),
             Err(index) => {
                 results.insert(index, (millis, decoded));
-                true
+                None
             }
         };
         self.results
             .insert(key, record::encode_block(&results))
             .map_err(self.io("merge a late result into its block"))?;
-        Ok(added)
+        Ok(replaced)
     }
 
     /// `results` entries of check `id` from `from` millis on.
@@ -993,8 +1039,10 @@ impl SledStore {
     }
 }
 
-impl Store for SledStore {
-    fn append(&self, outcome: &Outcome) -> Result<(), StoreError> {
+impl SledStore {
+    /// [`Store::append`]; a restore's results (`rollups` false) leave the
+    /// rollups to [`SledStore::finish_restore`].
+    fn append_with(&self, outcome: &Outcome, rollups: bool) -> Result<(), StoreError> {
         let millis = key_millis(outcome)?;
         let mut state = self.lock();
         let id = self.id_for(&mut state, &outcome.name)?;
@@ -1004,12 +1052,26 @@ impl Store for SledStore {
             record::encode(outcome, &mut |text| intern(dict, &mut fresh, text))
         };
         self.write_references(&mut state, id, millis, fresh, encoded.chain)?;
-        self.put_result(&mut state, id, millis, encoded.value)?;
+        let replaced = self.put_result(&mut state, id, millis, encoded.value)?;
         // After the result: sled's prefix recovery never keeps a queue
         // entry without the result it names.
         self.replication
             .enqueue(&mut state, id, millis)
-            .map_err(self.io("queue a result for replication"))
+            .map_err(self.io("queue a result for replication"))?;
+        self.record_leaf(&mut state, id, outcome)?;
+        if !rollups {
+            return Ok(());
+        }
+        let replaced = replaced
+            .map(|record| self.replaced_sample(&state, id, &outcome.name, millis, record))
+            .transpose()?;
+        self.record_rollups(&mut state, id, millis, outcome, replaced.as_ref())
+    }
+}
+
+impl Store for SledStore {
+    fn append(&self, outcome: &Outcome) -> Result<(), StoreError> {
+        self.append_with(outcome, true)
     }
 
     fn history(&self, name: &str, since: OffsetDateTime) -> Result<Vec<Outcome>, StoreError> {
@@ -1079,6 +1141,45 @@ impl Store for SledStore {
         }
         let chains = self.collect_chains(cutoff)?;
         tracing::debug!(removed, chains, "swept history");
+        Ok(removed)
+    }
+
+    fn rollups(
+        &self,
+        name: &str,
+        granularity: Granularity,
+        since: OffsetDateTime,
+    ) -> Result<Vec<Rollup>, StoreError> {
+        let Some(id) = self.lock().ids.get(name).copied() else {
+            return Ok(Vec::new());
+        };
+        self.read_rollups(id, granularity, bound_millis(since))
+    }
+
+    fn certificates(&self, name: &str) -> Result<Vec<ServedLeaf>, StoreError> {
+        let state = self.lock();
+        let Some(id) = state.ids.get(name) else {
+            return Ok(Vec::new());
+        };
+        let mut leaves: Vec<ServedLeaf> = state
+            .rollups
+            .leaves
+            .get(id)
+            .map(|leaves| leaves.values().cloned().collect())
+            .unwrap_or_default();
+        drop(state);
+        sort_timeline(&mut leaves);
+        Ok(leaves)
+    }
+
+    fn sweep_rollups(
+        &self,
+        hours_before: OffsetDateTime,
+        days_before: OffsetDateTime,
+    ) -> Result<u64, StoreError> {
+        let removed =
+            self.sweep_rollup_trees(bound_millis(hours_before), bound_millis(days_before))?;
+        tracing::debug!(removed, "swept rollups");
         Ok(removed)
     }
 
@@ -1424,6 +1525,8 @@ pub(crate) mod tests {
         }
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..16));
         assert_eq!(store.latest("site").unwrap(), Some(up("site", minute(15))));
+        assert_rollups_recompute(&store, "site");
+        assert_rollups_recompute(&store, "api");
         drop(store);
         let db = raw_db(dir.path());
         let meta = db.open_tree("meta").unwrap();
@@ -1431,6 +1534,106 @@ pub(crate) mod tests {
             meta.get(SCHEMA_KEY).unwrap().unwrap(),
             SCHEMA_VERSION.to_be_bytes()
         );
+    }
+
+    /// Both granularities and the timeline of `name`, against a
+    /// recomputation from its raw results.
+    fn assert_rollups_recompute(store: &SledStore, name: &str) {
+        let raw = store.history(name, OffsetDateTime::UNIX_EPOCH).unwrap();
+        for granularity in Granularity::ALL {
+            assert_eq!(
+                store
+                    .rollups(name, granularity, OffsetDateTime::UNIX_EPOCH)
+                    .unwrap(),
+                Rollup::from_outcomes(granularity, &raw),
+                "{granularity:?}"
+            );
+        }
+        assert_eq!(
+            store.certificates(name).unwrap(),
+            ServedLeaf::from_outcomes(&raw)
+        );
+    }
+
+    /// Rewrites a store of this version into the schema 2 layout: no
+    /// rollups, no timeline.
+    fn downgrade_to_schema_2(dir: &Path) {
+        let db = raw_db(dir);
+        db.drop_tree("rollups").unwrap();
+        db.drop_tree("leaves").unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        meta.insert(SCHEMA_KEY, &2u32.to_be_bytes()[..]).unwrap();
+        db.flush().unwrap();
+    }
+
+    #[test]
+    fn rollups_and_the_timeline_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        for outcome in minutes(0..90) {
+            store.append(&outcome).unwrap();
+        }
+        drop(store);
+        let store = open_small_blocks(dir.path());
+        assert_rollups_recompute(&store, "site");
+        // The first append after the reopen reads its buckets from disk.
+        for outcome in minutes(90..150) {
+            store.append(&outcome).unwrap();
+        }
+        assert_rollups_recompute(&store, "site");
+    }
+
+    #[test]
+    fn a_schema_2_store_gets_its_rollups_built_once_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        let day = |d: i64| T0 + TimeDuration::days(d);
+        for d in -3..=0 {
+            for h in 0..3 {
+                let at = day(d) + TimeDuration::hours(h);
+                let mut outcome = up("site", at);
+                outcome.tls.as_mut().unwrap().chain =
+                    chain(if d < -1 { "old.example" } else { "new.example" }, at).into();
+                store.append(&outcome).unwrap();
+                store.append(&up("api", at)).unwrap();
+            }
+        }
+        drop(store);
+        downgrade_to_schema_2(dir.path());
+
+        let store = open_small_blocks(dir.path());
+        assert_rollups_recompute(&store, "site");
+        assert_rollups_recompute(&store, "api");
+        assert_eq!(store.certificates("site").unwrap().len(), 2);
+        assert_eq!(
+            store
+                .rollups("site", Granularity::Day, OffsetDateTime::UNIX_EPOCH)
+                .unwrap()
+                .len(),
+            4
+        );
+        store.append(&up("api", day(1))).unwrap();
+        assert_rollups_recompute(&store, "api");
+        drop(store);
+        {
+            let db = raw_db(dir.path());
+            let meta = db.open_tree("meta").unwrap();
+            assert_eq!(
+                meta.get(SCHEMA_KEY).unwrap().unwrap(),
+                SCHEMA_VERSION.to_be_bytes()
+            );
+        }
+        // Built once: a rollup changed behind the store's back stays so.
+        {
+            let db = raw_db(dir.path());
+            db.drop_tree("rollups").unwrap();
+            db.flush().unwrap();
+        }
+        let store = open_small_blocks(dir.path());
+        assert!(store
+            .rollups("api", Granularity::Day, OffsetDateTime::UNIX_EPOCH)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -1561,19 +1764,19 @@ pub(crate) mod tests {
         {
             let db = raw_db(dir.path());
             let meta = db.open_tree("meta").unwrap();
-            meta.insert(SCHEMA_KEY, &3u32.to_be_bytes()[..]).unwrap();
+            meta.insert(SCHEMA_KEY, &4u32.to_be_bytes()[..]).unwrap();
             db.flush().unwrap();
         }
         let err =
             when_unlocked(|| SledStore::open(dir.path(), Duration::from_secs(1))).unwrap_err();
         assert!(
-            matches!(err, StoreError::SchemaTooNew { found: 3, .. }),
+            matches!(err, StoreError::SchemaTooNew { found: 4, .. }),
             "{err:?}"
         );
         assert_eq!(
             err.to_string(),
             format!(
-                "the store at {} has schema version 3, but this vigie reads only version 2: \
+                "the store at {} has schema version 4, but this vigie reads only version 3: \
                  a newer vigie wrote it; run that version, or point state_dir at another directory",
                 dir.path().display()
             )

@@ -496,7 +496,7 @@ impl SledStore {
     }
 
     /// Outcomes of check `id` with `from <= started_at millis <= to`.
-    fn read_range(
+    pub(super) fn read_range(
         &self,
         id: u32,
         name: &str,
@@ -654,7 +654,11 @@ impl SledStore {
     /// queuing them for replication (this is never called by the daemon,
     /// whose appends alone are queued). A result whose key (check, started
     /// at millisecond) holds exactly this value already is not written
-    /// again, so restoring twice writes nothing the second time.
+    /// again, so restoring twice writes nothing the second time. The
+    /// rollups of the days these results fall in are recomputed by
+    /// [`SledStore::finish_restore`], which the restore calls once every
+    /// segment is in; the certificate timeline takes them in as appends do
+    /// (first seen moves back, last seen on).
     pub fn restore_results(&self, outcomes: Vec<Outcome>) -> Result<Restored, StoreError> {
         let mut by_check: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
         for outcome in outcomes {
@@ -676,8 +680,10 @@ impl SledStore {
                     existing.insert(key_millis(&outcome)?, outcome);
                 }
             }
+            let mut read = Vec::with_capacity(outcomes.len());
             for outcome in outcomes {
                 let millis = key_millis(&outcome)?;
+                read.push(millis);
                 match existing.get(&millis) {
                     Some(stored) if *stored == as_stored(&outcome) => {
                         restored.unchanged += 1;
@@ -686,7 +692,12 @@ impl SledStore {
                     Some(_) => restored.replaced += 1,
                     None => restored.added += 1,
                 }
-                self.append(&outcome)?;
+                self.append_with(&outcome, false)?;
+            }
+            // Bound first: the lock must be let go before `restored_days`.
+            let id = self.lock().ids.get(&name).copied();
+            if let Some(id) = id {
+                self.restored_days(id, read.into_iter());
             }
         }
         Ok(restored)
@@ -837,6 +848,111 @@ mod tests {
         assert_eq!(shipment.results[0].seq, 2);
         assert_eq!(shipment.results[0].outcome, replaced);
         assert_eq!(shipment.gone, 1);
+    }
+
+    /// Two days of two checks, every 10 minutes, "site" renewing its
+    /// certificate halfway and failing now and then.
+    fn two_days() -> Vec<Outcome> {
+        use crate::outcome::Status;
+        use crate::store::contract::varied;
+        (0..288)
+            .flat_map(|n| {
+                let at = minute(10 * n);
+                let domain = if n < 150 {
+                    "old.example"
+                } else {
+                    "new.example"
+                };
+                let status = if n % 17 == 0 {
+                    Status::Down
+                } else {
+                    Status::Up
+                };
+                [
+                    varied("site", at, status, 20.0 + (n % 13) as f64 * 7.0, domain),
+                    varied("api", at, Status::Up, 5.0 + (n % 5) as f64, "api.example"),
+                ]
+            })
+            .collect()
+    }
+
+    fn rollups_of(store: &SledStore, name: &str) -> Vec<Vec<crate::store::Rollup>> {
+        crate::store::Granularity::ALL
+            .into_iter()
+            .map(|g| store.rollups(name, g, OffsetDateTime::UNIX_EPOCH).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_restore_into_a_fresh_store_rebuilds_the_rollups_and_the_timeline() {
+        let (original_dir, fresh_dir) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let original = open(original_dir.path());
+        for outcome in two_days() {
+            original.append(&outcome).unwrap();
+        }
+        let fresh = open(fresh_dir.path());
+        // What a replica hands back: every result, in segments.
+        let replica: Vec<Outcome> = ["site", "api"]
+            .into_iter()
+            .flat_map(|name| original.history(name, OffsetDateTime::UNIX_EPOCH).unwrap())
+            .collect();
+        for segment in replica.chunks(100) {
+            fresh.restore_results(segment.to_vec()).unwrap();
+        }
+        assert!(fresh.finish_restore().unwrap() > 0);
+        for name in ["site", "api"] {
+            assert_eq!(
+                rollups_of(&fresh, name),
+                rollups_of(&original, name),
+                "{name}"
+            );
+            assert_eq!(
+                fresh.certificates(name).unwrap(),
+                original.certificates(name).unwrap()
+            );
+        }
+        assert_eq!(fresh.certificates("site").unwrap().len(), 2);
+        // Restoring again writes nothing, rollups included.
+        for segment in replica.chunks(100) {
+            fresh.restore_results(segment.to_vec()).unwrap();
+        }
+        assert_eq!(fresh.finish_restore().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_restore_over_swept_results_does_not_count_them_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let outcomes = two_days();
+        for outcome in &outcomes {
+            store.append(outcome).unwrap();
+        }
+        let before = rollups_of(&store, "site");
+        let timeline = store.certificates("site").unwrap();
+        // Raw results of the first day go; their rollups stay.
+        store.sweep(minute(24 * 60)).unwrap();
+        assert_eq!(rollups_of(&store, "site"), before);
+        let restored = store.restore_results(outcomes).unwrap();
+        assert_eq!((restored.added, restored.unchanged), (288, 288));
+        store.finish_restore().unwrap();
+        assert_eq!(rollups_of(&store, "site"), before);
+        assert_eq!(store.certificates("site").unwrap(), timeline);
+        // Appends go on from the recomputed buckets.
+        let next = up("site", minute(10 * 288));
+        store.append(&next).unwrap();
+        let raw = store.history("site", OffsetDateTime::UNIX_EPOCH).unwrap();
+        let days = store
+            .rollups(
+                "site",
+                crate::store::Granularity::Day,
+                OffsetDateTime::UNIX_EPOCH,
+            )
+            .unwrap();
+        assert_eq!(
+            days,
+            crate::store::Rollup::from_outcomes(crate::store::Granularity::Day, &raw)
+        );
     }
 
     #[test]
