@@ -43,7 +43,12 @@ async fn texts(browser: &Browser, css: &str) -> Vec<String> {
 }
 
 async fn count(browser: &Browser, css: &str) -> usize {
-    browser.client.find_all(Locator::Css(css)).await.unwrap().len()
+    browser
+        .client
+        .find_all(Locator::Css(css))
+        .await
+        .unwrap()
+        .len()
 }
 
 /// The leaf the daemon last saw for `name`.
@@ -83,7 +88,11 @@ async fn the_pages_in_a_real_browser() {
     env.write_checks(
         "checks.toml",
         &[
-            check_toml("site", &site_url, &format!("{EVERY}\nlabels = {{ env = \"prod\" }}")),
+            check_toml(
+                "site",
+                &site_url,
+                &format!("{EVERY}\nlabels = {{ env = \"prod\" }}"),
+            ),
             check_toml(
                 "staging-app",
                 &staging.url("/"),
@@ -101,18 +110,26 @@ async fn the_pages_in_a_real_browser() {
     daemon.token = Some(TOKEN.to_string());
     daemon.wait_healthy(Duration::from_secs(30)).await;
     let first_leaf = sha256(&before.cert);
-    poll(Duration::from_secs(20), "the first leaf served", async || {
-        let seen = served_leaf(&daemon, "site").await?;
-        (seen == first_leaf).then_some(()).ok_or(seen)
-    })
+    poll(
+        Duration::from_secs(20),
+        "the first leaf served",
+        async || {
+            let seen = served_leaf(&daemon, "site").await?;
+            (seen == first_leaf).then_some(()).ok_or(seen)
+        },
+    )
     .await;
     // The renewal, as a client sees it: the same name, a new leaf.
     gate.point_to(renewed.addr);
     let second_leaf = sha256(&after.cert);
-    poll(Duration::from_secs(20), "the renewed leaf served", async || {
-        let seen = served_leaf(&daemon, "site").await?;
-        (seen == second_leaf).then_some(()).ok_or(seen)
-    })
+    poll(
+        Duration::from_secs(20),
+        "the renewed leaf served",
+        async || {
+            let seen = served_leaf(&daemon, "site").await?;
+            (seen == second_leaf).then_some(()).ok_or(seen)
+        },
+    )
     .await;
 
     let origin = format!("http://{api}");
@@ -136,10 +153,14 @@ async fn the_pages_in_a_real_browser() {
         .click()
         .await
         .unwrap();
-    poll(Duration::from_secs(10), "the overview after login", async || {
-        let url = client.current_url().await.map_err(|e| e.to_string())?;
-        (url.path() == "/").then_some(()).ok_or(url.to_string())
-    })
+    poll(
+        Duration::from_secs(10),
+        "the overview after login",
+        async || {
+            let url = client.current_url().await.map_err(|e| e.to_string())?;
+            (url.path() == "/").then_some(()).ok_or(url.to_string())
+        },
+    )
     .await;
 
     // The overview: every check with its status in words, grouped by env.
@@ -159,32 +180,60 @@ async fn the_pages_in_a_real_browser() {
         "the staging issuer is flagged in words: {}",
         card("staging-app")
     );
-    let groups = texts(&browser, "section.group h2").await;
+    // Shown in capitals by the stylesheet; the words are what matters.
+    let groups: Vec<String> = texts(&browser, "section.group h2")
+        .await
+        .iter()
+        .map(|g| g.to_lowercase())
+        .collect();
     assert_eq!(groups, ["env = prod", "env = staging", "no env"]);
-    for bar in client.find_all(Locator::Css("svg.uptime-bar")).await.unwrap() {
+    for bar in client
+        .find_all(Locator::Css("svg.uptime-bar"))
+        .await
+        .unwrap()
+    {
         let days = bar.find_all(Locator::Css("rect.day")).await.unwrap();
         assert_eq!(days.len(), 90, "one element per day");
     }
-    assert!(count(&browser, "rect.day.good").await >= 1, "today has results");
+    assert!(
+        count(&browser, "rect.day.good").await >= 1,
+        "today has results"
+    );
     save(&browser, "overview").await;
 
     // A check's page: the chart and the timeline with the renewal.
     client.goto(&format!("{origin}/checks/site")).await.unwrap();
-    assert!(count(&browser, "svg.chart polyline.series").await >= 1);
-    assert_eq!(count(&browser, "svg.timeline g.leaf").await, 2, "two leaves served");
+    assert!(
+        count(&browser, "svg.chart polyline.series").await
+            + count(&browser, "svg.chart circle.dot").await
+            >= 3,
+        "p50, p95 and max drawn"
+    );
+    assert_eq!(
+        count(&browser, "svg.timeline g.leaf").await,
+        2,
+        "two leaves served"
+    );
     assert_eq!(count(&browser, "svg.timeline line.renewal").await, 1);
     let leaves = texts(&browser, "ul.leaves li").await;
     assert!(leaves[0].starts_with(&first_leaf[..16]), "{leaves:?}");
     assert!(leaves[1].starts_with(&second_leaf[..16]), "{leaves:?}");
+    // The whole page in one picture.
+    client.set_window_size(1280, 1900).await.unwrap();
     save(&browser, "check").await;
-    client.goto(&format!("{origin}/checks/site?range=7d")).await.unwrap();
+    client.set_window_size(1280, 1000).await.unwrap();
+    client
+        .goto(&format!("{origin}/checks/site?range=7d"))
+        .await
+        .unwrap();
     assert!(count(&browser, "svg.chart").await == 1);
 
     // Incidents: the broken check's failure streak is open.
     client.goto(&format!("{origin}/incidents")).await.unwrap();
     let rows = texts(&browser, "table.incidents tbody tr.open").await;
     assert!(
-        rows.iter().any(|r| r.contains("broken") && r.contains("open")),
+        rows.iter()
+            .any(|r| r.contains("broken") && r.contains("open")),
         "{rows:?}"
     );
     save(&browser, "incidents").await;
@@ -198,10 +247,17 @@ async fn the_pages_in_a_real_browser() {
         .await;
     client.goto(&format!("{origin}/")).await.unwrap();
     let background = client
-        .execute("return getComputedStyle(document.body).backgroundColor;", vec![])
+        .execute(
+            "return getComputedStyle(document.body).backgroundColor;",
+            vec![],
+        )
         .await
         .unwrap();
-    assert_eq!(background, Value::from("rgb(19, 20, 22)"), "the dark palette");
+    assert_eq!(
+        background,
+        Value::from("rgb(19, 20, 22)"),
+        "the dark palette"
+    );
     save(&browser, "overview-dark").await;
 
     // Nothing came from another origin, and the console is clean.

@@ -89,10 +89,11 @@ impl Store for MemoryStore {
         limit: usize,
     ) -> Result<Vec<Outcome>, StoreError> {
         let checks = self.checks();
-        let Some(results) = checks.get(name) else {
+        let Some(check) = checks.get(name) else {
             return Ok(Vec::new());
         };
-        Ok(results
+        Ok(check
+            .results
             .range(bound_millis(since)..)
             .take(limit)
             .map(|(_, outcome)| outcome.clone())

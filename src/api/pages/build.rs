@@ -127,14 +127,21 @@ pub fn range(key: &str) -> (&'static str, Duration, Granularity) {
 pub fn response_series(
     rollups: &[Rollup],
     granularity: Granularity,
+    now: OffsetDateTime,
 ) -> Vec<(&'static str, Vec<Point>)> {
     let step = Duration::milliseconds(granularity.millis() as i64);
-    let mut series: [(&'static str, Vec<Point>); 3] =
-        [("p50", Vec::new()), ("p95", Vec::new()), ("max", Vec::new())];
+    let mut series: [(&'static str, Vec<Point>); 3] = [
+        ("p50", Vec::new()),
+        ("p95", Vec::new()),
+        ("max", Vec::new()),
+    ];
     let mut previous: Option<OffsetDateTime> = None;
     for rollup in rollups.iter().filter(|r| r.known() > 0) {
         let gap_before = previous.is_some_and(|p| rollup.start - p > step);
-        let at = rollup.start + step / 2;
+        // The middle of the bucket, or of its part that has passed.
+        let middle: OffsetDateTime = rollup.start + step / 2;
+        let elapsed: Duration = now - rollup.start;
+        let at = middle.min(rollup.start + elapsed / 2);
         let values = [rollup.p50(), rollup.p95(), Some(rollup.max_ms)];
         for ((_, points), value) in series.iter_mut().zip(values) {
             if let Some(ms) = value {

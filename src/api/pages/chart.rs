@@ -16,6 +16,8 @@ const CHART_WIDTH: f64 = 720.0;
 const CHART_HEIGHT: f64 = 200.0;
 /// Room for the axis labels.
 const MARGIN_LEFT: f64 = 56.0;
+/// The timeline needs no value axis.
+const TIMELINE_LEFT: f64 = 8.0;
 const MARGIN_BOTTOM: f64 = 22.0;
 
 /// One bar per day, oldest first, coloured by that day's uptime; each has
@@ -63,9 +65,14 @@ pub fn response_chart(
             text.label x=(CHART_WIDTH) y=(CHART_HEIGHT - 6.0) text-anchor="end" { (stamp(to)) }
             @for (name, points) in series {
                 @for run in runs(points) {
-                    polyline class=(format!("series {name}")) points=(
-                        run.iter().map(|p| format!("{:.1},{:.1}", x(p.at), y(p.ms))).collect::<Vec<_>>().join(" ")
-                    ) {}
+                    // A lone point (one hour with results) has no line to draw.
+                    @if let [only] = run {
+                        circle class=(format!("dot {name}")) cx=(format!("{:.1}", x(only.at))) cy=(format!("{:.1}", y(only.ms))) r="3" {}
+                    } @else {
+                        polyline class=(format!("series {name}")) points=(
+                            run.iter().map(|p| format!("{:.1},{:.1}", x(p.at), y(p.ms))).collect::<Vec<_>>().join(" ")
+                        ) {}
+                    }
                 }
             }
         }
@@ -86,10 +93,10 @@ pub fn certificate_timeline(leaves: &[LeafBar], now: OffsetDateTime) -> Markup {
         .unwrap_or(now)
         .max(now);
     let span = (to - from).as_seconds_f64().max(1.0);
-    let row = 26.0;
+    let row = 40.0;
     let height = leaves.len() as f64 * row + MARGIN_BOTTOM;
-    let plot_w = CHART_WIDTH - MARGIN_LEFT;
-    let x = |at: OffsetDateTime| MARGIN_LEFT + (at - from).as_seconds_f64() / span * plot_w;
+    let plot_w = CHART_WIDTH - TIMELINE_LEFT - 8.0;
+    let x = |at: OffsetDateTime| TIMELINE_LEFT + (at - from).as_seconds_f64() / span * plot_w;
     html! {
         svg.timeline viewBox=(format!("0 0 {CHART_WIDTH} {height}")) role="img"
             aria-label="certificates served over time" {
@@ -97,17 +104,18 @@ pub fn certificate_timeline(leaves: &[LeafBar], now: OffsetDateTime) -> Markup {
                 @let top = i as f64 * row + 4.0;
                 g class=(if leaf.staging { "leaf staging" } else { "leaf" }) {
                     title { (leaf.describe()) }
-                    rect.validity x=(x(leaf.not_before)) y=(top) width=((x(leaf.not_after) - x(leaf.not_before)).max(1.0)) height=(row - 8.0) rx="3" {}
-                    rect.served x=(x(leaf.first_seen)) y=(top + 4.0) width=((x(leaf.last_seen) - x(leaf.first_seen)).max(2.0)) height=(row - 16.0) {}
-                    text.label x="2" y=(top + row / 2.0) { (leaf.short_name()) }
+                    text.label x=(x(leaf.not_before).min(CHART_WIDTH - 260.0)) y=(top + 9.0) { (leaf.short_name()) }
+                    rect.validity x=(x(leaf.not_before)) y=(top + 14.0) width=((x(leaf.not_after) - x(leaf.not_before)).max(1.0)) height="18" rx="3" {}
+                    rect.served x=(x(leaf.first_seen)) y=(top + 19.0) width=((x(leaf.last_seen) - x(leaf.first_seen)).max(3.0)) height="8" {}
                 }
                 @if i > 0 {
                     line.renewal x1=(x(leaf.first_seen)) y1="0" x2=(x(leaf.first_seen)) y2=(height - MARGIN_BOTTOM) {}
                 }
             }
             line.now x1=(x(now)) y1="0" x2=(x(now)) y2=(height - MARGIN_BOTTOM) {}
-            text.label x=(MARGIN_LEFT) y=(height - 6.0) { (stamp(from)) }
-            text.label x=(CHART_WIDTH) y=(height - 6.0) text-anchor="end" { (stamp(to)) }
+            text.label x=(TIMELINE_LEFT) y=(height - 6.0) { (stamp(from)) }
+            text.label x=(x(now)) y=(height - 6.0) text-anchor="middle" { "now" }
+            text.label x=(CHART_WIDTH - 8.0) y=(height - 6.0) text-anchor="end" { (stamp(to)) }
         }
     }
 }
@@ -183,7 +191,9 @@ mod tests {
         assert_eq!(svg.matches("<rect").count(), 90);
         assert!(svg.contains("day bad"), "a day with 2% down is bad");
         assert!(
-            svg.contains("<title>2026-09-07: 97.96% up (1440 up, 30 down), p50 120 ms, p95 300 ms</title>"),
+            svg.contains(
+                "<title>2026-09-07: 97.96% up (1440 up, 30 down), p50 120 ms, p95 300 ms</title>"
+            ),
             "{svg}"
         );
     }

@@ -48,6 +48,7 @@ pub(super) fn router(state: ApiState) -> Router<ApiState> {
         .route("/login", get(login_form).post(login))
         .route("/assets/vigie.css", get(css))
         .route("/assets/vigie.js", get(js))
+        .route("/assets/favicon.svg", get(favicon))
 }
 
 /// What the session cookie holds: a digest of the token, so the cookie
@@ -69,7 +70,10 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 fn set_session(token: &str, to: &str) -> Response {
-    let cookie = format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict", session_of(token));
+    let cookie = format!(
+        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+        session_of(token)
+    );
     let mut response = Redirect::to(to).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
@@ -139,9 +143,18 @@ async fn login(State(state): State<ApiState>, Form(form): Form<LoginForm>) -> Re
 fn page(code: StatusCode, markup: Markup) -> Response {
     let mut response = (code, markup).into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
@@ -151,15 +164,28 @@ async fn css() -> Response {
 }
 
 async fn js() -> Response {
-    asset("text/javascript; charset=utf-8", include_str!("assets/vigie.js"))
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("assets/vigie.js"),
+    )
+}
+
+async fn favicon() -> Response {
+    asset("image/svg+xml", include_str!("assets/favicon.svg"))
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=300"),
+    );
     response
 }
 
@@ -204,7 +230,11 @@ fn health_words(verdict: &crate::health::Verdict) -> String {
 
 fn store_failed(err: crate::store::StoreError) -> Response {
     tracing::error!(error = %err, "a page could not read the store");
-    (StatusCode::SERVICE_UNAVAILABLE, "the store cannot be read; see vigie's log").into_response()
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the store cannot be read; see vigie's log",
+    )
+        .into_response()
 }
 
 async fn overview(State(state): State<ApiState>) -> Response {
@@ -229,7 +259,10 @@ async fn overview(State(state): State<ApiState>) -> Response {
             render::overview(&build::group(rows, GROUP_BY), &footer(&state, now)),
         ),
         Ok(Err(err)) => store_failed(err),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the page panicked; see vigie's log")
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the page panicked; see vigie's log",
+        )
             .into_response(),
     }
 }
@@ -242,7 +275,10 @@ async fn check(
     let now = state.clock.now();
     let config = state.config.borrow().clone();
     let Some(check) = config.checks.iter().find(|c| c.name == name).cloned() else {
-        return (StatusCode::NOT_FOUND, format!("no check named {name:?} in the config"))
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no check named {name:?} in the config"),
+        )
             .into_response();
     };
     let (range, span, granularity) = build::range(query.get("range").map_or("24h", String::as_str));
@@ -255,7 +291,7 @@ async fn check(
         Ok::<_, crate::store::StoreError>((
             row,
             latest.map(|o| o.target.clone()),
-            build::response_series(&rollups, granularity),
+            build::response_series(&rollups, granularity, now),
             build::failures(latest),
             build::incidents(store.as_ref(), &name, now)?,
             build::leaves(store.as_ref(), &name)?,
@@ -275,10 +311,16 @@ async fn check(
                 incidents,
                 leaves,
             };
-            page(StatusCode::OK, render::check_page(&check_page, &footer(&state, now)))
+            page(
+                StatusCode::OK,
+                render::check_page(&check_page, &footer(&state, now)),
+            )
         }
         Ok(Err(err)) => store_failed(err),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the page panicked; see vigie's log")
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the page panicked; see vigie's log",
+        )
             .into_response(),
     }
 }
@@ -301,7 +343,7 @@ async fn incidents(State(state): State<ApiState>) -> Response {
         for name in names {
             all.extend(build::incidents(store.as_ref(), &name, now)?);
         }
-        all.sort_by(|a, b| (b.end.is_none(), b.start).cmp(&(a.end.is_none(), a.start)));
+        all.sort_by_key(|i| std::cmp::Reverse((i.end.is_none(), i.start)));
         Ok::<_, crate::store::StoreError>(all)
     })
     .await;
@@ -311,7 +353,10 @@ async fn incidents(State(state): State<ApiState>) -> Response {
             render::incidents_page(&all, &silences, &windows, now, &footer(&state, now)),
         ),
         Ok(Err(err)) => store_failed(err),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the page panicked; see vigie's log")
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the page panicked; see vigie's log",
+        )
             .into_response(),
     }
 }
@@ -367,12 +412,18 @@ pub(super) async fn uptime_json(
     let days: i64 = match query.get("days").map(|d| d.parse::<i64>()) {
         None => 90,
         Some(Ok(d)) if (1..=400).contains(&d) => d,
-        Some(_) => return error(StatusCode::BAD_REQUEST, "days must be a whole number from 1 to 400"),
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "days must be a whole number from 1 to 400",
+            )
+        }
     };
     let now = state.clock.now();
     let from = now.replace_time(time::Time::MIDNIGHT) - Duration::days(days - 1);
     let store = state.store.clone();
-    let read = tokio::task::spawn_blocking(move || store.rollups(&name, Granularity::Day, from)).await;
+    let read =
+        tokio::task::spawn_blocking(move || store.rollups(&name, Granularity::Day, from)).await;
     match read {
         Ok(Ok(rollups)) => {
             let days: Vec<UptimeDay> = rollups
@@ -390,7 +441,10 @@ pub(super) async fn uptime_json(
             Json(serde_json::json!({ "days": days })).into_response()
         }
         Ok(Err(err)) => store_failed(err),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the request panicked; see vigie's log"),
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request panicked; see vigie's log",
+        ),
     }
 }
 
@@ -435,6 +489,9 @@ pub(super) async fn certificates_json(
             Json(serde_json::json!({ "certificates": leaves })).into_response()
         }
         Ok(Err(err)) => store_failed(err),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the request panicked; see vigie's log"),
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request panicked; see vigie's log",
+        ),
     }
 }

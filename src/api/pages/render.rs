@@ -35,6 +35,7 @@ fn layout(title: &str, nav: Nav, footer: &Footer, main: Markup) -> Markup {
                 meta name="color-scheme" content="light dark";
                 title { (title) " · vigie" }
                 link rel="stylesheet" href="/assets/vigie.css";
+                link rel="icon" type="image/svg+xml" href="/assets/favicon.svg";
                 script src="/assets/vigie.js" defer {}
             }
             body {
@@ -90,7 +91,7 @@ pub fn overview(groups: &[Group], footer: &Footer) -> Markup {
             section.group {
                 h2 { (group.title) }
                 ul.checks {
-                    @for check in &group.checks { li.check { (check_card(check)) } }
+                    @for check in &group.checks { li.check { (check_head(check)) (check_card(check)) } }
                 }
             }
         }
@@ -98,14 +99,26 @@ pub fn overview(groups: &[Group], footer: &Footer) -> Markup {
     layout("Overview", Nav::Overview, footer, main)
 }
 
-fn check_card(check: &CheckRow) -> Markup {
+fn check_head(check: &CheckRow) -> Markup {
     html! {
         div.head {
             (status_badge(check.status))
             a.name href=(format!("/checks/{}", check.name)) { (check.name) }
-            @for (key, value) in &check.labels { span.labelchip { (key) "=" (value) } }
-            @if let Some(ms) = check.response_ms { span.ms { (chart::format_ms(ms)) } }
+            (labels_and_time(check))
         }
+    }
+}
+
+fn labels_and_time(check: &CheckRow) -> Markup {
+    html! {
+        @for (key, value) in &check.labels { span.labelchip { (key) "=" (value) } }
+        @if let Some(ms) = check.response_ms { span.ms { (chart::format_ms(ms)) } }
+    }
+}
+
+/// The bar and the figures (the overview puts a head above them).
+fn check_card(check: &CheckRow) -> Markup {
+    html! {
         (chart::uptime_bar(&check.days))
         dl.figures {
             dt { "24 h" } dd { (uptime_cell(check.uptime_24h)) }
@@ -123,7 +136,12 @@ fn check_card(check: &CheckRow) -> Markup {
 }
 
 /// The time ranges of a check's response-time chart.
-pub const RANGES: [(&str, &str); 4] = [("24h", "24 h"), ("7d", "7 d"), ("30d", "30 d"), ("90d", "90 d")];
+pub const RANGES: [(&str, &str); 4] = [
+    ("24h", "24 h"),
+    ("7d", "7 d"),
+    ("30d", "30 d"),
+    ("90d", "90 d"),
+];
 
 /// What `/checks/{name}` shows.
 pub struct CheckPage<'a> {
@@ -142,7 +160,7 @@ pub struct CheckPage<'a> {
 pub fn check_page(page: &CheckPage<'_>, footer: &Footer) -> Markup {
     let check = page.check;
     let main = html! {
-        h1 { (status_badge(check.status)) " " (check.name) }
+        h1.head { (status_badge(check.status)) " " (check.name) " " (labels_and_time(check)) }
         @if let Some(target) = page.target { p.target { code { (target) } } }
         (check_card(check))
         section {
@@ -266,6 +284,7 @@ pub fn login(failed: bool) -> Markup {
                 meta name="color-scheme" content="light dark";
                 title { "Log in · vigie" }
                 link rel="stylesheet" href="/assets/vigie.css";
+                link rel="icon" type="image/svg+xml" href="/assets/favicon.svg";
             }
             body.login {
                 main {

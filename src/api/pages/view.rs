@@ -82,7 +82,12 @@ impl DayCell {
         if self.down > 0 {
             counts.push(format!("{} down", self.down));
         }
-        let mut text = format!("{}: {} up ({})", self.date, percent(uptime), counts.join(", "));
+        let mut text = format!(
+            "{}: {} up ({})",
+            self.date,
+            percent(uptime),
+            counts.join(", ")
+        );
         if let (Some(p50), Some(p95)) = (self.p50_ms, self.p95_ms) {
             text.push_str(&format!(
                 ", p50 {}, p95 {}",
@@ -209,12 +214,7 @@ pub fn duration_words(seconds: i64) -> String {
 }
 
 pub fn minute(at: OffsetDateTime) -> String {
-    format!(
-        "{} {:02}:{:02} UTC",
-        at.date(),
-        at.hour(),
-        at.minute()
-    )
+    format!("{} {:02}:{:02} UTC", at.date(), at.hour(), at.minute())
 }
 
 pub fn day(at: OffsetDateTime) -> String {
@@ -222,8 +222,7 @@ pub fn day(at: OffsetDateTime) -> String {
 }
 
 fn common_name(name: &str) -> Option<&str> {
-    name.split(", ")
-        .find_map(|part| part.strip_prefix("CN="))
+    name.split(", ").find_map(|part| part.strip_prefix("CN="))
 }
 
 #[cfg(test)]
