@@ -92,6 +92,7 @@ fn down(name: &str, at: OffsetDateTime) -> Outcome {
         http: None,
         tls: None,
         cors: None,
+        dns: None,
     }
 }
 

@@ -166,6 +166,7 @@ fn outcome(check: usize, round: usize) -> Outcome {
             chain: chain(check % CHAINS, started_at).into(),
         }),
         cors: None,
+        dns: None,
     };
     if (check + round) % 200 == 199 {
         outcome.status = Status::Down;

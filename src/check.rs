@@ -5,8 +5,8 @@
 //! [`CheckKind`] variant, and the compiler then points at every `match` that
 //! must learn about it.
 
-use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -52,6 +52,7 @@ impl Check {
         match self.kind {
             CheckKind::Http(_) => KindName::Http,
             CheckKind::Cors(_) => KindName::Cors,
+            CheckKind::Dns(_) => KindName::Dns,
         }
     }
 }
@@ -68,6 +69,7 @@ pub enum Cadence {
 pub enum CheckKind {
     Http(HttpCheck),
     Cors(CorsCheck),
+    Dns(DnsCheck),
 }
 
 /// The kind's name, as written in `kind = "..."` and in JSON.
@@ -76,6 +78,7 @@ pub enum CheckKind {
 pub enum KindName {
     Http,
     Cors,
+    Dns,
 }
 
 impl KindName {
@@ -83,6 +86,7 @@ impl KindName {
         match self {
             KindName::Http => "http",
             KindName::Cors => "cors",
+            KindName::Dns => "dns",
         }
     }
 }
@@ -138,6 +142,53 @@ pub struct CorsCheck {
     /// Response headers the page must be able to read (lower-cased), e.g.
     /// `etag` for multipart uploads.
     pub expose_headers: Vec<String>,
+}
+
+/// A DNS question and what its answers must be. A dns check has no `url`
+/// of its own: [`Check::url`] is the RFC 4501 URI `dns:<query>`, which is
+/// what outcomes show as the target.
+#[derive(Debug, Clone)]
+pub struct DnsCheck {
+    /// The name asked about, fully qualified (ends with a dot), so no
+    /// search domain of the host is ever appended.
+    pub query: String,
+    /// Resolvers to ask, in order; `None`: those of `/etc/resolv.conf`,
+    /// read at each probe.
+    pub resolvers: Option<Vec<SocketAddr>>,
+    pub expect: DnsExpect,
+}
+
+/// `[check.expect]` of a dns check; at least one is set (config refuses a
+/// dns check that asserts nothing).
+#[derive(Debug, Clone, Default)]
+pub struct DnsExpect {
+    /// The CNAME target, fully qualified and lower-cased.
+    pub cname: Option<String>,
+    /// CAs (issuer domain names, lower-cased) that must be allowed to issue
+    /// for the name (RFC 8659 `issue`).
+    pub caa_issue: Vec<String>,
+    /// CAs that must be allowed to issue a wildcard for the name
+    /// (`issuewild`, else `issue`).
+    pub caa_issuewild: Vec<String>,
+    pub a: Option<AddressSet>,
+    pub aaaa: Option<AddressSet>,
+    /// Some TXT record of the name must match.
+    pub txt_regex: Option<Regex>,
+}
+
+impl DnsExpect {
+    pub fn wants_caa(&self) -> bool {
+        !self.caa_issue.is_empty() || !self.caa_issuewild.is_empty()
+    }
+}
+
+/// The addresses an A or AAAA expectation accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddressSet {
+    /// `["*"]`: at least one address, whichever.
+    Any,
+    /// Exactly these, in any order.
+    Exactly(BTreeSet<IpAddr>),
 }
 
 /// What every check with an https URL expects of the certificate chain.

@@ -6,7 +6,9 @@
 //! report "expired *and* wrong host" instead of whichever error WebPKI met
 //! first.
 
+pub mod caa;
 mod cors;
+mod dns;
 
 use std::time::Duration;
 
@@ -41,6 +43,11 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
                 cors::judge(cors, report, &mut failures);
             }
         }
+        CheckKind::Dns(dns) => {
+            if let Some(report) = &outcome.dns {
+                dns::judge(dns, report, &mut failures);
+            }
+        }
     }
     outcome.status = failures
         .iter()
@@ -52,7 +59,10 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
 
 fn probe_failure(check: &Check, err: &ProbeError) -> Failure {
     let expected = match err.kind {
-        Assertion::Dns => "the host name resolves".to_string(),
+        Assertion::Dns => match &check.kind {
+            CheckKind::Dns(_) => "an answer from the resolvers".to_string(),
+            _ => "the host name resolves".to_string(),
+        },
         Assertion::Connect => "a TCP connection".to_string(),
         Assertion::Timeout => format!(
             "an answer within {}",
@@ -444,6 +454,7 @@ mod tests {
                 chain: chain.into(),
             }),
             cors: None,
+            dns: None,
         }
     }
 

@@ -29,9 +29,11 @@
 //!   daemon; the mail transport's roots).
 //! - [`probe`]: I/O only. `client` is the one place probe connections are
 //!   made (fresh TCP + TLS per request, recording verifier from `tls`);
-//!   one module per check kind. Every fact is sanitised where it is
+//!   one module per check kind (`http`, `cors`, `dns` on hickory-resolver,
+//!   a fresh resolver per probe). Every fact is sanitised where it is
 //!   captured (`sanitize`; certificates in `shown`).
-//! - [`evaluate`]: pure judgment of an outcome against its check.
+//! - [`evaluate`]: pure judgment of an outcome against its check, one
+//!   module per kind; `evaluate::caa` holds RFC 8659's issuance rules.
 //! - [`runner`]: probe + evaluate one check (what `vigie check`, the
 //!   scheduler and the canaries share).
 //! - [`schedule`]: when each check runs (`every` grid or cron, stable

@@ -37,6 +37,8 @@ pub struct Outcome {
     pub tls: Option<TlsReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<CorsReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DnsReport>,
 }
 
 impl Outcome {
@@ -69,6 +71,7 @@ impl Outcome {
             http: None,
             tls: None,
             cors: None,
+            dns: None,
         }
     }
 
@@ -182,6 +185,17 @@ pub enum Assertion {
     CorsExposeHeaders,
     #[serde(rename = "cors.denied_origin")]
     CorsDeniedOrigin,
+    #[serde(rename = "dns.cname")]
+    DnsCname,
+    #[serde(rename = "dns.caa")]
+    DnsCaa,
+    #[serde(rename = "dns.a")]
+    DnsA,
+    #[serde(rename = "dns.aaaa")]
+    DnsAaaa,
+    #[serde(rename = "dns.txt")]
+    DnsTxt,
+
     /// vigie itself failed while probing (a panic, caught): the check is
     /// `down` until a probe completes, and the reason says so.
     #[serde(rename = "internal")]
@@ -226,6 +240,12 @@ impl Assertion {
             Assertion::CorsMaxAge => "cors.max_age",
             Assertion::CorsExposeHeaders => "cors.expose_headers",
             Assertion::CorsDeniedOrigin => "cors.denied_origin",
+            Assertion::DnsCname => "dns.cname",
+            Assertion::DnsCaa => "dns.caa",
+            Assertion::DnsA => "dns.a",
+            Assertion::DnsAaaa => "dns.aaaa",
+            Assertion::DnsTxt => "dns.txt",
+
             Assertion::Internal => "internal",
         }
     }
@@ -409,6 +429,58 @@ pub struct DeniedOrigin {
     pub admitted: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_origin: Option<String>,
+}
+
+/// What a dns check's resolvers answered. Each list is `None` when the
+/// check did not ask for that type, and empty when the name has no such
+/// record. Names are fully qualified and lower-cased; every value is
+/// sanitised where it was captured.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DnsReport {
+    /// The name asked about.
+    pub query: String,
+    /// The resolvers asked (`IP:PORT`).
+    pub resolvers: Vec<String>,
+    /// The name does not exist (NXDOMAIN): a deleted delegation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nxdomain: bool,
+    /// The name's CNAME target, when the check expects one and there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aaaa: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txt: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caa: Option<CaaReport>,
+}
+
+/// The relevant CAA RRset (RFC 8659 section 3): the first found climbing
+/// from the queried name towards the root.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CaaReport {
+    /// Where the RRset was found; `None`: no CAA record anywhere up the
+    /// tree, so every CA may issue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    #[serde(default)]
+    pub records: Vec<CaaRecord>,
+}
+
+/// One CAA record, as in a zone file: `0 issue "letsencrypt.org"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaaRecord {
+    pub flags: u8,
+    pub tag: String,
+    pub value: String,
+}
+
+impl fmt::Display for CaaRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {:?}", self.flags, self.tag, self.value)
+    }
 }
 
 impl VerifyError {

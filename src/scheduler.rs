@@ -460,6 +460,7 @@ mod tests {
             http: None,
             tls: None,
             cors: None,
+            dns: None,
         }
     }
 

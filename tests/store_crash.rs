@@ -126,6 +126,7 @@ fn outcome(seq: u64) -> Outcome {
             chain: (0..2).map(|i| cert(era, i, started_at)).collect(),
         }),
         cors: None,
+        dns: None,
     }
 }
 

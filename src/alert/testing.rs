@@ -59,6 +59,7 @@ pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
             chain: chain(name, datetime!(2027-01-28 06:12:09 UTC), at).into(),
         }),
         cors: None,
+        dns: None,
     }
 }
 

@@ -176,9 +176,13 @@ pub(crate) struct RawCheck {
     pub credentials: Option<Spanned<bool>>,
     pub min_max_age: Option<Spanned<DurationText>>,
     pub expose_headers: Option<Vec<Spanned<String>>>,
+    // kind = "dns"
+    pub query: Option<Spanned<String>>,
+    pub resolvers: Option<Vec<Spanned<String>>>,
 }
 
-/// `[check.expect]` of an http check.
+/// `[check.expect]` of an http or a dns check (one table for both, for the
+/// reason given on [`RawCheck`]; `resolve` rejects the other kind's keys).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawExpect {
@@ -188,6 +192,13 @@ pub(crate) struct RawExpect {
     pub max_response_time: Option<Spanned<DurationText>>,
     /// Header name -> regex on its value.
     pub headers: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+    // kind = "dns"
+    pub cname: Option<Spanned<String>>,
+    pub caa_issue: Option<Vec<Spanned<String>>>,
+    pub caa_issuewild: Option<Vec<Spanned<String>>>,
+    pub a: Option<Vec<Spanned<String>>>,
+    pub aaaa: Option<Vec<Spanned<String>>>,
+    pub txt_regex: Option<Spanned<String>>,
 }
 
 /// `[check.alert]`: this check's exceptions to `[alerting]`.

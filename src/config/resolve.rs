@@ -17,6 +17,7 @@
 
 mod check;
 mod cx;
+mod kinds;
 
 use std::fs;
 use std::io::ErrorKind;

@@ -155,6 +155,7 @@ mod tests {
             http: None,
             tls: None,
             cors: None,
+            dns: None,
         }
     }
 

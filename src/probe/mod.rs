@@ -7,6 +7,7 @@ pub mod address;
 pub mod chains;
 pub mod client;
 pub mod cors;
+pub mod dns;
 pub mod http;
 pub mod shown;
 pub mod tls;
@@ -14,7 +15,7 @@ pub mod tls;
 use std::sync::Arc;
 
 use crate::check::{Check, CheckKind};
-use crate::outcome::{Assertion, CorsReport, HttpReport, Outcome, ProbeError, Status};
+use crate::outcome::{Assertion, CorsReport, DnsReport, HttpReport, Outcome, ProbeError, Status};
 use crate::redact::redact;
 use client::{Client, Trace};
 
@@ -27,6 +28,7 @@ pub struct Prober {
 enum Facts {
     Http(HttpReport),
     Cors(CorsReport),
+    Dns(DnsReport),
 }
 
 impl Prober {
@@ -55,11 +57,13 @@ impl Prober {
                 ),
             }),
         };
-        let (http, cors, probe_error) = match facts {
-            Ok(Facts::Http(report)) => (Some(report), None, None),
-            Ok(Facts::Cors(report)) => (None, Some(report), None),
-            Err(err) => (None, None, Some(bounded(err))),
-        };
+        let (mut http, mut cors, mut dns, mut probe_error) = (None, None, None, None);
+        match facts {
+            Ok(Facts::Http(report)) => http = Some(report),
+            Ok(Facts::Cors(report)) => cors = Some(report),
+            Ok(Facts::Dns(report)) => dns = Some(report),
+            Err(err) => probe_error = Some(bounded(err)),
+        }
         Outcome {
             name: check.name.clone(),
             kind: check.kind_name(),
@@ -72,6 +76,7 @@ impl Prober {
             http,
             tls: trace.tls,
             cors,
+            dns,
         }
     }
 
@@ -84,6 +89,7 @@ impl Prober {
             CheckKind::Cors(cors) => cors::probe(&self.client, check, cors, &trust, trace)
                 .await
                 .map(Facts::Cors),
+            CheckKind::Dns(dns) => dns::probe(check, dns).await.map(Facts::Dns),
         }
     }
 }

@@ -420,6 +420,7 @@ pub(crate) mod contract {
                 chain: chain("example.com", at).into(),
             }),
             cors: None,
+            dns: None,
         }
     }
 
@@ -526,6 +527,23 @@ pub(crate) mod contract {
                     allow_origin: None,
                 },
             ],
+        });
+        outcome.dns = Some(crate::outcome::DnsReport {
+            query: "_acme-challenge.example.com.".to_string(),
+            resolvers: vec!["127.0.0.1:5353".to_string(), "[::1]:53".to_string()],
+            nxdomain: true,
+            cname: Some("d420c923.auth.acme-dns.example.net.".to_string()),
+            a: Some(vec!["192.0.2.7".to_string()]),
+            aaaa: Some(Vec::new()),
+            txt: None,
+            caa: Some(crate::outcome::CaaReport {
+                domain: Some("example.com.".to_string()),
+                records: vec![crate::outcome::CaaRecord {
+                    flags: 128,
+                    tag: "issue".to_string(),
+                    value: "letsencrypt.org; validationmethods=dns-01".to_string(),
+                }],
+            }),
         });
         outcome
     }

@@ -23,6 +23,14 @@
 //! only at the end of a new format version (bump [`RECORD_FORMAT`] and keep
 //! a reader for the old one), never renumber.
 //!
+//! Facts added after version 1 (the `dns` report) travel as
+//! *extensions*: a record that has some is written as format
+//! [`RECORD_FORMAT_EXT`] (the version-1 record, then a list of
+//! [`Extension`]s), and a block holding one as [`BLOCK_FORMAT_EXT`]. A
+//! record without extensions is still written as version 1, so results of
+//! the older kinds stay readable by an older vigie. New facts append a
+//! variant to [`Extension`]; nothing is renumbered.
+//!
 //! It knows nothing of sled: the backend supplies the dictionary (through
 //! the `intern` callback and the `strings` slice) and the chain bytes.
 
@@ -35,14 +43,18 @@ use time::OffsetDateTime;
 use crate::cert::CertInfo;
 use crate::check::KindName;
 use crate::outcome::{
-    Assertion, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError, Status,
-    TlsReport, VerifyError,
+    Assertion, CaaRecord, CaaReport, CorsReport, DeniedOrigin, DnsReport, Failure, HttpReport,
+    Outcome, ProbeError, Status, TlsReport, VerifyError,
 };
 
 /// First byte of every result value.
 pub(super) const RECORD_FORMAT: u8 = 1;
 /// First byte of a `results` value holding a block of records.
 pub(super) const BLOCK_FORMAT: u8 = 2;
+/// First byte of a record with extensions.
+pub(super) const RECORD_FORMAT_EXT: u8 = 3;
+/// First byte of a block whose records carry (possibly empty) extensions.
+pub(super) const BLOCK_FORMAT_EXT: u8 = 4;
 /// First byte of every chain value.
 pub(super) const CHAIN_FORMAT: u8 = 1;
 
@@ -86,7 +98,17 @@ pub(super) struct EncodedChain {
 }
 
 /// A record read back, waiting for its dictionary and chain.
-pub(super) struct Decoded(Record);
+pub(super) struct Decoded(Full);
+
+/// Is this `results` value a lone record (of either format)?
+pub(super) fn is_single(value: &[u8]) -> bool {
+    matches!(value.first(), Some(&RECORD_FORMAT | &RECORD_FORMAT_EXT))
+}
+
+/// Is this `results` value a block (of either format)?
+pub(super) fn is_block(value: &[u8]) -> bool {
+    matches!(value.first(), Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT))
+}
 
 /// How many results a `results` value holds and when the last started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +144,38 @@ struct Record {
     http: Option<StoredHttp>,
     tls: Option<StoredTls>,
     cors: Option<StoredCors>,
+}
+
+/// A record and its extensions (formats 3 and 4; empty for 1 and 2).
+#[derive(Debug, Serialize, Deserialize)]
+struct Full {
+    base: Record,
+    ext: Vec<Extension>,
+}
+
+/// Facts added after version 1. Variant order is format: append only.
+#[derive(Debug, Serialize, Deserialize)]
+enum Extension {
+    Dns(StoredDns),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredDns {
+    query: Str,
+    resolvers: Vec<Str>,
+    nxdomain: bool,
+    cname: Option<Str>,
+    a: Option<Vec<Str>>,
+    aaaa: Option<Vec<Str>>,
+    txt: Option<Vec<Str>>,
+    caa: Option<StoredCaa>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredCaa {
+    domain: Option<Str>,
+    /// flags, tag, value.
+    records: Vec<(u8, Str, Str)>,
 }
 
 /// Failures change with what was observed: stored inline.
@@ -233,9 +287,40 @@ pub(super) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -> Str) -> 
         tls,
         cors: outcome.cors.as_ref().map(|cors| stored_cors(cors, intern)),
     };
-    Encoded {
-        value: to_bytes(RECORD_FORMAT, &record),
-        chain,
+    let mut ext = Vec::new();
+    if let Some(dns) = &outcome.dns {
+        ext.push(Extension::Dns(stored_dns(dns, intern)));
+    }
+    let value = match ext.is_empty() {
+        true => to_bytes(RECORD_FORMAT, &record),
+        false => to_bytes(RECORD_FORMAT_EXT, &Full { base: record, ext }),
+    };
+    Encoded { value, chain }
+}
+
+fn stored_dns(dns: &DnsReport, intern: &mut dyn FnMut(&str) -> Str) -> StoredDns {
+    let mut list = |items: &Option<Vec<String>>| {
+        items
+            .as_ref()
+            .map(|items| items.iter().map(|s| intern(s)).collect::<Vec<_>>())
+    };
+    let (a, aaaa, txt) = (list(&dns.a), list(&dns.aaaa), list(&dns.txt));
+    StoredDns {
+        query: intern(&dns.query),
+        resolvers: dns.resolvers.iter().map(|r| intern(r)).collect(),
+        nxdomain: dns.nxdomain,
+        cname: dns.cname.as_deref().map(&mut *intern),
+        a,
+        aaaa,
+        txt,
+        caa: dns.caa.as_ref().map(|caa| StoredCaa {
+            domain: caa.domain.as_deref().map(&mut *intern),
+            records: caa
+                .records
+                .iter()
+                .map(|r| (r.flags, intern(&r.tag), intern(&r.value)))
+                .collect(),
+        }),
     }
 }
 
@@ -370,15 +455,22 @@ fn stored_cors(cors: &CorsReport, intern: &mut dyn FnMut(&str) -> Str) -> Stored
 pub(super) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
     let base = results.first().map_or(0, |(millis, _)| *millis);
     let last = results.last().map_or(0, |(millis, _)| *millis);
+    let extended = results.iter().any(|(_, d)| !d.0.ext.is_empty());
     let mut raw = Vec::new();
     for (millis, decoded) in results {
         // As in `to_bytes`: postcard into a Vec cannot fail.
-        raw = postcard::to_extend(&(millis - base, &decoded.0), raw)
-            .expect("postcard into a Vec cannot fail");
+        raw = match extended {
+            true => postcard::to_extend(&(millis - base, &decoded.0), raw),
+            false => postcard::to_extend(&(millis - base, &decoded.0.base), raw),
+        }
+        .expect("postcard into a Vec cannot fail");
     }
     let packed = lz4_flex::block::compress(&raw);
     let mut value = Vec::with_capacity(BLOCK_HEADER + packed.len());
-    value.push(BLOCK_FORMAT);
+    value.push(match extended {
+        true => BLOCK_FORMAT_EXT,
+        false => BLOCK_FORMAT,
+    });
     value.extend_from_slice(&(results.len() as u32).to_be_bytes());
     value.extend_from_slice(&last.to_be_bytes());
     value.extend_from_slice(&(raw.len() as u32).to_be_bytes());
@@ -392,11 +484,13 @@ pub(super) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
 /// only (nothing is decompressed).
 pub(super) fn span(key_millis: u64, value: &[u8]) -> Result<Span, DecodeError> {
     match value.first() {
-        Some(&RECORD_FORMAT) => Ok(Span {
+        Some(&RECORD_FORMAT | &RECORD_FORMAT_EXT) => Ok(Span {
             count: 1,
             last: key_millis,
         }),
-        Some(&BLOCK_FORMAT) => block_header(value).map(|(count, last, _)| Span { count, last }),
+        Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT) => {
+            block_header(value).map(|(count, last, _)| Span { count, last })
+        }
         _ => Err(entry_format_error(value)),
     }
 }
@@ -429,8 +523,10 @@ impl Reader {
     ) -> Result<&mut Vec<(u64, Decoded)>, DecodeError> {
         self.results.clear();
         match value.first() {
-            Some(&RECORD_FORMAT) => self.results.push((key_millis, Decoded::parse(value)?)),
-            Some(&BLOCK_FORMAT) => self.read_block(key_millis, value)?,
+            Some(&RECORD_FORMAT | &RECORD_FORMAT_EXT) => {
+                self.results.push((key_millis, Decoded::parse(value)?))
+            }
+            Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT) => self.read_block(key_millis, value)?,
             _ => return Err(entry_format_error(value)),
         }
         Ok(&mut self.results)
@@ -441,10 +537,28 @@ impl Reader {
         self.raw.resize(raw_len, 0);
         let written = lz4_flex::block::decompress_into(&value[BLOCK_HEADER..], &mut self.raw)
             .map_err(|err| DecodeError(format!("block does not decompress: {err}")))?;
+        let extended = value[0] == BLOCK_FORMAT_EXT;
         let mut rest = &self.raw[..written];
         while !rest.is_empty() {
-            let ((offset, record), tail): ((u64, Record), _) = postcard::take_from_bytes(rest)
-                .map_err(|err| DecodeError(format!("block does not decode: {err}")))?;
+            let undecodable =
+                |err: postcard::Error| DecodeError(format!("block does not decode: {err}"));
+            let ((offset, record), tail): ((u64, Full), _) = match extended {
+                true => postcard::take_from_bytes(rest).map_err(undecodable)?,
+                false => {
+                    let ((offset, base), tail): ((u64, Record), _) =
+                        postcard::take_from_bytes(rest).map_err(undecodable)?;
+                    (
+                        (
+                            offset,
+                            Full {
+                                base,
+                                ext: Vec::new(),
+                            },
+                        ),
+                        tail,
+                    )
+                }
+            };
             let millis = key_millis.saturating_add(offset);
             if self
                 .results
@@ -490,8 +604,8 @@ fn block_header(value: &[u8]) -> Result<(u64, u64, usize), DecodeError> {
 fn entry_format_error(value: &[u8]) -> DecodeError {
     match value.first() {
         None => DecodeError("empty result value".into()),
-        Some(&found) if found > BLOCK_FORMAT => DecodeError(format!(
-            "result value format {found} is newer than this vigie reads ({BLOCK_FORMAT})"
+        Some(&found) if found > BLOCK_FORMAT_EXT => DecodeError(format!(
+            "result value format {found} is newer than this vigie reads ({BLOCK_FORMAT_EXT})"
         )),
         Some(&found) => DecodeError(format!("result value format {found} is unknown")),
     }
@@ -500,12 +614,22 @@ fn entry_format_error(value: &[u8]) -> DecodeError {
 impl Decoded {
     /// Reads a result value; the chain and strings are resolved later.
     pub fn parse(value: &[u8]) -> Result<Decoded, DecodeError> {
-        from_bytes(RECORD_FORMAT, "result record", value).map(Decoded)
+        match value.first() {
+            Some(&RECORD_FORMAT_EXT) => {
+                from_bytes(RECORD_FORMAT_EXT, "result record", value).map(Decoded)
+            }
+            _ => from_bytes(RECORD_FORMAT, "result record", value).map(|base| {
+                Decoded(Full {
+                    base,
+                    ext: Vec::new(),
+                })
+            }),
+        }
     }
 
     /// The chain this record refers to, if any.
     pub fn chain_key(&self) -> Option<ChainKey> {
-        self.0.tls.as_ref().and_then(|tls| tls.chain)
+        self.0.base.tls.as_ref().and_then(|tls| tls.chain)
     }
 
     /// The outcome, given its name and key time, the check's dictionary and
@@ -518,7 +642,13 @@ impl Decoded {
         chain: Option<&mut SharedChain>,
     ) -> Result<Outcome, DecodeError> {
         let text = |s: Str| resolve(s, strings);
-        let record = self.0;
+        let Full { base: record, ext } = self.0;
+        let mut dns = None;
+        for extension in ext {
+            match extension {
+                Extension::Dns(d) => dns = Some(dns_from(d, strings)?),
+            }
+        }
         Ok(Outcome {
             name: name.to_string(),
             kind: kind_from(record.kind)?,
@@ -552,8 +682,41 @@ impl Decoded {
                 .cors
                 .map(|cors| cors_from(cors, strings))
                 .transpose()?,
+            dns,
         })
     }
+}
+
+fn dns_from(dns: StoredDns, strings: &[String]) -> Result<DnsReport, DecodeError> {
+    let list = |items: Option<Vec<Str>>| items.map(|i| resolve_all(i, strings)).transpose();
+    Ok(DnsReport {
+        query: resolve(dns.query, strings)?,
+        resolvers: resolve_all(dns.resolvers, strings)?,
+        nxdomain: dns.nxdomain,
+        cname: resolve_opt(dns.cname, strings)?,
+        a: list(dns.a)?,
+        aaaa: list(dns.aaaa)?,
+        txt: list(dns.txt)?,
+        caa: dns
+            .caa
+            .map(|caa| {
+                Ok::<_, DecodeError>(CaaReport {
+                    domain: resolve_opt(caa.domain, strings)?,
+                    records: caa
+                        .records
+                        .into_iter()
+                        .map(|(flags, tag, value)| {
+                            Ok(CaaRecord {
+                                flags,
+                                tag: resolve(tag, strings)?,
+                                value: resolve(value, strings)?,
+                            })
+                        })
+                        .collect::<Result<_, DecodeError>>()?,
+                })
+            })
+            .transpose()?,
+    })
 }
 
 /// Reads a `chains` value.
@@ -818,6 +981,7 @@ fn kind_code(kind: KindName) -> u8 {
     match kind {
         KindName::Http => 0,
         KindName::Cors => 1,
+        KindName::Dns => 2,
     }
 }
 
@@ -825,6 +989,7 @@ fn kind_from(code: u8) -> Result<KindName, DecodeError> {
     Ok(match code {
         0 => KindName::Http,
         1 => KindName::Cors,
+        2 => KindName::Dns,
         _ => return Err(unknown_code("check kind", code)),
     })
 }
@@ -857,6 +1022,11 @@ fn assertion_code(assertion: Assertion) -> u8 {
         Assertion::CorsExposeHeaders => 22,
         Assertion::CorsDeniedOrigin => 23,
         Assertion::Internal => 24,
+        Assertion::DnsCname => 25,
+        Assertion::DnsCaa => 26,
+        Assertion::DnsA => 27,
+        Assertion::DnsAaaa => 28,
+        Assertion::DnsTxt => 29,
     }
 }
 
@@ -887,6 +1057,11 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         22 => Assertion::CorsExposeHeaders,
         23 => Assertion::CorsDeniedOrigin,
         24 => Assertion::Internal,
+        25 => Assertion::DnsCname,
+        26 => Assertion::DnsCaa,
+        27 => Assertion::DnsA,
+        28 => Assertion::DnsAaaa,
+        29 => Assertion::DnsTxt,
         _ => return Err(unknown_code("assertion", code)),
     })
 }
@@ -1011,10 +1186,54 @@ mod tests {
             }
         }
         assert_eq!(assertion_from(24).unwrap(), Assertion::Internal);
+        assert_eq!(assertion_from(29).unwrap(), Assertion::DnsTxt);
         assert_eq!(
-            assertion_from(25).unwrap_err().0,
-            "unknown assertion code 25"
+            assertion_from(30).unwrap_err().0,
+            "unknown assertion code 30"
         );
+        assert_eq!(kind_from(2).unwrap(), KindName::Dns);
+        assert!(kind_from(3).is_err());
+    }
+
+    /// Outcomes without extensions keep formats 1 and 2 (readable by an
+    /// older vigie); one dns report makes the record, and its block, the
+    /// extended formats, and both read back whole.
+    #[test]
+    fn extensions_change_the_format_only_when_present() {
+        let inline = &mut |s: &str| Str::Inline(s.to_string());
+        let plain = encode(&up("site", T0), inline);
+        assert_eq!(plain.value[0], RECORD_FORMAT);
+        let rich = rich("rich");
+        assert!(rich.dns.is_some());
+        let extended = encode(&rich, inline);
+        assert_eq!(extended.value[0], RECORD_FORMAT_EXT);
+        assert!(is_single(&plain.value) && is_single(&extended.value));
+        let plain_block = encode_block(&[(1, Decoded::parse(&plain.value).unwrap())]);
+        assert_eq!(plain_block[0], BLOCK_FORMAT);
+        let mixed = encode_block(&[
+            (1, Decoded::parse(&plain.value).unwrap()),
+            (2, Decoded::parse(&extended.value).unwrap()),
+        ]);
+        assert_eq!(mixed[0], BLOCK_FORMAT_EXT);
+        assert!(is_block(&mixed) && is_block(&plain_block));
+        let mut results = parse_entry(1, &mixed).unwrap();
+        let (_, back) = results.pop().unwrap();
+        let mut chain = chain_infos(&extended.chain.unwrap().bytes).unwrap();
+        let back = back
+            .into_outcome("rich", as_stored(&rich).started_at, &[], Some(&mut chain))
+            .unwrap();
+        assert_eq!(back, as_stored(&rich));
+        let (_, first) = results.pop().unwrap();
+        let mut chain = chain_infos(&plain.chain.unwrap().bytes).unwrap();
+        let first = first
+            .into_outcome(
+                "site",
+                as_stored(&up("site", T0)).started_at,
+                &[],
+                Some(&mut chain),
+            )
+            .unwrap();
+        assert_eq!(first.dns, None);
     }
 
     #[test]
@@ -1105,7 +1324,7 @@ mod tests {
         let err = parse_entry(5, &[7, 0]).err().unwrap();
         assert_eq!(
             err.0,
-            "result value format 7 is newer than this vigie reads (2)"
+            "result value format 7 is newer than this vigie reads (4)"
         );
     }
 

@@ -351,7 +351,7 @@ impl SledStore {
             let mut singles = Vec::new();
             for entry in self.check_range(id, 0).rev() {
                 let (key, value) = entry.map_err(self.io("read a check's latest results"))?;
-                if value.first() != Some(&record::RECORD_FORMAT) {
+                if !record::is_single(&value) {
                     break;
                 }
                 singles.push((key, value));
@@ -837,8 +837,7 @@ impl SledStore {
             .get_lt(result_key(id, millis.saturating_add(1)))
             .map_err(self.io("find the block of a late result"))?
             .filter(|(key, _)| key.starts_with(&id.to_be_bytes()));
-        let Some((key, block)) = holder.filter(|(_, v)| v.first() == Some(&record::BLOCK_FORMAT))
-        else {
+        let Some((key, block)) = holder.filter(|(_, v)| record::is_block(v)) else {
             let previous = self
                 .results
                 .insert(result_key(id, millis), value)
@@ -1435,7 +1434,7 @@ pub(crate) mod tests {
                     "{previous:?} overlaps entry at {key_ms}"
                 );
             }
-            entries.push((key_ms, span, value[0] == record::BLOCK_FORMAT));
+            entries.push((key_ms, span, record::is_block(&value)));
         }
         entries
     }

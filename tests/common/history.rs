@@ -75,6 +75,7 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
                 allow_origin: None,
             }],
         }),
+        dns: None,
     };
     if status == Status::Down {
         outcome.failures.push(Failure {

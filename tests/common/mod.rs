@@ -10,6 +10,7 @@ pub mod browser;
 pub mod client;
 pub mod cors_server;
 pub mod daemon;
+pub mod dns;
 pub mod env;
 pub mod gate;
 pub mod history;

@@ -18,6 +18,7 @@ use toml::Spanned;
 
 use super::base_dir;
 use super::cx::Cx;
+use super::kinds;
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
     TlsExpect, DEFAULT_CRITICAL_DAYS,
@@ -83,12 +84,22 @@ fn check(
     let name = cx
         .required(d, "name", raw.name.as_ref(), &context)
         .and_then(|n| check_name(cx, n, names));
-    let url = cx
-        .required(d, "url", raw.url.as_ref(), &context)
-        .and_then(|u| cx.web_url("url", u));
     let kind_name = cx
         .required(d, "kind", raw.kind.as_ref(), &context)
         .and_then(|k| kind_name(cx, k));
+    // A dns check has no URL of its own (it asks `query`); every other kind
+    // needs one.
+    let url = match (kind_name, &raw.url) {
+        (Some(KindName::Dns), Some(u)) => {
+            let message = "a dns check has no url: it asks `query` (write the name there)";
+            cx.error(&u.span(), "url", message);
+            None
+        }
+        (Some(KindName::Dns), None) => None,
+        _ => cx
+            .required(d, "url", raw.url.as_ref(), &context)
+            .and_then(|u| cx.web_url("url", u)),
+    };
     let every = cadence(cx, raw);
     let timeout = cx.duration_or(
         "timeout",
@@ -114,7 +125,7 @@ fn check(
     // Without a known kind its own keys cannot be judged; the common keys
     // above have been, so their problems are already reported.
     let kind_name = kind_name?;
-    foreign_keys(cx, d, kind_name);
+    kinds::foreign_keys(cx, d, kind_name);
     let kind = match kind_name {
         KindName::Http => CheckKind::Http(http(cx, raw)),
         KindName::Cors => {
@@ -126,6 +137,11 @@ fn check(
             }
             CheckKind::Cors(cors(cx, d, &context)?)
         }
+        KindName::Dns => CheckKind::Dns(kinds::dns(cx, d, &context)?),
+    };
+    let url = match &kind {
+        CheckKind::Dns(dns) => kinds::dns_url(&dns.query),
+        _ => url,
     };
     Some(Check {
         name: name?,
@@ -386,62 +402,6 @@ fn expect(cx: &mut Cx<'_>, raw: &RawExpect) -> HttpExpect {
         }),
         headers,
     }
-}
-
-/// Keys that belong to another kind are mistakes (an `expect` table on a
-/// cors check would silently assert nothing), so they are reported.
-fn foreign_keys(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, kind: KindName) {
-    let raw = &d.value;
-    let (owner, present): (&str, Vec<(&str, std::ops::Range<usize>)>) = match kind {
-        KindName::Http => (
-            "cors",
-            [
-                ("origin", raw.origin.as_ref().map(|v| v.span())),
-                ("method", raw.method.as_ref().map(|v| v.span())),
-                (
-                    "request_headers",
-                    first_span(raw.request_headers.as_deref()),
-                ),
-                ("deny_origins", first_span(raw.deny_origins.as_deref())),
-                (
-                    "allow_any_origin",
-                    raw.allow_any_origin.as_ref().map(|v| v.span()),
-                ),
-                ("credentials", raw.credentials.as_ref().map(|v| v.span())),
-                ("min_max_age", raw.min_max_age.as_ref().map(|v| v.span())),
-                ("expose_headers", first_span(raw.expose_headers.as_deref())),
-            ]
-            .into_iter()
-            .filter_map(|(key, span)| Some((key, span?)))
-            .collect(),
-        ),
-        KindName::Cors => (
-            "http",
-            [
-                (
-                    "follow_redirects",
-                    raw.follow_redirects.as_ref().map(|v| v.span()),
-                ),
-                (
-                    "redirect_to_private",
-                    raw.redirect_to_private.as_ref().map(|v| v.span()),
-                ),
-                ("redact_headers", first_span(raw.redact_headers.as_deref())),
-                ("expect", raw.expect.as_ref().map(|_| d.span.clone())),
-            ]
-            .into_iter()
-            .filter_map(|(key, span)| Some((key, span?)))
-            .collect(),
-        ),
-    };
-    for (key, span) in present {
-        let message = format!("only applies to kind = \"{owner}\" checks");
-        cx.error(&span, key, message);
-    }
-}
-
-fn first_span(values: Option<&[Spanned<String>]>) -> Option<std::ops::Range<usize>> {
-    values.map(|v| v.first().map(|f| f.span()).unwrap_or_default())
 }
 
 /// Methods browsers send as they are written; `put` and `PUT` differ in a

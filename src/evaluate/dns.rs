@@ -1,0 +1,156 @@
+//! Judging a dns outcome: the CNAME, CAA, A/AAAA and TXT expectations of a
+//! `kind = "dns"` check against what the resolvers answered.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use super::caa::{self, Refusal};
+use crate::check::{AddressSet, DnsCheck};
+use crate::outcome::{Assertion, CaaReport, DnsReport, Failure};
+
+pub(super) fn judge(check: &DnsCheck, report: &DnsReport, out: &mut Vec<Failure>) {
+    let expect = &check.expect;
+    if let Some(cname) = &expect.cname {
+        judge_cname(cname, report, out);
+    }
+    if let Some(set) = &expect.a {
+        judge_addresses(Assertion::DnsA, "A", set, report.a.as_deref(), report, out);
+    }
+    if let Some(set) = &expect.aaaa {
+        judge_addresses(
+            Assertion::DnsAaaa,
+            "AAAA",
+            set,
+            report.aaaa.as_deref(),
+            report,
+            out,
+        );
+    }
+    if let Some(pattern) = &expect.txt_regex {
+        let txt = report.txt.as_deref().unwrap_or_default();
+        if !txt.iter().any(|t| pattern.is_match(t)) {
+            out.push(Failure {
+                assertion: Assertion::DnsTxt,
+                expected: format!("a TXT record matching /{pattern}/"),
+                observed: observed_list(txt, "TXT", report),
+                message: format!("no TXT record of {} matches /{pattern}/", report.query),
+            });
+        }
+    }
+    let empty = CaaReport::default();
+    let caa = report.caa.as_ref().unwrap_or(&empty);
+    for ca in &expect.caa_issue {
+        judge_caa(ca, false, caa, report, out);
+    }
+    for ca in &expect.caa_issuewild {
+        judge_caa(ca, true, caa, report, out);
+    }
+}
+
+fn judge_cname(expected: &str, report: &DnsReport, out: &mut Vec<Failure>) {
+    if report
+        .cname
+        .as_deref()
+        .is_some_and(|c| c.eq_ignore_ascii_case(expected))
+    {
+        return;
+    }
+    let (observed, message) = match (&report.cname, report.nxdomain) {
+        (Some(other), _) => (
+            format!("CNAME {other}"),
+            format!("{} points to {other}, not to {expected}", report.query),
+        ),
+        (None, true) => (
+            "NXDOMAIN (the name does not exist)".to_string(),
+            format!(
+                "{} does not exist: the CNAME to {expected} is gone",
+                report.query
+            ),
+        ),
+        (None, false) => (
+            "no CNAME".to_string(),
+            format!("{} has no CNAME (expected one to {expected})", report.query),
+        ),
+    };
+    out.push(Failure {
+        assertion: Assertion::DnsCname,
+        expected: format!("CNAME {expected}"),
+        observed,
+        message,
+    });
+}
+
+fn judge_addresses(
+    assertion: Assertion,
+    rtype: &str,
+    expected: &AddressSet,
+    observed: Option<&[String]>,
+    report: &DnsReport,
+    out: &mut Vec<Failure>,
+) {
+    let observed = observed.unwrap_or_default();
+    let seen: BTreeSet<IpAddr> = observed.iter().filter_map(|a| a.parse().ok()).collect();
+    let (holds, expected_text) = match expected {
+        AddressSet::Any => (!seen.is_empty(), format!("at least one {rtype} record")),
+        AddressSet::Exactly(want) => (
+            &seen == want,
+            format!(
+                "{rtype} {}",
+                want.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+    };
+    if holds {
+        return;
+    }
+    let observed_text = observed_list(observed, rtype, report);
+    out.push(Failure {
+        assertion,
+        message: format!(
+            "{} has {observed_text}, expected {expected_text}",
+            report.query
+        ),
+        expected: expected_text,
+        observed: observed_text,
+    });
+}
+
+/// "A 192.0.2.1, 192.0.2.2", "no A record" or "NXDOMAIN".
+fn observed_list(values: &[String], rtype: &str, report: &DnsReport) -> String {
+    match (values.is_empty(), report.nxdomain) {
+        (false, _) => format!("{rtype} {}", values.join(", ")),
+        (true, true) => "NXDOMAIN (the name does not exist)".to_string(),
+        (true, false) => format!("no {rtype} record"),
+    }
+}
+
+fn judge_caa(
+    ca: &str,
+    wildcard: bool,
+    caa: &CaaReport,
+    report: &DnsReport,
+    out: &mut Vec<Failure>,
+) {
+    let Err(refusal) = caa::permits(&caa.records, ca, wildcard) else {
+        return;
+    };
+    let what = match wildcard {
+        true => format!("a wildcard certificate for *.{}", report.query),
+        false => format!("a certificate for {}", report.query),
+    };
+    let at = caa.domain.as_deref().unwrap_or(&report.query);
+    let records = refusal.records().join(", ");
+    let reason = match &refusal {
+        Refusal::UnknownCritical(_) => "a critical record no CA understands forbids every CA",
+        Refusal::NotListed(_) => "it is not named",
+    };
+    out.push(Failure {
+        assertion: Assertion::DnsCaa,
+        expected: format!("CAA lets {ca} issue {what}"),
+        observed: format!("CAA at {at}: {records}"),
+        message: format!("CAA at {at} refuses {ca} {what} ({reason}): {records}"),
+    });
+}

@@ -1,0 +1,288 @@
+//! The `dns` probe: asks the check's resolvers (or those of
+//! `/etc/resolv.conf`) about one name, only the record types the check
+//! expects, and reports the answers as observed; `evaluate::dns` judges
+//! them.
+//!
+//! A fresh resolver per probe: nothing is cached from one probe to the
+//! next, so a deleted record is seen at the next probe, not after its TTL.
+//! A name that does not exist (NXDOMAIN) or has no record of a type is an
+//! answer, reported as such; only a resolver that fails (no answer,
+//! SERVFAIL, REFUSED) is a `dns` probe error.
+//!
+//! CAA follows RFC 8659 section 3: the relevant RRset is the first
+//! non-empty one found climbing from the name towards the root (the
+//! resolver follows CNAMEs at each step, as the RFC asks).
+//!
+//! Every name and value is sanitised where it is captured: a zone is
+//! written by whoever controls it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hickory_resolver::config::{NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts};
+use hickory_resolver::name_server::TokioConnectionProvider;
+use hickory_resolver::proto::op::ResponseCode;
+use hickory_resolver::proto::rr::{RData, Record, RecordType};
+use hickory_resolver::proto::xfer::Protocol;
+use hickory_resolver::proto::ProtoErrorKind;
+use hickory_resolver::{Name, ResolveError, TokioResolver};
+
+use crate::check::{Check, DnsCheck};
+use crate::outcome::{Assertion, CaaRecord, CaaReport, DnsReport, ProbeError};
+use crate::sanitize;
+
+/// The part of the check's timeout the lookups may use: what is left is
+/// for reporting a silent resolver as a `dns` failure (naming it) rather
+/// than as the probe's generic timeout.
+const LOOKUP_SHARE: f64 = 0.9;
+
+pub async fn probe(check: &Check, dns: &DnsCheck) -> Result<DnsReport, ProbeError> {
+    let servers = servers(dns)?;
+    let mut report = DnsReport {
+        query: sanitize::value(&dns.query),
+        resolvers: servers.iter().map(|s| s.to_string()).collect(),
+        ..DnsReport::default()
+    };
+    let resolver = resolver(&servers, check.timeout);
+    let budget = check.timeout.mul_f64(LOOKUP_SHARE);
+    let mut asking = String::new();
+    let observed = tokio::time::timeout(budget, observe(&resolver, dns, &mut report, &mut asking));
+    match observed.await {
+        Ok(Ok(())) => Ok(report),
+        Ok(Err(err)) => Err(err),
+        Err(_elapsed) => Err(ProbeError {
+            kind: Assertion::Dns,
+            message: format!(
+                "no answer from {} within {} ({asking})",
+                report.resolvers.join(", "),
+                humantime::format_duration(budget_shown(budget))
+            ),
+        }),
+    }
+}
+
+/// Milliseconds are noise in a message.
+fn budget_shown(budget: Duration) -> Duration {
+    Duration::from_millis(budget.as_millis() as u64 / 100 * 100)
+}
+
+/// The check's resolvers, else the system's (read now: a changed
+/// resolv.conf applies at the next probe).
+fn servers(dns: &DnsCheck) -> Result<Vec<SocketAddr>, ProbeError> {
+    if let Some(resolvers) = &dns.resolvers {
+        return Ok(resolvers.clone());
+    }
+    let (config, _) =
+        hickory_resolver::system_conf::read_system_conf().map_err(|err| ProbeError {
+            kind: Assertion::Dns,
+            message: format!("no resolvers: cannot read /etc/resolv.conf ({err})"),
+        })?;
+    let mut addrs: Vec<SocketAddr> = config
+        .name_servers()
+        .iter()
+        .map(|s| s.socket_addr)
+        .collect();
+    addrs.dedup();
+    if addrs.is_empty() {
+        return Err(ProbeError {
+            kind: Assertion::Dns,
+            message: "no resolvers: /etc/resolv.conf names none".to_string(),
+        });
+    }
+    Ok(addrs)
+}
+
+/// A stub resolver asking `servers` in order, UDP then TCP when a
+/// response is truncated; no hosts file, no search domains (the query is
+/// fully qualified), one attempt per server within `timeout`.
+fn resolver(servers: &[SocketAddr], timeout: Duration) -> TokioResolver {
+    let mut config = ResolverConfig::new();
+    for &addr in servers {
+        config.add_name_server(NameServerConfig::new(addr, Protocol::Udp));
+        config.add_name_server(NameServerConfig::new(addr, Protocol::Tcp));
+    }
+    let mut options = ResolverOpts::default();
+    options.timeout = timeout;
+    options.attempts = 1;
+    options.ndots = 0;
+    options.use_hosts_file = ResolveHosts::Never;
+    options.num_concurrent_reqs = 1;
+    options.preserve_intermediates = true;
+    options.cache_size = 64;
+    TokioResolver::builder_with_config(config, TokioConnectionProvider::default())
+        .with_options(options)
+        .build()
+}
+
+/// What one question got.
+enum Answer {
+    Records(Vec<Record>),
+    /// The name does not exist.
+    NxDomain,
+    /// The name exists, without records of this type.
+    NoData,
+}
+
+async fn observe(
+    resolver: &TokioResolver,
+    dns: &DnsCheck,
+    report: &mut DnsReport,
+    asking: &mut String,
+) -> Result<(), ProbeError> {
+    let name = Name::from_ascii(&dns.query).map_err(|err| ProbeError {
+        kind: Assertion::Dns,
+        message: format!("{} is not a DNS name: {err}", report.query),
+    })?;
+    let expect = &dns.expect;
+    if expect.cname.is_some() {
+        let records = ask(resolver, &name, RecordType::CNAME, report, asking).await?;
+        report.cname = records.iter().find_map(|r| match r.data() {
+            RData::CNAME(target) if r.name() == &name => Some(shown_name(&target.0)),
+            _ => None,
+        });
+    }
+    if expect.a.is_some() {
+        let records = ask(resolver, &name, RecordType::A, report, asking).await?;
+        report.a = Some(values(&records, |d| match d {
+            RData::A(a) => Some(a.0.to_string()),
+            _ => None,
+        }));
+    }
+    if expect.aaaa.is_some() {
+        let records = ask(resolver, &name, RecordType::AAAA, report, asking).await?;
+        report.aaaa = Some(values(&records, |d| match d {
+            RData::AAAA(a) => Some(a.0.to_string()),
+            _ => None,
+        }));
+    }
+    if expect.txt_regex.is_some() {
+        let records = ask(resolver, &name, RecordType::TXT, report, asking).await?;
+        report.txt = Some(values(&records, |d| match d {
+            // A TXT record is several strings; as in SPF and ACME, they
+            // are read as one text.
+            RData::TXT(txt) => Some(sanitize::value(&String::from_utf8_lossy(
+                &txt.txt_data().concat(),
+            ))),
+            _ => None,
+        }));
+    }
+    if expect.wants_caa() {
+        report.caa = Some(relevant_caa(resolver, &name, asking).await?);
+    }
+    Ok(())
+}
+
+/// Asks one question; NXDOMAIN is noted in the report (it is the answer
+/// to every type).
+async fn ask(
+    resolver: &TokioResolver,
+    name: &Name,
+    record_type: RecordType,
+    report: &mut DnsReport,
+    asking: &mut String,
+) -> Result<Vec<Record>, ProbeError> {
+    match lookup(resolver, name, record_type, asking).await? {
+        Answer::Records(records) => Ok(records),
+        Answer::NxDomain => {
+            report.nxdomain = true;
+            Ok(Vec::new())
+        }
+        Answer::NoData => Ok(Vec::new()),
+    }
+}
+
+async fn lookup(
+    resolver: &TokioResolver,
+    name: &Name,
+    record_type: RecordType,
+    asking: &mut String,
+) -> Result<Answer, ProbeError> {
+    *asking = format!("asking {record_type} {}", shown_name(name));
+    match resolver.lookup(name.clone(), record_type).await {
+        Ok(lookup) => Ok(Answer::Records(lookup.records().to_vec())),
+        Err(err) => classify(&err, record_type, name),
+    }
+}
+
+/// A negative answer is an answer; anything else means the resolvers
+/// could not say.
+fn classify(
+    err: &ResolveError,
+    record_type: RecordType,
+    name: &Name,
+) -> Result<Answer, ProbeError> {
+    if let Some(proto) = err.proto() {
+        if let ProtoErrorKind::NoRecordsFound { response_code, .. } = proto.kind() {
+            match *response_code {
+                ResponseCode::NXDomain => return Ok(Answer::NxDomain),
+                ResponseCode::NoError => return Ok(Answer::NoData),
+                code => {
+                    return Err(ProbeError {
+                        kind: Assertion::Dns,
+                        message: format!(
+                            "the resolver answered {code} to {record_type} {}",
+                            shown_name(name)
+                        ),
+                    })
+                }
+            }
+        }
+    }
+    Err(ProbeError {
+        kind: Assertion::Dns,
+        message: format!(
+            "cannot resolve {record_type} {}: {}",
+            shown_name(name),
+            sanitize::message(&err.to_string())
+        ),
+    })
+}
+
+/// RFC 8659 section 3: the CAA RRset of the name, else of its parent, and
+/// so on up to (not including) the root.
+async fn relevant_caa(
+    resolver: &TokioResolver,
+    name: &Name,
+    asking: &mut String,
+) -> Result<CaaReport, ProbeError> {
+    let mut at = name.clone();
+    while !at.is_root() {
+        if let Answer::Records(records) = lookup(resolver, &at, RecordType::CAA, asking).await? {
+            let caa: Vec<CaaRecord> = records
+                .iter()
+                .filter_map(|r| match r.data() {
+                    RData::CAA(caa) => Some(CaaRecord {
+                        flags: caa.flags(),
+                        tag: sanitize::value(&caa.tag().as_str().to_ascii_lowercase()),
+                        value: sanitize::value(&String::from_utf8_lossy(caa.raw_value())),
+                    }),
+                    _ => None,
+                })
+                .collect();
+            if !caa.is_empty() {
+                return Ok(CaaReport {
+                    domain: Some(shown_name(&at)),
+                    records: caa,
+                });
+            }
+        }
+        at = at.base_name();
+    }
+    Ok(CaaReport::default())
+}
+
+fn values(records: &[Record], pick: impl Fn(&RData) -> Option<String>) -> Vec<String> {
+    let mut values: Vec<String> = records.iter().filter_map(|r| pick(r.data())).collect();
+    values.sort();
+    values.dedup();
+    values
+}
+
+/// A name as shown: fully qualified, lower-case, sanitised.
+fn shown_name(name: &Name) -> String {
+    let mut text = name.to_ascii().to_ascii_lowercase();
+    if !text.ends_with('.') {
+        text.push('.');
+    }
+    sanitize::value(&text)
+}

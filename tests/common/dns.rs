@@ -1,0 +1,173 @@
+//! A real DNS server on loopback for the dns-check tests: hickory-server
+//! in-process, authoritative for a few test zones, on 127.0.0.1 UDP and TCP
+//! at one random port. And a resolver that never answers.
+
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_server::authority::{Catalog, ZoneType};
+use hickory_server::proto::rr::rdata::caa::KeyValue;
+use hickory_server::proto::rr::rdata::{A, AAAA, CAA, CNAME, SOA, TXT};
+use hickory_server::proto::rr::{LowerName, Name, RData, Record};
+use hickory_server::store::in_memory::InMemoryAuthority;
+use hickory_server::ServerFuture;
+
+/// The acme-dns account the delegation points to.
+pub const ACME_DNS_TARGET: &str = "d420c923.auth.acme-dns.example.net.";
+
+/// A running server; stops when dropped.
+pub struct DnsServer {
+    pub addr: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl DnsServer {
+    /// The zones (see [`zones`]) on a fresh port, served by a thread with a
+    /// runtime of its own, so that any test (async or not) can query it.
+    pub fn start() -> DnsServer {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+        let addr = udp.local_addr().expect("udp addr");
+        // Same port over TCP, for truncated answers.
+        let tcp = std::net::TcpListener::bind(addr).expect("bind tcp");
+        udp.set_nonblocking(true).expect("nonblocking udp");
+        tcp.set_nonblocking(true).expect("nonblocking tcp");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("dns server runtime");
+            runtime.block_on(async move {
+                let mut server = ServerFuture::new(catalog());
+                server.register_socket(tokio::net::UdpSocket::from_std(udp).expect("udp"));
+                server.register_listener(
+                    tokio::net::TcpListener::from_std(tcp).expect("tcp"),
+                    Duration::from_secs(5),
+                );
+                let _ = stopped.await;
+                let _ = server.shutdown_gracefully().await;
+            });
+        });
+        DnsServer { addr, _stop: stop }
+    }
+}
+
+/// A UDP socket (and TCP listener) that read nothing and answer nothing:
+/// a resolver that is down.
+pub struct SilentResolver {
+    pub addr: SocketAddr,
+    _udp: std::net::UdpSocket,
+    _tcp: std::net::TcpListener,
+}
+
+impl SilentResolver {
+    pub fn start() -> SilentResolver {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+        let addr = udp.local_addr().expect("addr");
+        let tcp = std::net::TcpListener::bind(addr).expect("bind tcp");
+        SilentResolver {
+            addr,
+            _udp: udp,
+            _tcp: tcp,
+        }
+    }
+}
+
+fn name(text: &str) -> Name {
+    Name::from_str(text).expect("test name")
+}
+
+fn record(owner: &str, rdata: RData) -> Record {
+    Record::from_rdata(name(owner), 300, rdata)
+}
+
+fn issue(ca: &str) -> RData {
+    RData::CAA(CAA::new_issue(false, Some(name(ca)), Vec::new()))
+}
+
+/// The test zones:
+/// - `example.test.`: CAA issue letsencrypt.org, issuewild digicert.com;
+///   the acme-dns delegation `_acme-challenge` CNAME; `www` with two A and
+///   one AAAA; a TXT at the apex; `deep.sub` with an A only (its CAA is
+///   found by climbing to the apex). `_acme-challenge.gone` does not exist.
+/// - `refusing.test.`: CAA issue digicert.com (with a parameter) only.
+/// - `nocaa.test.`: no CAA anywhere (and none above it).
+/// - `test.` itself, empty, so that climbing reaches the top-level domain
+///   and gets an answer (as from a real resolver) rather than REFUSED.
+fn zones() -> Vec<(&'static str, Vec<Record>)> {
+    vec![
+        ("test.", Vec::new()),
+        (
+            "example.test.",
+            vec![
+                record("example.test.", issue("letsencrypt.org")),
+                record(
+                    "example.test.",
+                    RData::CAA(CAA::new_issuewild(
+                        false,
+                        Some(name("digicert.com")),
+                        Vec::new(),
+                    )),
+                ),
+                record(
+                    "example.test.",
+                    RData::TXT(TXT::new(vec!["v=spf1 ".into(), "-all".into()])),
+                ),
+                record(
+                    "_acme-challenge.example.test.",
+                    RData::CNAME(CNAME(name(ACME_DNS_TARGET))),
+                ),
+                record("www.example.test.", RData::A(A::new(192, 0, 2, 10))),
+                record("www.example.test.", RData::A(A::new(192, 0, 2, 11))),
+                record(
+                    "www.example.test.",
+                    RData::AAAA(AAAA::from_str("2001:db8::10").unwrap()),
+                ),
+                record("deep.sub.example.test.", RData::A(A::new(192, 0, 2, 12))),
+            ],
+        ),
+        (
+            "refusing.test.",
+            vec![
+                record(
+                    "refusing.test.",
+                    RData::CAA(CAA::new_issue(
+                        false,
+                        Some(name("digicert.com")),
+                        vec![KeyValue::new("validationmethods", "dns-01")],
+                    )),
+                ),
+                record("www.refusing.test.", RData::A(A::new(192, 0, 2, 20))),
+            ],
+        ),
+        (
+            "nocaa.test.",
+            vec![record("www.nocaa.test.", RData::A(A::new(192, 0, 2, 30)))],
+        ),
+    ]
+}
+
+fn catalog() -> Catalog {
+    let mut catalog = Catalog::new();
+    for (origin, records) in zones() {
+        let origin = name(origin);
+        let mut authority = InMemoryAuthority::empty(origin.clone(), ZoneType::Primary, false);
+        let soa = SOA::new(
+            name(&format!("ns.{origin}")),
+            name(&format!("hostmaster.{origin}")),
+            1,
+            3600,
+            600,
+            86400,
+            60,
+        );
+        authority.upsert_mut(Record::from_rdata(origin.clone(), 60, RData::SOA(soa)), 1);
+        for record in records {
+            authority.upsert_mut(record, 1);
+        }
+        catalog.upsert(LowerName::new(&origin), vec![Arc::new(authority)]);
+    }
+    catalog
+}
