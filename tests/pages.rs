@@ -187,17 +187,53 @@ async fn the_pages_in_a_real_browser() {
         .map(|g| g.to_lowercase())
         .collect();
     assert_eq!(groups, ["env = prod", "env = staging", "no env"]);
-    for bar in client
-        .find_all(Locator::Css("svg.uptime-bar"))
-        .await
-        .unwrap()
-    {
-        let days = bar.find_all(Locator::Css("rect.day")).await.unwrap();
+    for bar in client.find_all(Locator::Css("div.bar")).await.unwrap() {
+        let days = bar.find_all(Locator::Css("i")).await.unwrap();
         assert_eq!(days.len(), 90, "one element per day");
     }
+    assert_eq!(
+        count(&browser, "div.bar i:last-child:not(.none)").await,
+        3,
+        "today has results for every check"
+    );
+    // Hovering a bar gives every day its figures.
+    let site_bar = client
+        .find(Locator::Css("li.check div.bar[data-uptime*='/site?']"))
+        .await
+        .unwrap();
+    let bar_arg = || vec![serde_json::to_value(&site_bar).unwrap()];
+    client
+        .execute(
+            "arguments[0].lastElementChild.dispatchEvent(new MouseEvent('mouseover', {bubbles: true}));",
+            bar_arg(),
+        )
+        .await
+        .unwrap();
+    let today = poll(Duration::from_secs(10), "the hover figures", async || {
+        let title = client
+            .execute("return arguments[0].lastElementChild.title;", bar_arg())
+            .await
+            .map_err(|e| e.to_string())?;
+        match title.as_str() {
+            Some(t) if t.contains("% up") => Ok(t.to_string()),
+            _ => Err(title.to_string()),
+        }
+    })
+    .await;
+    assert!(today.contains("% up ("), "{today}");
+    let yesterday = client
+        .execute(
+            "return arguments[0].lastElementChild.previousElementSibling.title;",
+            bar_arg(),
+        )
+        .await
+        .unwrap();
     assert!(
-        count(&browser, "rect.day.good").await >= 1,
-        "today has results"
+        yesterday
+            .as_str()
+            .unwrap_or_default()
+            .ends_with(": no results"),
+        "{yesterday}"
     );
     save(&browser, "overview").await;
 

@@ -11,7 +11,6 @@ use time::OffsetDateTime;
 
 use super::view::{DayCell, LeafBar, Point};
 
-const BAR_HEIGHT: u32 = 28;
 const CHART_WIDTH: f64 = 720.0;
 const CHART_HEIGHT: f64 = 200.0;
 /// Room for the axis labels.
@@ -20,16 +19,20 @@ const MARGIN_LEFT: f64 = 56.0;
 const TIMELINE_LEFT: f64 = 8.0;
 const MARGIN_BOTTOM: f64 = 22.0;
 
-/// One bar per day, oldest first, coloured by that day's uptime; each has
-/// a `<title>` the browser shows on hover.
-pub fn uptime_bar(days: &[DayCell]) -> Markup {
-    let width = days.len().max(1) as u32 * 4;
+/// One element per day, oldest first, coloured by that day's uptime. A
+/// day that is not all up carries its figures as a `title` (hover); the
+/// script fills in the others from `data-uptime` (the uptime JSON) on the
+/// first hover, which keeps `/` small: 100 checks x 90 days of titles
+/// would weigh a megabyte.
+pub fn uptime_bar(name: &str, days: &[DayCell]) -> Markup {
+    let from = days.first().map(|d| d.date.to_string()).unwrap_or_default();
     html! {
-        svg.uptime-bar viewBox=(format!("0 0 {width} {BAR_HEIGHT}")) preserveAspectRatio="none"
-            role="img" aria-label=(format!("daily uptime over the last {} days", days.len())) {
-            @for (i, day) in days.iter().enumerate() {
-                rect class=(format!("day {}", day.tone())) x=(i * 4) y="0" width="3" height=(BAR_HEIGHT) {
-                    title { (day.describe()) }
+        div.bar role="img" aria-label=(format!("daily uptime of {name} over the last {} days", days.len()))
+            data-uptime=(format!("/api/v1/uptime/{name}?days={}", days.len())) data-from=(from) {
+            @for day in days {
+                @match day.tone() {
+                    "good" => i.good {},
+                    tone => i class=(tone) title=(day.describe()) {},
                 }
             }
         }
@@ -176,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn the_bar_has_one_element_per_day_with_its_figures_on_hover() {
+    fn the_bar_has_one_element_per_day_with_failing_days_described() {
         let days: Vec<DayCell> = (0..90)
             .map(|d| DayCell {
                 date: (T0 - Duration::days(89 - d)).date(),
@@ -187,15 +190,15 @@ mod tests {
                 p95_ms: Some(300.0),
             })
             .collect();
-        let svg = uptime_bar(&days).into_string();
-        assert_eq!(svg.matches("<rect").count(), 90);
-        assert!(svg.contains("day bad"), "a day with 2% down is bad");
+        let html = uptime_bar("site", &days).into_string();
+        assert_eq!(html.matches("<i ").count(), 90);
+        assert_eq!(html.matches("<i class=\"good\"></i>").count(), 89);
         assert!(
-            svg.contains(
-                "<title>2026-09-07: 97.96% up (1440 up, 30 down), p50 120 ms, p95 300 ms</title>"
-            ),
-            "{svg}"
+            html.contains("<i class=\"bad\" title=\"2026-09-07: 97.95% up (1440 up, 30 down), p50 120 ms, p95 300 ms\"></i>"),
+            "{html}"
         );
+        assert!(html.contains("data-uptime=\"/api/v1/uptime/site?days=90\""));
+        assert!(html.contains("data-from=\"2026-09-02\""));
     }
 
     #[test]
@@ -206,7 +209,12 @@ mod tests {
             point(5, 90.0, true),
         ];
         let svg = response_chart(&[("p50", points)], T0, T0 + Duration::hours(6)).into_string();
-        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert_eq!(
+            svg.matches("<circle").count(),
+            1,
+            "the lone point after the gap"
+        );
         assert!(svg.contains(">110 ms<"), "the top is labelled: {svg}");
     }
 }

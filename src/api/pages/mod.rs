@@ -98,8 +98,7 @@ async fn require_session(State(state): State<ApiState>, request: Request, next: 
         }
         return unauthorised(true);
     }
-    let by_cookie = cookie(request.headers(), COOKIE)
-        .is_some_and(|c| reading && constant_time_eq(c.as_bytes(), session_of(&token).as_bytes()));
+    let by_cookie = has_session(&request, &token);
     let by_bearer = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -111,6 +110,13 @@ async fn require_session(State(state): State<ApiState>, request: Request, next: 
         true => next.run(request).await,
         false => unauthorised(false),
     }
+}
+
+/// A GET or HEAD carrying the session cookie of `token`.
+pub(super) fn has_session(request: &Request, token: &str) -> bool {
+    matches!(*request.method(), Method::GET | Method::HEAD)
+        && cookie(request.headers(), COOKIE)
+            .is_some_and(|c| constant_time_eq(c.as_bytes(), session_of(token).as_bytes()))
 }
 
 fn unauthorised(wrong_token: bool) -> Response {

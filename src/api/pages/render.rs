@@ -119,7 +119,7 @@ fn labels_and_time(check: &CheckRow) -> Markup {
 /// The bar and the figures (the overview puts a head above them).
 fn check_card(check: &CheckRow) -> Markup {
     html! {
-        (chart::uptime_bar(&check.days))
+        (chart::uptime_bar(&check.name, &check.days))
         dl.figures {
             dt { "24 h" } dd { (uptime_cell(check.uptime_24h)) }
             dt { "30 d" } dd { (uptime_cell(check.uptime_30d)) }
