@@ -101,6 +101,12 @@ if ! python3 -c 'import aiosmtpd' >/dev/null 2>&1; then
     fi
 fi
 
+# The status-page tests drive a real browser: Debian's headless Chromium
+# through chromedriver (WebDriver).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    apt_install chromium chromium-driver
+fi
+
 # aws-lc (the TLS crypto provider) and zstd are C, built with cc: a brand-new
 # machine with only the Rust toolchain lacks a C compiler.
 if ! command -v cc >/dev/null 2>&1; then

@@ -10,6 +10,7 @@
 //! another region can watch it without learning anything.
 
 mod history;
+mod pages;
 mod serve;
 mod tls;
 
@@ -61,6 +62,9 @@ pub struct ApiState {
     pub alerts: Option<Alerts>,
     /// The listener's connection counters.
     pub server: Arc<ServerStats>,
+    /// The config in force (checks, labels, maintenance windows), for the
+    /// pages; replaced on reload.
+    pub config: tokio::sync::watch::Receiver<Arc<crate::config::Config>>,
 }
 
 /// What the API asks of the alerter, which owns alert states and
@@ -78,9 +82,19 @@ pub enum AlertRequest {
 pub struct AlertStatus {
     firing: std::sync::atomic::AtomicU64,
     blind: std::sync::atomic::AtomicBool,
+    /// When the last daily report was queued (the pages' footer).
+    last_report: std::sync::Mutex<Option<OffsetDateTime>>,
 }
 
 impl AlertStatus {
+    pub fn last_report(&self) -> Option<OffsetDateTime> {
+        *self.last_report.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_last_report(&self, at: OffsetDateTime) {
+        *self.last_report.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+    }
+
     pub fn firing(&self) -> u64 {
         self.firing.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -116,7 +130,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/report", get(report))
         .route("/api/v1/silences", get(silences).post(add_silence))
         .route("/api/v1/silences/{pattern}", delete(remove_silence))
+        .route("/api/v1/uptime/{name}", get(pages::uptime_json))
+        .route("/api/v1/certificates/{name}", get(pages::certificates_json))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .merge(pages::router(state.clone()))
         .with_state(state)
 }
 
@@ -190,6 +207,11 @@ async fn require_token(State(state): State<ApiState>, request: Request, next: Ne
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
+    // A browser logged in to the pages reads the JSON behind them (the day
+    // bars' figures) with its session cookie; reading only.
+    if pages::has_session(&request, &token) {
+        return next.run(request).await;
+    }
     match presented {
         Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => next.run(request).await,
         _ => error(

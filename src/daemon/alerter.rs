@@ -437,9 +437,13 @@ impl Alerter {
         let to: Vec<String> = config.report.to.iter().map(ToString::to_string).collect();
         let message = report::email(&report, &to);
         let outbox = self.outbox.clone();
+        let status = self.status.clone();
         tokio::spawn(async move {
             match outbox.enqueue(&message, now).await {
-                Ok(_) => tracing::info!("daily report queued"),
+                Ok(_) => {
+                    status.set_last_report(now);
+                    tracing::info!("daily report queued")
+                }
                 Err(err) => tracing::error!(error = %err, "cannot queue the daily report"),
             }
         });

@@ -359,6 +359,7 @@ async fn run_once(
             requests: alert_requests,
         }),
         server: server_stats.clone(),
+        config: alert_config.subscribe(),
     });
     let listen = config.api.listen;
     let bound = Arc::new(std::sync::Mutex::new(Some(listener)));

@@ -18,6 +18,8 @@ pub struct Gate {
     /// Where clients connect (127.0.0.1).
     pub addr: SocketAddr,
     open: Arc<AtomicBool>,
+    /// Where accepted connections are forwarded; [`Gate::point_to`] moves it.
+    upstream: Arc<std::sync::Mutex<SocketAddr>>,
     /// Bumped on every close; forwarding tasks end when it changes.
     generation: watch::Sender<u64>,
     dropped: Arc<AtomicUsize>,
@@ -33,12 +35,14 @@ impl Gate {
             .expect("bind the gate");
         let addr = listener.local_addr().expect("gate address");
         let open = Arc::new(AtomicBool::new(true));
+        let upstream = Arc::new(std::sync::Mutex::new(upstream));
         let dropped = Arc::new(AtomicUsize::new(0));
         let (generation, _) = watch::channel(0u64);
         let task = {
             let open = open.clone();
             let dropped = dropped.clone();
             let generation = generation.clone();
+            let upstream = upstream.clone();
             tokio::spawn(async move {
                 loop {
                     let Ok((client, _)) = listener.accept().await else {
@@ -50,6 +54,7 @@ impl Gate {
                         continue;
                     }
                     let mut cut = generation.subscribe();
+                    let upstream = *upstream.lock().unwrap();
                     tokio::spawn(async move {
                         let Ok(mut server) = TcpStream::connect(upstream).await else {
                             return;
@@ -66,6 +71,7 @@ impl Gate {
         Gate {
             addr,
             open,
+            upstream,
             generation,
             dropped,
             task,
@@ -85,6 +91,12 @@ impl Gate {
 
     pub fn open(&self) {
         self.open.store(true, Ordering::SeqCst);
+    }
+
+    /// New connections go to `upstream` from now on (say, a server with
+    /// another certificate: a renewal as the client sees it).
+    pub fn point_to(&self, upstream: SocketAddr) {
+        *self.upstream.lock().unwrap() = upstream;
     }
 
     /// Connections dropped while closed.

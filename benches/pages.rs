@@ -1,0 +1,156 @@
+//! The status pages at scale: 100 checks with 90 days of history (one
+//! result every 15 minutes: the rollups are the same shape whatever the
+//! interval, one per hour and one per day, and the pages read nothing
+//! else), each serving a leaf that is renewed every 30 days. The requests
+//! go through the daemon's own router, as a browser's would.
+//!
+//! Run: `cargo bench --bench pages [-- CHECKS [DAYS]]` (default 100 checks,
+//! 90 days). Prints the median and max time and the size of `/`,
+//! `/checks/{name}` and `/api/v1/uptime/{name}?days=90`. Aims: `/` under
+//! 50 ms and 300 KB, a check's page under 30 ms, the uptime JSON under
+//! 5 ms.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+use vigie::api::{ApiState, ServerStats, Token};
+use vigie::clock::{Clock, SystemClock};
+use vigie::health::Health;
+use vigie::outcome::Outcome;
+use vigie::scheduler::Slots;
+use vigie::store::{Latest, SledStore, Store};
+
+const EVERY_MINUTES: i64 = 15;
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
+    let checks: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
+    let days: i64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(90);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(bench(checks, days));
+}
+
+async fn bench(checks: usize, days: i64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("checks")).unwrap();
+    let mut toml = String::new();
+    for n in 0..checks {
+        let env = ["prod", "staging", "dev"][n % 3];
+        toml.push_str(&format!(
+            "[[check]]\nname = \"check-{n:03}\"\nkind = \"http\"\nurl = \"https://www.example.com/{n}\"\nlabels = {{ env = \"{env}\" }}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("checks/all.toml"), toml).unwrap();
+    let config_path = dir.path().join("config.toml");
+    std::fs::write(&config_path, "state_dir = \"state\"\n").unwrap();
+    let config = vigie::config::load(&config_path).expect("the bench config loads");
+
+    let store = SledStore::open(&dir.path().join("history"), Duration::from_secs(1)).expect("open");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let now = clock.now();
+    let latest = Latest::default();
+    let started = Instant::now();
+    let per_check = days * 24 * 60 / EVERY_MINUTES;
+    for n in 0..checks {
+        let mut last = None;
+        for i in 0..per_check {
+            let at = now - time::Duration::minutes((per_check - i) * EVERY_MINUTES);
+            let outcome = outcome(n, at, i);
+            store.append(&outcome).expect("append");
+            last = Some(outcome);
+        }
+        if let Some(outcome) = last {
+            latest.record(Arc::new(outcome));
+        }
+    }
+    store.flush().expect("flush");
+    println!(
+        "filled: {checks} checks x {days} days, {} results in {:.1} s",
+        checks as i64 * per_check,
+        started.elapsed().as_secs_f64()
+    );
+
+    let (_config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
+    let state = ApiState {
+        store: Arc::new(store),
+        latest,
+        slots: Slots::default(),
+        health: Arc::new(Health::new(now, Arc::default())),
+        clock,
+        token: Token::default(),
+        replication: None,
+        heartbeat: None,
+        mail: None,
+        alerts: None,
+        server: Arc::new(ServerStats::default()),
+        config: config_rx,
+    };
+    let router = vigie::api::router(state);
+    for path in ["/", "/checks/check-007", "/api/v1/uptime/check-007?days=90"] {
+        let mut times = Vec::new();
+        let mut size = 0;
+        for _ in 0..30 {
+            let request = axum::http::Request::get(path).body(Body::empty()).unwrap();
+            let started = Instant::now();
+            let response = router.clone().oneshot(request).await.expect("an answer");
+            assert!(
+                response.status().is_success(),
+                "{path}: {}",
+                response.status()
+            );
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            times.push(started.elapsed());
+            size = body.len();
+        }
+        times.sort();
+        println!(
+            "{path}: median {:.2} ms, max {:.2} ms, {} KB",
+            times[times.len() / 2].as_secs_f64() * 1000.0,
+            times[times.len() - 1].as_secs_f64() * 1000.0,
+            size / 1024
+        );
+    }
+}
+
+/// One result: up but for one in 200, a leaf renewed every 30 days.
+fn outcome(check: usize, at: time::OffsetDateTime, i: i64) -> Outcome {
+    let renewal = at.unix_timestamp() / (30 * 86_400);
+    let not_before = time::OffsetDateTime::from_unix_timestamp(renewal * 30 * 86_400).unwrap();
+    let not_after = not_before + time::Duration::days(90);
+    let status = if i % 200 == 7 { "down" } else { "up" };
+    let json = serde_json::json!({
+        "name": format!("check-{check:03}"),
+        "kind": "http",
+        "target": format!("https://www.example.com/{check}"),
+        "status": status,
+        "started_at": at.format(&time::format_description::well_known::Rfc3339).unwrap(),
+        "duration_ms": 40.0 + (i % 17) as f64 * 7.5,
+        "failures": [],
+        "tls": {
+            "server_name": "www.example.com",
+            "trusted": true,
+            "hostname_matches": true,
+            "chain": [{
+                "subject": "CN=www.example.com",
+                "issuer": "C=US, O=Let's Encrypt, CN=R11",
+                "not_before": not_before.format(&time::format_description::well_known::Rfc3339).unwrap(),
+                "not_after": not_after.format(&time::format_description::well_known::Rfc3339).unwrap(),
+                "days_left": (not_after - at).whole_days(),
+                "sans": ["www.example.com"],
+                "serial": format!("{renewal:x}"),
+                "sha256": format!("{:064x}", renewal as u64 * 1_000 + check as u64),
+                "key": "ECDSA P-256",
+                "signature": "SHA256-RSA",
+            }],
+        },
+    });
+    serde_json::from_value(json).expect("a bench outcome")
+}

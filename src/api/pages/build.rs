@@ -1,0 +1,237 @@
+//! The pages' data, gathered from the store's rollups and timeline, the
+//! newest outcomes and the config. Reads only: rollups for every figure
+//! over time (never raw results, except one check's last week for its
+//! failure streaks), the in-memory newest outcome for "now".
+
+use std::collections::BTreeMap;
+
+use time::{Duration, OffsetDateTime};
+
+use super::view::{
+    uptime, CertSummary, CheckRow, DayCell, FailureRow, Group, Incident, LeafBar, Point,
+};
+use crate::cert::is_staging;
+use crate::check::Check;
+use crate::outcome::{Outcome, Status};
+use crate::store::{Granularity, Rollup, Store, StoreError};
+
+/// Days on the overview's bar.
+pub const BAR_DAYS: i64 = 90;
+/// How far back failure streaks are listed: raw results are read for this
+/// long only (rollups say which checks had a failure at all).
+pub const INCIDENT_WINDOW: Duration = Duration::days(7);
+
+/// UTC midnight of `at`'s day.
+fn midnight(at: OffsetDateTime) -> OffsetDateTime {
+    at.replace_time(time::Time::MIDNIGHT)
+}
+
+/// One check's overview row.
+pub fn check_row(
+    store: &dyn Store,
+    check: &Check,
+    latest: Option<&Outcome>,
+    now: OffsetDateTime,
+) -> Result<CheckRow, StoreError> {
+    let today = midnight(now);
+    let first_day = today - Duration::days(BAR_DAYS - 1);
+    let days = store.rollups(&check.name, Granularity::Day, first_day)?;
+    let hours = store.rollups(&check.name, Granularity::Hour, now - Duration::hours(24))?;
+    let by_day: BTreeMap<OffsetDateTime, &Rollup> = days.iter().map(|r| (r.start, r)).collect();
+    let cells = (0..BAR_DAYS)
+        .map(|d| {
+            let start = first_day + Duration::days(d);
+            match by_day.get(&start) {
+                Some(r) => DayCell {
+                    date: start.date(),
+                    up: r.up,
+                    warn: r.warn,
+                    down: r.down,
+                    p50_ms: r.p50(),
+                    p95_ms: r.p95(),
+                },
+                None => DayCell {
+                    date: start.date(),
+                    up: 0,
+                    warn: 0,
+                    down: 0,
+                    p50_ms: None,
+                    p95_ms: None,
+                },
+            }
+        })
+        .collect();
+    let since = |from: OffsetDateTime| {
+        let (good, known) = days
+            .iter()
+            .filter(|r| r.start >= from)
+            .fold((0, 0), |(g, k), r| (g + r.up + r.warn, k + r.known()));
+        uptime(good, known)
+    };
+    let (good_24h, known_24h) = hours
+        .iter()
+        .fold((0, 0), |(g, k), r| (g + r.up + r.warn, k + r.known()));
+    let certificate = latest
+        .and_then(|o| o.tls.as_ref())
+        .and_then(|tls| tls.chain.first())
+        .map(|leaf| CertSummary {
+            days_left: leaf.days_left,
+            issuer: leaf.issuer.clone(),
+            staging: is_staging(&leaf.issuer),
+        });
+    Ok(CheckRow {
+        name: check.name.clone(),
+        status: latest.map(|o| o.status),
+        labels: check
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        response_ms: latest.map(|o| o.duration_ms),
+        days: cells,
+        uptime_24h: uptime(good_24h, known_24h),
+        uptime_30d: since(today - Duration::days(29)),
+        uptime_90d: since(first_day),
+        certificate,
+    })
+}
+
+/// Checks grouped by the value of `label` (`no <label>` last).
+pub fn group(rows: Vec<CheckRow>, label: &str) -> Vec<Group> {
+    let mut groups: BTreeMap<(bool, String), Vec<CheckRow>> = BTreeMap::new();
+    for row in rows {
+        let key = match row.labels.iter().find(|(k, _)| k == label) {
+            Some((_, value)) => (false, format!("{label} = {value}")),
+            None => (true, format!("no {label}")),
+        };
+        groups.entry(key).or_default().push(row);
+    }
+    groups
+        .into_iter()
+        .map(|((_, title), checks)| Group { title, checks })
+        .collect()
+}
+
+/// The window of a response-time chart and its rollups' granularity.
+pub fn range(key: &str) -> (&'static str, Duration, Granularity) {
+    match key {
+        "7d" => ("7d", Duration::days(7), Granularity::Hour),
+        "30d" => ("30d", Duration::days(30), Granularity::Day),
+        "90d" => ("90d", Duration::days(90), Granularity::Day),
+        _ => ("24h", Duration::hours(24), Granularity::Hour),
+    }
+}
+
+/// p50, p95 and max per rollup over `[from, now]`, broken where a rollup
+/// is missing.
+pub fn response_series(
+    rollups: &[Rollup],
+    granularity: Granularity,
+    now: OffsetDateTime,
+) -> Vec<(&'static str, Vec<Point>)> {
+    let step = Duration::milliseconds(granularity.millis() as i64);
+    let mut series: [(&'static str, Vec<Point>); 3] = [
+        ("p50", Vec::new()),
+        ("p95", Vec::new()),
+        ("max", Vec::new()),
+    ];
+    let mut previous: Option<OffsetDateTime> = None;
+    for rollup in rollups.iter().filter(|r| r.known() > 0) {
+        let gap_before = previous.is_some_and(|p| rollup.start - p > step);
+        // The middle of the bucket, or of its part that has passed.
+        let middle: OffsetDateTime = rollup.start + step / 2;
+        let elapsed: Duration = now - rollup.start;
+        let at = middle.min(rollup.start + elapsed / 2);
+        let values = [rollup.p50(), rollup.p95(), Some(rollup.max_ms)];
+        for ((_, points), value) in series.iter_mut().zip(values) {
+            if let Some(ms) = value {
+                points.push(Point { at, ms, gap_before });
+            }
+        }
+        previous = Some(rollup.start);
+    }
+    series.into_iter().collect()
+}
+
+/// The timeline's bars, oldest leaf first.
+pub fn leaves(store: &dyn Store, name: &str) -> Result<Vec<LeafBar>, StoreError> {
+    let mut leaves: Vec<LeafBar> = store
+        .certificates(name)?
+        .into_iter()
+        .map(|leaf| LeafBar {
+            sha256: leaf.sha256,
+            subject: leaf.subject,
+            issuer: leaf.issuer,
+            not_before: leaf.not_before,
+            not_after: leaf.not_after,
+            first_seen: leaf.first_seen,
+            last_seen: leaf.last_seen,
+            staging: leaf.staging,
+        })
+        .collect();
+    leaves.sort_by_key(|l| l.first_seen);
+    Ok(leaves)
+}
+
+/// The latest probe's failures, expected against observed.
+pub fn failures(latest: Option<&Outcome>) -> Vec<FailureRow> {
+    latest
+        .map(|o| {
+            o.failures
+                .iter()
+                .map(|f| FailureRow {
+                    assertion: f.assertion.as_str().to_string(),
+                    expected: f.expected.clone(),
+                    observed: f.observed.clone(),
+                    message: f.message.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every run of `down` results of `name` in the last [`INCIDENT_WINDOW`],
+/// newest first: from the first down result to the next that was not.
+/// Only read when the day rollups show a failure in that window.
+pub fn incidents(
+    store: &dyn Store,
+    name: &str,
+    now: OffsetDateTime,
+) -> Result<Vec<Incident>, StoreError> {
+    let from = now - INCIDENT_WINDOW;
+    let had_failure = store
+        .rollups(name, Granularity::Day, midnight(from))?
+        .iter()
+        .any(|r| r.down > 0);
+    if !had_failure {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<Incident> = Vec::new();
+    let mut open: Option<Incident> = None;
+    for outcome in store.history(name, from)? {
+        match (outcome.status == Status::Down, open.take()) {
+            (true, None) => {
+                let cause = outcome
+                    .failures
+                    .first()
+                    .map(|f| f.message.clone())
+                    .unwrap_or_else(|| "down".to_string());
+                open = Some(Incident {
+                    check: name.to_string(),
+                    start: outcome.started_at,
+                    end: None,
+                    cause,
+                });
+            }
+            (true, Some(incident)) => open = Some(incident),
+            (false, Some(mut incident)) => {
+                incident.end = Some(outcome.started_at);
+                out.push(incident);
+            }
+            (false, None) => {}
+        }
+    }
+    out.extend(open);
+    out.reverse();
+    Ok(out)
+}

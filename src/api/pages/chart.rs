@@ -1,0 +1,220 @@
+//! The pages' charts as inline SVG: the 90-day uptime bar, the
+//! response-time chart and the certificate timeline. Pure: data in,
+//! markup out, so the shapes are unit-tested without a browser.
+//!
+//! Colours come from CSS classes (the stylesheet has light and dark
+//! variants); geometry is in SVG attributes, which the page's
+//! Content-Security-Policy allows, unlike `style` attributes.
+
+use maud::{html, Markup};
+use time::OffsetDateTime;
+
+use super::view::{DayCell, LeafBar, Point};
+
+const CHART_WIDTH: f64 = 720.0;
+const CHART_HEIGHT: f64 = 200.0;
+/// Room for the axis labels.
+const MARGIN_LEFT: f64 = 56.0;
+/// The timeline needs no value axis.
+const TIMELINE_LEFT: f64 = 8.0;
+const MARGIN_BOTTOM: f64 = 22.0;
+
+/// One element per day, oldest first, coloured by that day's uptime. A
+/// day that is not all up carries its figures as a `title` (hover); the
+/// script fills in the others from `data-uptime` (the uptime JSON) on the
+/// first hover, which keeps `/` small: 100 checks x 90 days of titles
+/// would weigh a megabyte.
+pub fn uptime_bar(name: &str, days: &[DayCell]) -> Markup {
+    let from = days.first().map(|d| d.date.to_string()).unwrap_or_default();
+    html! {
+        div.bar role="img" aria-label=(format!("daily uptime of {name} over the last {} days", days.len()))
+            data-uptime=(format!("/api/v1/uptime/{name}?days={}", days.len())) data-from=(from) {
+            @for day in days {
+                @match day.tone() {
+                    "good" => i.good {},
+                    tone => i class=(tone) title=(day.describe()) {},
+                }
+            }
+        }
+    }
+}
+
+/// Response times over `[from, to]`: one line per series (p50, p95, max),
+/// broken where there is no data, with the highest value and the ends of
+/// the time axis labelled.
+pub fn response_chart(
+    series: &[(&'static str, Vec<Point>)],
+    from: OffsetDateTime,
+    to: OffsetDateTime,
+) -> Markup {
+    let top = series
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.ms))
+        .fold(0.0_f64, f64::max)
+        .max(1.0);
+    let span = (to - from).as_seconds_f64().max(1.0);
+    let plot_w = CHART_WIDTH - MARGIN_LEFT;
+    let plot_h = CHART_HEIGHT - MARGIN_BOTTOM;
+    let x = |at: OffsetDateTime| MARGIN_LEFT + (at - from).as_seconds_f64() / span * plot_w;
+    let y = |ms: f64| plot_h - ms / top * (plot_h - 8.0);
+    html! {
+        svg.chart viewBox=(format!("0 0 {CHART_WIDTH} {CHART_HEIGHT}")) role="img"
+            aria-label="response time" {
+            line.axis x1=(MARGIN_LEFT) y1=(plot_h) x2=(CHART_WIDTH) y2=(plot_h) {}
+            line.axis x1=(MARGIN_LEFT) y1="0" x2=(MARGIN_LEFT) y2=(plot_h) {}
+            text.label x=(MARGIN_LEFT - 4.0) y="12" text-anchor="end" { (format_ms(top)) }
+            text.label x=(MARGIN_LEFT - 4.0) y=(plot_h) text-anchor="end" { "0" }
+            text.label x=(MARGIN_LEFT) y=(CHART_HEIGHT - 6.0) { (stamp(from)) }
+            text.label x=(CHART_WIDTH) y=(CHART_HEIGHT - 6.0) text-anchor="end" { (stamp(to)) }
+            @for (name, points) in series {
+                @for run in runs(points) {
+                    // A lone point (one hour with results) has no line to draw.
+                    @if let [only] = run {
+                        circle class=(format!("dot {name}")) cx=(format!("{:.1}", x(only.at))) cy=(format!("{:.1}", y(only.ms))) r="3" {}
+                    } @else {
+                        polyline class=(format!("series {name}")) points=(
+                            run.iter().map(|p| format!("{:.1},{:.1}", x(p.at), y(p.ms))).collect::<Vec<_>>().join(" ")
+                        ) {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Each leaf as a bar from not_before to not_after, with the stretch
+/// vigie saw it served drawn over it, a tick at each renewal (a leaf first
+/// seen after another) and a line at `now`.
+pub fn certificate_timeline(leaves: &[LeafBar], now: OffsetDateTime) -> Markup {
+    let Some(from) = leaves.iter().map(|l| l.not_before).min() else {
+        return html! { p.empty { "No certificate served yet." } };
+    };
+    let to = leaves
+        .iter()
+        .map(|l| l.not_after)
+        .max()
+        .unwrap_or(now)
+        .max(now);
+    let span = (to - from).as_seconds_f64().max(1.0);
+    let row = 40.0;
+    let height = leaves.len() as f64 * row + MARGIN_BOTTOM;
+    let plot_w = CHART_WIDTH - TIMELINE_LEFT - 8.0;
+    let x = |at: OffsetDateTime| TIMELINE_LEFT + (at - from).as_seconds_f64() / span * plot_w;
+    html! {
+        svg.timeline viewBox=(format!("0 0 {CHART_WIDTH} {height}")) role="img"
+            aria-label="certificates served over time" {
+            @for (i, leaf) in leaves.iter().enumerate() {
+                @let top = i as f64 * row + 4.0;
+                g class=(if leaf.staging { "leaf staging" } else { "leaf" }) {
+                    title { (leaf.describe()) }
+                    text.label x=(x(leaf.not_before).min(CHART_WIDTH - 260.0)) y=(top + 9.0) { (leaf.short_name()) }
+                    rect.validity x=(x(leaf.not_before)) y=(top + 14.0) width=((x(leaf.not_after) - x(leaf.not_before)).max(1.0)) height="18" rx="3" {}
+                    rect.served x=(x(leaf.first_seen)) y=(top + 19.0) width=((x(leaf.last_seen) - x(leaf.first_seen)).max(3.0)) height="8" {}
+                }
+                @if i > 0 {
+                    line.renewal x1=(x(leaf.first_seen)) y1="0" x2=(x(leaf.first_seen)) y2=(height - MARGIN_BOTTOM) {}
+                }
+            }
+            line.now x1=(x(now)) y1="0" x2=(x(now)) y2=(height - MARGIN_BOTTOM) {}
+            text.label x=(TIMELINE_LEFT) y=(height - 6.0) { (stamp(from)) }
+            text.label x=(x(now)) y=(height - 6.0) text-anchor="middle" { "now" }
+            text.label x=(CHART_WIDTH - 8.0) y=(height - 6.0) text-anchor="end" { (stamp(to)) }
+        }
+    }
+}
+
+/// Consecutive points without a gap: a point is `None`-free by
+/// construction, a gap is where `Point::gap_before` is set.
+fn runs(points: &[Point]) -> Vec<&[Point]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, point) in points.iter().enumerate() {
+        if point.gap_before && i > start {
+            out.push(&points[start..i]);
+            start = i;
+        }
+    }
+    if start < points.len() {
+        out.push(&points[start..]);
+    }
+    out
+}
+
+pub fn format_ms(ms: f64) -> String {
+    if ms >= 10_000.0 {
+        format!("{:.0} s", ms / 1000.0)
+    } else if ms >= 1000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
+fn stamp(at: OffsetDateTime) -> String {
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+    use time::Duration;
+
+    use super::*;
+
+    const T0: OffsetDateTime = datetime!(2026-11-30 00:00 UTC);
+
+    fn point(hours: i64, ms: f64, gap_before: bool) -> Point {
+        Point {
+            at: T0 + Duration::hours(hours),
+            ms,
+            gap_before,
+        }
+    }
+
+    #[test]
+    fn the_bar_has_one_element_per_day_with_failing_days_described() {
+        let days: Vec<DayCell> = (0..90)
+            .map(|d| DayCell {
+                date: (T0 - Duration::days(89 - d)).date(),
+                up: 1440,
+                warn: 0,
+                down: if d == 5 { 30 } else { 0 },
+                p50_ms: Some(120.0),
+                p95_ms: Some(300.0),
+            })
+            .collect();
+        let html = uptime_bar("site", &days).into_string();
+        assert_eq!(html.matches("<i ").count(), 90);
+        assert_eq!(html.matches("<i class=\"good\"></i>").count(), 89);
+        assert!(
+            html.contains("<i class=\"bad\" title=\"2026-09-07: 97.95% up (1440 up, 30 down), p50 120 ms, p95 300 ms\"></i>"),
+            "{html}"
+        );
+        assert!(html.contains("data-uptime=\"/api/v1/uptime/site?days=90\""));
+        assert!(html.contains("data-from=\"2026-09-02\""));
+    }
+
+    #[test]
+    fn a_gap_breaks_the_line() {
+        let points = vec![
+            point(0, 100.0, false),
+            point(1, 110.0, false),
+            point(5, 90.0, true),
+        ];
+        let svg = response_chart(&[("p50", points)], T0, T0 + Duration::hours(6)).into_string();
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert_eq!(
+            svg.matches("<circle").count(),
+            1,
+            "the lone point after the gap"
+        );
+        assert!(svg.contains(">110 ms<"), "the top is labelled: {svg}");
+    }
+}

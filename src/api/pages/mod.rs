@@ -1,0 +1,503 @@
+//! The status pages, on the API's listener with the API's token rules:
+//! `/` (every check: status, 90-day bar, uptime, certificate), `/checks/{name}`
+//! (response times, the latest failures, failure streaks, the certificate
+//! timeline), `/incidents`, and `/login`; the JSON behind them is
+//! `/api/v1/uptime/{name}` and `/api/v1/certificates/{name}`.
+//!
+//! With a token configured, a browser logs in with the form at `/login` or
+//! once with `?token=...`; either sets an HttpOnly, SameSite=Strict cookie
+//! holding a digest of the token (never the token itself), accepted for
+//! reading pages only (GET and HEAD), so a page cannot be made to change
+//! anything. Every page carries a strict Content-Security-Policy: nothing
+//! loads from another origin, no inline script or style.
+
+mod build;
+mod chart;
+mod render;
+mod view;
+
+use std::collections::HashMap;
+
+use axum::extract::{Form, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use maud::Markup;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use time::{Duration, OffsetDateTime};
+
+use super::{constant_time_eq, error, ApiState};
+use crate::alert::maintenance_end;
+use crate::store::Granularity;
+
+/// The label checks are grouped by on the overview.
+const GROUP_BY: &str = "env";
+const COOKIE: &str = "vigie_session";
+const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
+                   connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+pub(super) fn router(state: ApiState) -> Router<ApiState> {
+    Router::new()
+        .route("/", get(overview))
+        .route("/checks/{name}", get(check))
+        .route("/incidents", get(incidents))
+        .layer(middleware::from_fn_with_state(state, require_session))
+        .route("/login", get(login_form).post(login))
+        .route("/assets/vigie.css", get(css))
+        .route("/assets/vigie.js", get(js))
+        .route("/assets/favicon.svg", get(favicon))
+}
+
+/// What the session cookie holds: a digest of the token, so the cookie
+/// jar never keeps the bearer token itself.
+fn session_of(token: &str) -> String {
+    let digest = Sha256::digest(format!("vigie-session:{token}").as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.to_string())
+}
+
+fn set_session(token: &str, to: &str) -> Response {
+    let cookie = format!(
+        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+        session_of(token)
+    );
+    let mut response = Redirect::to(to).into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+async fn require_session(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let Some(token) = state.token.current() else {
+        return next.run(request).await;
+    };
+    let reading = matches!(*request.method(), Method::GET | Method::HEAD);
+    let query_token = request.uri().query().and_then(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "token")
+            .map(|(_, v)| v.into_owned())
+    });
+    if let Some(offered) = query_token {
+        if reading && constant_time_eq(offered.as_bytes(), token.as_bytes()) {
+            // The token leaves the address bar (and the history) at once.
+            return set_session(&token, request.uri().path());
+        }
+        return unauthorised(true);
+    }
+    let by_cookie = has_session(&request, &token);
+    let by_bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .is_some_and(|(_, t)| constant_time_eq(t.trim().as_bytes(), token.as_bytes()));
+    match by_cookie || by_bearer {
+        true => next.run(request).await,
+        false => unauthorised(false),
+    }
+}
+
+/// A GET or HEAD carrying the session cookie of `token`.
+pub(super) fn has_session(request: &Request, token: &str) -> bool {
+    matches!(*request.method(), Method::GET | Method::HEAD)
+        && cookie(request.headers(), COOKIE)
+            .is_some_and(|c| constant_time_eq(c.as_bytes(), session_of(token).as_bytes()))
+}
+
+fn unauthorised(wrong_token: bool) -> Response {
+    match wrong_token {
+        true => page(StatusCode::UNAUTHORIZED, render::login(true)),
+        false => Redirect::to("/login").into_response(),
+    }
+}
+
+async fn login_form() -> Response {
+    page(StatusCode::OK, render::login(false))
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+async fn login(State(state): State<ApiState>, Form(form): Form<LoginForm>) -> Response {
+    match state.token.current() {
+        Some(token) if constant_time_eq(form.token.trim().as_bytes(), token.as_bytes()) => {
+            set_session(&token, "/")
+        }
+        Some(_) => page(StatusCode::UNAUTHORIZED, render::login(true)),
+        None => Redirect::to("/").into_response(),
+    }
+}
+
+/// An HTML page with the headers every page carries.
+fn page(code: StatusCode, markup: Markup) -> Response {
+    let mut response = (code, markup).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn css() -> Response {
+    asset("text/css; charset=utf-8", include_str!("assets/vigie.css"))
+}
+
+async fn js() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("assets/vigie.js"),
+    )
+}
+
+async fn favicon() -> Response {
+    asset("image/svg+xml", include_str!("assets/favicon.svg"))
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=300"),
+    );
+    response
+}
+
+fn footer(state: &ApiState, now: OffsetDateTime) -> view::Footer {
+    let verdict = state.health.verdict(now);
+    let mail = state.mail.as_ref().map(|m| m.snapshot());
+    view::Footer {
+        healthy: verdict.is_healthy() && verdict.degraded.is_empty(),
+        health: health_words(&verdict),
+        replication_lag: state.replication.as_ref().map(|r| {
+            let lag = r.snapshot(now).lag_seconds;
+            view::duration_words(lag as i64)
+        }),
+        outbox_backlog: mail.as_ref().map(|m| m.backlog),
+        dead_letters: mail.as_ref().map(|m| m.dead_letters),
+        last_report: state
+            .alerts
+            .as_ref()
+            .and_then(|a| a.status.last_report())
+            .map(view::minute),
+        version: env!("CARGO_PKG_VERSION"),
+    }
+}
+
+/// `ok`, `ok, degraded: ...`, or the status and its reason.
+fn health_words(verdict: &crate::health::Verdict) -> String {
+    if !verdict.is_healthy() {
+        let status = serde_json::to_value(verdict.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        return match &verdict.reason {
+            Some(reason) => format!("{status}: {reason}"),
+            None => status,
+        };
+    }
+    match verdict.degraded.is_empty() {
+        true => "ok".to_string(),
+        false => format!("ok, degraded: {}", verdict.degraded.join("; ")),
+    }
+}
+
+fn store_failed(err: crate::store::StoreError) -> Response {
+    tracing::error!(error = %err, "a page could not read the store");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the store cannot be read; see vigie's log",
+    )
+        .into_response()
+}
+
+async fn overview(State(state): State<ApiState>) -> Response {
+    let now = state.clock.now();
+    let config = state.config.borrow().clone();
+    let store = state.store.clone();
+    let latest = state.latest.clone();
+    let rows = tokio::task::spawn_blocking(move || {
+        config
+            .checks
+            .iter()
+            .map(|check| {
+                let newest = latest.get(&check.name);
+                build::check_row(store.as_ref(), check, newest.as_deref(), now)
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await;
+    match rows {
+        Ok(Ok(rows)) => page(
+            StatusCode::OK,
+            render::overview(&build::group(rows, GROUP_BY), &footer(&state, now)),
+        ),
+        Ok(Err(err)) => store_failed(err),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the page panicked; see vigie's log",
+        )
+            .into_response(),
+    }
+}
+
+async fn check(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let now = state.clock.now();
+    let config = state.config.borrow().clone();
+    let Some(check) = config.checks.iter().find(|c| c.name == name).cloned() else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no check named {name:?} in the config"),
+        )
+            .into_response();
+    };
+    let (range, span, granularity) = build::range(query.get("range").map_or("24h", String::as_str));
+    let store = state.store.clone();
+    let newest = state.latest.get(&name);
+    let built = tokio::task::spawn_blocking(move || {
+        let latest = newest.as_deref();
+        let row = build::check_row(store.as_ref(), &check, latest, now)?;
+        let rollups = store.rollups(&name, granularity, now - span)?;
+        Ok::<_, crate::store::StoreError>((
+            row,
+            latest.map(|o| o.target.clone()),
+            build::response_series(&rollups, granularity, now),
+            build::failures(latest),
+            build::incidents(store.as_ref(), &name, now)?,
+            build::leaves(store.as_ref(), &name)?,
+        ))
+    })
+    .await;
+    match built {
+        Ok(Ok((row, target, series, failures, incidents, leaves))) => {
+            let check_page = render::CheckPage {
+                check: &row,
+                target: target.as_deref(),
+                range,
+                from: now - span,
+                now,
+                series,
+                failures,
+                incidents,
+                leaves,
+            };
+            page(
+                StatusCode::OK,
+                render::check_page(&check_page, &footer(&state, now)),
+            )
+        }
+        Ok(Err(err)) => store_failed(err),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the page panicked; see vigie's log",
+        )
+            .into_response(),
+    }
+}
+
+async fn incidents(State(state): State<ApiState>) -> Response {
+    let now = state.clock.now();
+    let config = state.config.borrow().clone();
+    let silences = match &state.alerts {
+        Some(_) => super::ask(&state, super::AlertRequest::Silences)
+            .await
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let silences: Vec<_> = silences.into_iter().filter(|s| s.is_active(now)).collect();
+    let windows = windows(&config, now);
+    let store = state.store.clone();
+    let names: Vec<String> = config.checks.iter().map(|c| c.name.clone()).collect();
+    let found = tokio::task::spawn_blocking(move || {
+        let mut all = Vec::new();
+        for name in names {
+            all.extend(build::incidents(store.as_ref(), &name, now)?);
+        }
+        all.sort_by_key(|i| std::cmp::Reverse((i.end.is_none(), i.start)));
+        Ok::<_, crate::store::StoreError>(all)
+    })
+    .await;
+    match found {
+        Ok(Ok(all)) => page(
+            StatusCode::OK,
+            render::incidents_page(&all, &silences, &windows, now, &footer(&state, now)),
+        ),
+        Ok(Err(err)) => store_failed(err),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the page panicked; see vigie's log",
+        )
+            .into_response(),
+    }
+}
+
+/// Maintenance windows open now or opening within 7 days.
+fn windows(config: &crate::config::Config, now: OffsetDateTime) -> Vec<render::WindowRow> {
+    let horizon = now + Duration::days(7);
+    let mut rows = Vec::new();
+    for window in &config.maintenance {
+        let checks = window.checks.join(", ");
+        let duration = Duration::try_from(window.duration).unwrap_or(Duration::ZERO);
+        if let Some(end) = maintenance_end(window, now) {
+            rows.push(render::WindowRow {
+                checks: checks.clone(),
+                start: end - duration,
+                end,
+            });
+        }
+        let mut from = now;
+        while let Some(start) = crate::schedule::next_after(&window.schedule, from) {
+            if start > horizon || rows.len() > 100 {
+                break;
+            }
+            rows.push(render::WindowRow {
+                checks: checks.clone(),
+                start,
+                end: start + duration,
+            });
+            from = start;
+        }
+    }
+    rows.sort_by_key(|w| w.start);
+    rows
+}
+
+/// `GET /api/v1/uptime/{name}?days=90`: one entry per day, oldest first.
+#[derive(Serialize)]
+struct UptimeDay {
+    date: String,
+    up: u64,
+    warn: u64,
+    down: u64,
+    uptime: Option<f64>,
+    p50_ms: Option<f64>,
+    p95_ms: Option<f64>,
+}
+
+pub(super) async fn uptime_json(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let days: i64 = match query.get("days").map(|d| d.parse::<i64>()) {
+        None => 90,
+        Some(Ok(d)) if (1..=400).contains(&d) => d,
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "days must be a whole number from 1 to 400",
+            )
+        }
+    };
+    let now = state.clock.now();
+    let from = now.replace_time(time::Time::MIDNIGHT) - Duration::days(days - 1);
+    let store = state.store.clone();
+    let read =
+        tokio::task::spawn_blocking(move || store.rollups(&name, Granularity::Day, from)).await;
+    match read {
+        Ok(Ok(rollups)) => {
+            let days: Vec<UptimeDay> = rollups
+                .iter()
+                .map(|r| UptimeDay {
+                    date: r.start.date().to_string(),
+                    up: r.up,
+                    warn: r.warn,
+                    down: r.down,
+                    uptime: r.uptime(),
+                    p50_ms: r.p50(),
+                    p95_ms: r.p95(),
+                })
+                .collect();
+            Json(serde_json::json!({ "days": days })).into_response()
+        }
+        Ok(Err(err)) => store_failed(err),
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request panicked; see vigie's log",
+        ),
+    }
+}
+
+/// `GET /api/v1/certificates/{name}`: every leaf the check served.
+#[derive(Serialize)]
+struct LeafJson {
+    sha256: String,
+    subject: String,
+    issuer: String,
+    staging: bool,
+    #[serde(with = "time::serde::rfc3339")]
+    not_before: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    not_after: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    first_seen: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    last_seen: OffsetDateTime,
+}
+
+pub(super) async fn certificates_json(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+) -> Response {
+    let store = state.store.clone();
+    let read = tokio::task::spawn_blocking(move || build::leaves(store.as_ref(), &name)).await;
+    match read {
+        Ok(Ok(leaves)) => {
+            let leaves: Vec<LeafJson> = leaves
+                .into_iter()
+                .map(|l| LeafJson {
+                    sha256: l.sha256,
+                    subject: l.subject,
+                    issuer: l.issuer,
+                    staging: l.staging,
+                    not_before: l.not_before,
+                    not_after: l.not_after,
+                    first_seen: l.first_seen,
+                    last_seen: l.last_seen,
+                })
+                .collect();
+            Json(serde_json::json!({ "certificates": leaves })).into_response()
+        }
+        Ok(Err(err)) => store_failed(err),
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request panicked; see vigie's log",
+        ),
+    }
+}

@@ -1,0 +1,302 @@
+//! The pages' HTML (maud: checked at compile time, every value escaped by
+//! construction). One function per page, one layout around them.
+//!
+//! The layout links one stylesheet and one small script, both served by
+//! vigie (`/assets/...`): no CDN, no font, nothing from another origin,
+//! which the Content-Security-Policy enforces. Everything that changes
+//! lives in `<main>`, which the script swaps in place on refresh.
+
+use maud::{html, Markup, DOCTYPE};
+use time::OffsetDateTime;
+
+use super::chart;
+use super::view::{
+    duration_words, minute, percent, status_word, CheckRow, FailureRow, Footer, Group, Incident,
+    LeafBar, Point,
+};
+use crate::alert::Silence;
+
+/// Which page the navigation marks as current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nav {
+    Overview,
+    Check,
+    Incidents,
+}
+
+fn layout(title: &str, nav: Nav, footer: &Footer, main: Markup) -> Markup {
+    let current = |n: Nav| if n == nav { "page" } else { "false" };
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                title { (title) " · vigie" }
+                link rel="stylesheet" href="/assets/vigie.css";
+                link rel="icon" type="image/svg+xml" href="/assets/favicon.svg";
+                script src="/assets/vigie.js" defer {}
+            }
+            body {
+                header {
+                    a.brand href="/" { "vigie" }
+                    nav {
+                        a href="/" aria-current=(current(Nav::Overview)) { "Overview" }
+                        a href="/incidents" aria-current=(current(Nav::Incidents)) { "Incidents" }
+                    }
+                }
+                main data-refresh="30" { (main) }
+                footer { (footer_markup(footer)) }
+            }
+        }
+    }
+}
+
+fn footer_markup(footer: &Footer) -> Markup {
+    html! {
+        ul.health {
+            li class=(if footer.healthy { "ok" } else { "bad" }) {
+                "vigie: " (footer.health)
+            }
+            @if let Some(lag) = &footer.replication_lag { li { "replication lag: " (lag) } }
+            @if let Some(backlog) = footer.outbox_backlog { li { "outbox: " (backlog) " waiting" } }
+            @if let Some(dead) = footer.dead_letters { li { "dead letters: " (dead) } }
+            li { "last daily report: " (footer.last_report.as_deref().unwrap_or("none yet")) }
+            li { "vigie " (footer.version) }
+        }
+    }
+}
+
+fn status_badge(status: Option<crate::outcome::Status>) -> Markup {
+    let (word, symbol, class) = status_word(status);
+    html! { span class=(format!("status {class}")) { span aria-hidden="true" { (symbol) } " " (word) } }
+}
+
+fn uptime_cell(share: Option<f64>) -> Markup {
+    html! {
+        @match share {
+            Some(share) => (percent(share)),
+            None => span.muted { "–" },
+        }
+    }
+}
+
+/// `/`: every check, grouped.
+pub fn overview(groups: &[Group], footer: &Footer) -> Markup {
+    let main = html! {
+        h1 { "Overview" }
+        @if groups.is_empty() { p.empty { "No checks configured." } }
+        @for group in groups {
+            section.group {
+                h2 { (group.title) }
+                ul.checks {
+                    @for check in &group.checks { li.check { (check_head(check)) (check_card(check)) } }
+                }
+            }
+        }
+    };
+    layout("Overview", Nav::Overview, footer, main)
+}
+
+fn check_head(check: &CheckRow) -> Markup {
+    html! {
+        div.head {
+            (status_badge(check.status))
+            a.name href=(format!("/checks/{}", check.name)) { (check.name) }
+            (labels_and_time(check))
+        }
+    }
+}
+
+fn labels_and_time(check: &CheckRow) -> Markup {
+    html! {
+        @for (key, value) in &check.labels { span.labelchip { (key) "=" (value) } }
+        @if let Some(ms) = check.response_ms { span.ms { (chart::format_ms(ms)) } }
+    }
+}
+
+/// The bar and the figures (the overview puts a head above them).
+fn check_card(check: &CheckRow) -> Markup {
+    html! {
+        (chart::uptime_bar(&check.name, &check.days))
+        dl.figures {
+            dt { "24 h" } dd { (uptime_cell(check.uptime_24h)) }
+            dt { "30 d" } dd { (uptime_cell(check.uptime_30d)) }
+            dt { "90 d" } dd { (uptime_cell(check.uptime_90d)) }
+            @if let Some(cert) = &check.certificate {
+                dt { "certificate" }
+                dd class=(if cert.staging || cert.days_left < 7 { "bad" } else { "" }) {
+                    (cert.days_left) " days left, " (cert.issuer)
+                    @if cert.staging { strong.flag { " STAGING issuer: browsers do not trust it" } }
+                }
+            }
+        }
+    }
+}
+
+/// The time ranges of a check's response-time chart.
+pub const RANGES: [(&str, &str); 4] = [
+    ("24h", "24 h"),
+    ("7d", "7 d"),
+    ("30d", "30 d"),
+    ("90d", "90 d"),
+];
+
+/// What `/checks/{name}` shows.
+pub struct CheckPage<'a> {
+    pub check: &'a CheckRow,
+    pub target: Option<&'a str>,
+    pub range: &'a str,
+    pub from: OffsetDateTime,
+    pub now: OffsetDateTime,
+    pub series: Vec<(&'static str, Vec<Point>)>,
+    pub failures: Vec<FailureRow>,
+    pub incidents: Vec<Incident>,
+    pub leaves: Vec<LeafBar>,
+}
+
+/// `/checks/{name}`.
+pub fn check_page(page: &CheckPage<'_>, footer: &Footer) -> Markup {
+    let check = page.check;
+    let main = html! {
+        h1.head { (status_badge(check.status)) " " (check.name) " " (labels_and_time(check)) }
+        @if let Some(target) = page.target { p.target { code { (target) } } }
+        (check_card(check))
+        section {
+            h2 { "Response time" }
+            nav.ranges {
+                @for (key, label) in RANGES {
+                    a href=(format!("?range={key}")) aria-current=(if key == page.range { "page" } else { "false" }) { (label) }
+                }
+            }
+            (chart::response_chart(&page.series, page.from, page.now))
+            p.legend { span.key.p50 { "p50" } " " span.key.p95 { "p95" } " " span.key.max { "max" } }
+        }
+        section {
+            h2 { "Latest probe" }
+            @if page.failures.is_empty() { p { "No failure." } } @else {
+                table {
+                    thead { tr { th { "assertion" } th { "expected" } th { "observed" } th { "what happened" } } }
+                    tbody {
+                        @for f in &page.failures {
+                            tr { td { code { (f.assertion) } } td { (f.expected) } td { (f.observed) } td { (f.message) } }
+                        }
+                    }
+                }
+            }
+        }
+        section {
+            h2 { "Incidents" }
+            (incident_table(&page.incidents, false, page.now))
+        }
+        section {
+            h2 { "Certificate timeline" }
+            (chart::certificate_timeline(&page.leaves, page.now))
+            @if !page.leaves.is_empty() {
+                ul.leaves {
+                    @for leaf in &page.leaves {
+                        li class=(if leaf.staging { "staging" } else { "" }) {
+                            code { (leaf.sha256.get(..16).unwrap_or(&leaf.sha256)) } " "
+                            (leaf.issuer)
+                            @if leaf.staging { strong.flag { " STAGING" } }
+                            ", valid to " (super::view::day(leaf.not_after))
+                            ", served " (minute(leaf.first_seen)) " to " (minute(leaf.last_seen))
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout(&check.name, Nav::Check, footer, main)
+}
+
+fn incident_table(incidents: &[Incident], with_check: bool, now: OffsetDateTime) -> Markup {
+    html! {
+        @if incidents.is_empty() { p { "None in the kept history." } } @else {
+            table.incidents {
+                thead { tr {
+                    @if with_check { th { "check" } }
+                    th { "start" } th { "end" } th { "duration" } th { "first failure" }
+                } }
+                tbody {
+                    @for i in incidents {
+                        tr class=(if i.end.is_none() { "open" } else { "" }) {
+                            @if with_check { td { a href=(format!("/checks/{}", i.check)) { (i.check) } } }
+                            td { (minute(i.start)) }
+                            td { @match i.end { Some(end) => (minute(end)), None => strong { "open" } } }
+                            td { (duration_words((i.end.unwrap_or(now) - i.start).whole_seconds())) }
+                            td { (i.cause) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A maintenance window, as `/incidents` lists it.
+pub struct WindowRow {
+    pub checks: String,
+    pub start: OffsetDateTime,
+    pub end: OffsetDateTime,
+}
+
+/// `/incidents`.
+pub fn incidents_page(
+    incidents: &[Incident],
+    silences: &[Silence],
+    windows: &[WindowRow],
+    now: OffsetDateTime,
+    footer: &Footer,
+) -> Markup {
+    let main = html! {
+        h1 { "Incidents" }
+        section { h2 { "Open and recent" } (incident_table(incidents, true, now)) }
+        section {
+            h2 { "Silences in force" }
+            @if silences.is_empty() { p { "None." } } @else {
+                table { thead { tr { th { "checks" } th { "until" } th { "reason" } } }
+                    tbody { @for s in silences { tr { td { code { (s.pattern) } } td { (minute(s.until)) } td { (s.reason) } } } } }
+            }
+        }
+        section {
+            h2 { "Maintenance windows, in force and coming" }
+            @if windows.is_empty() { p { "None in the next 7 days." } } @else {
+                table { thead { tr { th { "checks" } th { "from" } th { "to" } } }
+                    tbody { @for w in windows {
+                        tr class=(if w.start <= now { "open" } else { "" }) { td { code { (w.checks) } } td { (minute(w.start)) } td { (minute(w.end)) } }
+                    } } }
+            }
+        }
+    };
+    layout("Incidents", Nav::Incidents, footer, main)
+}
+
+/// `/login`: the token form. `failed` after a wrong token.
+pub fn login(failed: bool) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                title { "Log in · vigie" }
+                link rel="stylesheet" href="/assets/vigie.css";
+                link rel="icon" type="image/svg+xml" href="/assets/favicon.svg";
+            }
+            body.login {
+                main {
+                    h1 { "vigie" }
+                    form method="post" action="/login" {
+                        label for="token" { "API token (the content of [api] token_file)" }
+                        input #token type="password" name="token" autocomplete="current-password" required;
+                        button type="submit" { "Log in" }
+                    }
+                    @if failed { p.bad role="alert" { "That is not the token." } }
+                }
+            }
+        }
+    }
+}

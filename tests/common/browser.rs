@@ -1,0 +1,149 @@
+//! A real browser for the status-page tests: Debian's headless Chromium,
+//! driven through chromedriver (WebDriver) with fantoccini. Both are
+//! installed by scripts/test.sh; a test without them fails and says how to
+//! get them.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder};
+use serde_json::{json, Value};
+
+/// chromedriver on a loopback port, killed when dropped.
+pub struct Browser {
+    driver: Child,
+    pub port: u16,
+    pub client: Client,
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium session.
+    pub async fn start() -> Browser {
+        for tool in ["chromium", "chromedriver"] {
+            assert!(
+                which(tool),
+                "{tool} not found: install Debian's chromium and chromium-driver \
+                 (apt-get install chromium chromium-driver), or run ./scripts/test.sh, which does"
+            );
+        }
+        let port = {
+            let probe = TcpListener::bind("127.0.0.1:0").expect("a free port");
+            probe.local_addr().unwrap().port()
+        };
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu",
+                    "--disable-dev-shm-usage", "--window-size=1280,1000",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--disable-default-apps", "--metrics-recording-only",
+                ],
+            },
+            "goog:loggingPrefs": { "browser": "ALL" },
+        });
+        let Value::Object(capabilities) = capabilities else {
+            unreachable!()
+        };
+        let url = format!("http://127.0.0.1:{port}");
+        let mut last = None;
+        for _ in 0..100 {
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(connector)
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => {
+                    return Browser {
+                        driver,
+                        port,
+                        client,
+                    }
+                }
+                Err(err) => last = Some(err),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("cannot start a Chromium session through chromedriver: {last:?}");
+    }
+
+    /// Runs a DevTools command (chromedriver's `goog/cdp/execute`).
+    pub async fn cdp(&self, cmd: &str, params: Value) -> Value {
+        let session = self
+            .client
+            .session_id()
+            .await
+            .expect("session id")
+            .expect("a session");
+        let url = format!(
+            "http://127.0.0.1:{}/session/{session}/goog/cdp/execute",
+            self.port
+        );
+        raw_post(&url, &json!({ "cmd": cmd, "params": params })).await
+    }
+
+    /// The browser console's entries since the last call.
+    pub async fn console(&self) -> Vec<Value> {
+        let session = self
+            .client
+            .session_id()
+            .await
+            .expect("session id")
+            .expect("a session");
+        let url = format!("http://127.0.0.1:{}/session/{session}/se/log", self.port);
+        let answer = raw_post(&url, &json!({ "type": "browser" })).await;
+        answer["value"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+    }
+}
+
+/// POSTs JSON to chromedriver itself (plain HTTP on loopback).
+async fn raw_post(url: &str, body: &Value) -> Value {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::{connect::HttpConnector, Client as HttpClient};
+    let client: HttpClient<HttpConnector, Full<hyper::body::Bytes>> =
+        HttpClient::builder(hyper_util::rt::TokioExecutor::new()).build(HttpConnector::new());
+    let request = hyper::Request::post(url)
+        .header("content-type", "application/json")
+        .body(Full::new(body.to_string().into()))
+        .expect("a request");
+    let response = client
+        .request(request)
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("chromedriver's answer")
+        .to_bytes();
+    serde_json::from_slice(&bytes).expect("chromedriver answers JSON")
+}
+
+fn which(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+        .unwrap_or(false)
+}
