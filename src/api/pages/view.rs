@@ -69,34 +69,6 @@ impl DayCell {
             Some(_) => "bad",
         }
     }
-
-    /// The hover text: date, uptime, counts, percentiles.
-    pub fn describe(&self) -> String {
-        let Some(uptime) = self.uptime() else {
-            return format!("{}: no results", self.date);
-        };
-        let mut counts = vec![format!("{} up", self.up)];
-        if self.warn > 0 {
-            counts.push(format!("{} warn", self.warn));
-        }
-        if self.down > 0 {
-            counts.push(format!("{} down", self.down));
-        }
-        let mut text = format!(
-            "{}: {} up ({})",
-            self.date,
-            percent(uptime),
-            counts.join(", ")
-        );
-        if let (Some(p50), Some(p95)) = (self.p50_ms, self.p95_ms) {
-            text.push_str(&format!(
-                ", p50 {}, p95 {}",
-                super::chart::format_ms(p50),
-                super::chart::format_ms(p95)
-            ));
-        }
-        text
-    }
 }
 
 /// One point of a response-time series.

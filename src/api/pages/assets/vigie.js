@@ -4,8 +4,7 @@
 (function () {
   "use strict";
   // The day bars: on the first hover, every day gets its figures as a
-  // title, from the uptime JSON (days that were not all up have theirs
-  // already).
+  // title, from the uptime JSON.
   function percent(share) { return (Math.floor(share * 10000) / 100).toFixed(2) + "%"; }
   function ms(value) { return value >= 1000 ? (value / 1000).toFixed(1) + " s" : Math.round(value) + " ms"; }
   function describe(day) {
@@ -30,7 +29,7 @@
         Array.prototype.forEach.call(bar.children, function (cell, i) {
           var date = new Date(from.getTime() + i * 86400000).toISOString().slice(0, 10);
           var day = byDate[date];
-          if (!cell.title) { cell.title = day ? describe(day) : date + ": no results"; }
+          cell.title = day ? describe(day) : date + ": no results";
         });
         bar.setAttribute("data-described", "yes");
       })
