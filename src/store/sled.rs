@@ -747,6 +747,20 @@ impl SledStore {
         })
     }
 
+    /// The block of check `id` that `from` falls into when it starts
+    /// before `from` (a block starting at or after `from` is in the range
+    /// scan that follows).
+    fn block_holding(&self, id: u32, from: u64) -> Result<Option<(IVec, IVec)>, StoreError> {
+        Ok(self
+            .results
+            .get_lt(result_key(id, from))
+            .map_err(self.io("read history"))?
+            .filter(|(key, value)| {
+                key.starts_with(&id.to_be_bytes())
+                    && record::span(key_millis_of(key), value).is_ok_and(|span| span.last >= from)
+            }))
+    }
+
     /// Entries of check `id` holding its results from `from` to `to` millis,
     /// oldest first: the `results` entry `from` falls into, the later ones,
     /// then the `newest` singles after them. `newest` is read first: a pack
@@ -758,16 +772,7 @@ impl SledStore {
         for entry in self.newest.range(result_key(id, from)..=result_key(id, to)) {
             newest.push(entry.map_err(self.io("read history"))?);
         }
-        // The block `from` falls into starts before it.
-        let before = self
-            .results
-            .get_lt(result_key(id, from))
-            .map_err(self.io("read history"))?
-            .filter(|(key, value)| {
-                key.starts_with(&id.to_be_bytes())
-                    && record::span(key_millis_of(key), value).is_ok_and(|span| span.last >= from)
-            });
-        let mut entries: Vec<(IVec, IVec)> = before.into_iter().collect();
+        let mut entries: Vec<(IVec, IVec)> = self.block_holding(id, from)?.into_iter().collect();
         for entry in self
             .results
             .range(result_key(id, from)..=result_key(id, to))
@@ -803,15 +808,7 @@ impl SledStore {
         for entry in self.newest_range(id, from) {
             newest.push(entry.map_err(self.io("read history"))?);
         }
-        let before = self
-            .results
-            .get_lt(result_key(id, from))
-            .map_err(self.io("read history"))?
-            .filter(|(key, value)| {
-                key.starts_with(&id.to_be_bytes())
-                    && record::span(key_millis_of(key), value).is_ok_and(|span| span.last >= from)
-            });
-        let mut entries: Vec<(IVec, IVec)> = before.into_iter().collect();
+        let mut entries: Vec<(IVec, IVec)> = self.block_holding(id, from)?.into_iter().collect();
         let wanted = u64::try_from(limit).unwrap_or(u64::MAX);
         let mut held = 0u64;
         for entry in self.check_range(id, from) {
