@@ -153,12 +153,15 @@ impl Outbox {
     }
 
     /// The server accepted it: removes it, durably, before anything else
-    /// is sent.
+    /// is sent. The backlog gauge drops once the removal is on disk, so a
+    /// backlog of 0 means nothing would be sent again after a crash.
     pub(crate) async fn delivered(&self, id: MessageId) -> Result<(), MailError> {
-        if self.store.remove(id)? {
+        let removed = self.store.remove(id)?;
+        let flushed = self.store.flush().await;
+        if removed {
             self.stats.add_backlog(-1);
         }
-        Ok(self.store.flush().await?)
+        Ok(flushed?)
     }
 
     /// The server deferred it: one more attempt, the next one at `next`.
