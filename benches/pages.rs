@@ -92,6 +92,7 @@ async fn bench(checks: usize, days: i64) {
         alerts: None,
         server: Arc::new(ServerStats::default()),
         config: config_rx,
+        vantage: None,
     };
     let router = vigie::api::router(state);
     for path in ["/", "/checks/check-007", "/api/v1/uptime/check-007?days=90"] {

@@ -65,6 +65,8 @@ pub struct ApiState {
     /// The config in force (checks, labels, maintenance windows), for the
     /// pages; replaced on reload.
     pub config: tokio::sync::watch::Receiver<Arc<crate::config::Config>>,
+    /// With `[vantage]`: the fleet's counters.
+    pub vantage: Option<Arc<crate::vantage::VantageStats>>,
 }
 
 /// What the API asks of the alerter, which owns alert states and
@@ -695,6 +697,9 @@ fn render_daemon_metrics(
     }
     if let Some(heartbeat) = &state.heartbeat {
         heartbeat.write_metrics(&mut m.0);
+    }
+    if let Some(vantage) = &state.vantage {
+        vantage.snapshot().write_metrics(&mut m.0);
     }
     if let Some(mail) = &state.mail {
         mail_metrics(&mut m, &mail.snapshot(), now);

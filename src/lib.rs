@@ -72,6 +72,9 @@
 //!   storage (object_store, SigV4): the replicator ships the store's
 //!   replication queue as compressed, checksummed segments; `restore`
 //!   rebuilds a store from them; lag for metrics and health.
+//! - [`vantage`]: several vigies, one verdict: each publishes its state to
+//!   the bucket, pages only on a quorum of live vantages, and claims each
+//!   mail with a conditional create so that exactly one node sends it.
 //! - [`health`]: the daemon's verdict (stuck, failing, stalled, store,
 //!   late, ok; and what degrades it), read by `/healthz`, the metrics, the
 //!   systemd watchdog and the heartbeat.
@@ -118,3 +121,4 @@ pub mod schedule;
 pub mod scheduler;
 pub mod store;
 pub mod supervise;
+pub mod vantage;

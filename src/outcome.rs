@@ -181,6 +181,10 @@ pub enum Assertion {
     /// A served certificate is listed on its CRL.
     #[serde(rename = "tls.revoked")]
     TlsRevoked,
+    /// A peer vantage's state in the bucket is older than `stale_after`
+    /// (vigie's own pseudo-check `vigie:vantage:<peer>`, never a probe's).
+    #[serde(rename = "vantage.silent")]
+    VantageSilent,
     #[serde(rename = "cors.preflight")]
     CorsPreflight,
     #[serde(rename = "cors.origin")]
@@ -257,6 +261,7 @@ impl Assertion {
             Assertion::TlsChainIncomplete => "tls.chain_incomplete",
             Assertion::TlsRenewalWindow => "tls.renewal_window",
             Assertion::TlsRevoked => "tls.revoked",
+            Assertion::VantageSilent => "vantage.silent",
             Assertion::CorsPreflight => "cors.preflight",
             Assertion::CorsOrigin => "cors.origin",
             Assertion::CorsMethods => "cors.methods",

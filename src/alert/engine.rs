@@ -22,7 +22,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::blind::{self, Connectivity, NETWORK_CHECK};
-use super::group::Grouper;
+use super::event::Event;
+use super::group::{Grouper, Notification};
 use super::policy::Policy;
 use super::render::{self, Email};
 use super::silence::Hold;
@@ -145,22 +146,73 @@ impl Engine {
     /// The mails whose grouping window has closed, each with the states
     /// that record it as sent.
     pub fn poll(&mut self, now: OffsetDateTime) -> Vec<Outbound> {
-        let mut out = Vec::new();
-        for notification in self.grouper.poll(now) {
-            let email = render::notification(&notification, &self.host);
-            let mut states: Vec<AlertState> = Vec::new();
-            for event in &notification.events {
-                let Some(s) = self.states.get_mut(&event.check) else {
-                    continue;
-                };
-                *s = state::mark_sent(s.clone(), event, &email.message_id, now);
-                // One check appears once per mail, but stay safe if not.
-                states.retain(|kept| kept.check != s.check);
-                states.push(s.clone());
-            }
-            out.push(Outbound { email, states });
+        self.poll_notifications(now)
+            .iter()
+            .map(|n| self.outbound(n, now))
+            .collect()
+    }
+
+    /// The notifications whose grouping window has closed, not yet
+    /// rendered: the daemon may drop events another vantage sends, and
+    /// annotate the rest, before [`Engine::outbound`] renders each. An
+    /// event taken here and never handed back stays due in its state (it
+    /// is queued again at the next start).
+    pub fn poll_notifications(&mut self, now: OffsetDateTime) -> Vec<Notification> {
+        self.grouper.poll(now)
+    }
+
+    /// `notification`'s mail, and its events' states marked sent as it.
+    pub fn outbound(&mut self, notification: &Notification, now: OffsetDateTime) -> Outbound {
+        let email = render::notification(notification, &self.host);
+        let mut states: Vec<AlertState> = Vec::new();
+        for event in &notification.events {
+            let Some(s) = self.mark_sent(event, &email.message_id, now) else {
+                continue;
+            };
+            // One check appears once per mail, but stay safe if not.
+            states.retain(|kept| kept.check != s.check);
+            states.push(s);
         }
-        out
+        Outbound { email, states }
+    }
+
+    /// The Message-ID this node's mail about `event` alone would have.
+    pub fn message_id(&self, event: &Event) -> String {
+        let alone = Notification {
+            kind: event.kind,
+            to: event.to.clone(),
+            events: vec![event.clone()],
+            opened: event.at,
+        };
+        render::message_id(&alone, &self.host)
+    }
+
+    /// Records `event` as sent by another vantage as `message_id` (empty:
+    /// unknown), so that it is not sent here and later mails thread under
+    /// it. Returns the state to persist.
+    pub fn mark_sent(
+        &mut self,
+        event: &Event,
+        message_id: &str,
+        now: OffsetDateTime,
+    ) -> Option<AlertState> {
+        let s = self.states.get_mut(&event.check)?;
+        *s = state::mark_sent(s.clone(), event, message_id, now);
+        Some(s.clone())
+    }
+
+    /// One observation of a pseudo-check the daemon judges itself (a
+    /// peer vantage's liveness), through the same state machine as a
+    /// check's. Returns the state to persist.
+    pub fn observe_snapshot(
+        &mut self,
+        check: &str,
+        observation: state::Observation,
+        now: OffsetDateTime,
+        policy: &Policy,
+        hold: Option<&Hold>,
+    ) -> Option<AlertState> {
+        self.step(check, observation, now, policy, hold)
     }
 
     /// When the next mail's window closes: the latest time to poll.

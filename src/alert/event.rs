@@ -148,6 +148,11 @@ pub struct Event {
     pub held: Option<Held>,
     /// Message-IDs already sent about this incident, oldest first.
     pub thread: Vec<String>,
+    /// What the other vantages say ("confirmed down from 2 of 3 vantages
+    /// (eu-par, eu-ams); fra: up", "not confirmed: coordination
+    /// unavailable"), set by the daemon just before the mail is rendered;
+    /// `None` without `[vantage]`.
+    pub vantage: Option<String>,
 }
 
 impl Event {

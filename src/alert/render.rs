@@ -260,6 +260,9 @@ fn event_title(e: &Event) -> String {
 /// The body about one check's event.
 fn event_blocks(e: &Event, blocks: &mut Vec<Block>) {
     blocks.push(Block::Fields(summary_fields(e)));
+    if let Some(words) = &e.vantage {
+        blocks.push(Block::Para(format!("Vantages: {words}.")));
+    }
     if let Some(held) = &e.held {
         blocks.push(Block::Para(format!(
             "Held since {} by {}; still down now that the hold is over.",

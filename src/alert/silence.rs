@@ -123,7 +123,19 @@ pub enum HoldCause {
     },
     /// The check says `page = false`: tracked, never paged.
     NoPage,
+    /// Down here, not (yet) confirmed by a quorum of the other vantages
+    /// ("down from fra only"): recorded and shown, paged once confirmed.
+    Unconfirmed { words: String },
+    /// Up here, still down for a quorum of the other vantages: the
+    /// incident is not resolved yet, here either.
+    FleetStillDown { words: String },
 }
+
+/// How a [`HoldCause::Unconfirmed`] hold reads in the state
+/// (`Page::Held::by`), which is how its release is told from a silence's:
+/// a page that waited for its confirmation was not held back by anyone,
+/// and its mail says it was confirmed rather than "held".
+pub const UNCONFIRMED: &str = "not confirmed by the other vantages: ";
 
 /// A check's pages are held, by `cause`, until `until` (`None`: for as
 /// long as the config says so).
@@ -159,7 +171,14 @@ impl Hold {
                 format!("maintenance window {}{until}", checks.join(", "))
             }
             HoldCause::NoPage => "page = false".to_string(),
+            HoldCause::Unconfirmed { words } => format!("{UNCONFIRMED}{words}"),
+            HoldCause::FleetStillDown { words } => format!("the other vantages: {words}"),
         }
+    }
+
+    /// Holds the RESOLVED too, not only the DOWN and reminders.
+    pub fn holds_recovery(&self) -> bool {
+        matches!(self.cause, HoldCause::FleetStillDown { .. })
     }
 }
 

@@ -32,7 +32,7 @@ use time::OffsetDateTime;
 
 use super::event::{Event, EventKind, Held, IncidentId, Snapshot};
 use super::policy::Policy;
-use super::silence::Hold;
+use super::silence::{Hold, UNCONFIRMED};
 use crate::clock::saturating_add;
 use crate::outcome::{Outcome, Status};
 
@@ -206,7 +206,11 @@ pub fn transition(
         }
         Observation::Judged(s) => {
             count_success(&mut state, s);
-            if state.is_firing() && state.consecutive_successes >= policy.recovery_threshold {
+            let recovery_held = hold.is_some_and(Hold::holds_recovery);
+            if state.is_firing()
+                && state.consecutive_successes >= policy.recovery_threshold
+                && !recovery_held
+            {
                 resolve(&mut state, s, now, policy, &mut events);
             }
         }
@@ -240,12 +244,24 @@ pub fn tick_in_place(
 ) -> Vec<Event> {
     let mut events = Vec::new();
     let held = effective_hold(policy, hold).is_some();
+    // A recovery the other vantages held back, released once they agree.
+    let recovered = state.is_firing()
+        && state.consecutive_successes >= policy.recovery_threshold
+        && !hold.is_some_and(Hold::holds_recovery);
+    if let (true, Some(last)) = (recovered, state.last.clone()) {
+        if !last.unknown {
+            resolve(state, &last.snapshot, now, policy, &mut events);
+            return events;
+        }
+    }
     let Some(incident) = state.incident.as_mut() else {
         return events;
     };
     match &incident.page {
         Page::Held { since, by } if !held => {
-            incident.held = Some(Held {
+            // A page that only waited for its confirmation was not held
+            // back by anyone: its mail says who confirmed it instead.
+            incident.held = (!by.starts_with(UNCONFIRMED)).then(|| Held {
                 since: *since,
                 by: by.clone(),
             });
@@ -294,7 +310,11 @@ pub fn mark_sent(
                 _ => return state,
             }
             incident.last_sent = Some(now);
-            incident.thread.push(message_id.to_string());
+            // Another vantage's mail whose Message-ID is unknown: nothing
+            // to thread under.
+            if !message_id.is_empty() {
+                incident.thread.push(message_id.to_string());
+            }
         }
         // Once its RESOLVED is in the outbox, nothing more is owed about
         // the incident.
@@ -468,6 +488,7 @@ fn event(
         resolved_at: incident.resolved_at,
         held: incident.held.clone(),
         thread: incident.thread.clone(),
+        vantage: None,
     }
 }
 

@@ -208,6 +208,7 @@ pub fn event(kind: EventKind, check: &str) -> Event {
         resolved_at: None,
         held: None,
         thread: Vec::new(),
+        vantage: None,
     }
 }
 

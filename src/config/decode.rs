@@ -24,7 +24,7 @@ use toml::Spanned;
 use super::error::Diagnostics;
 use super::raw::{
     RawAlerting, RawApi, RawCheck, RawChecksFile, RawConnectivity, RawHeartbeat, RawHistory,
-    RawMaintenance, RawReplication, RawReport, RawSmtp, RawTop,
+    RawMaintenance, RawReplication, RawReport, RawSmtp, RawTop, RawVantage,
 };
 use super::source::Source;
 
@@ -53,6 +53,7 @@ pub(crate) struct RawConfig {
     pub history: Option<Decoded<RawHistory>>,
     pub replication: Option<Decoded<RawReplication>>,
     pub heartbeat: Option<Decoded<RawHeartbeat>>,
+    pub vantage: Option<Decoded<RawVantage>>,
     pub maintenance: Vec<Decoded<RawMaintenance>>,
 }
 
@@ -70,6 +71,7 @@ pub(crate) fn config(src: &Source, diag: &mut Diagnostics) -> Option<RawConfig> 
     let history = section(src, table, "history", diag);
     let replication = section(src, table, "replication", diag);
     let heartbeat = section(src, table, "heartbeat", diag);
+    let vantage = section(src, table, "vantage", diag);
     Some(RawConfig {
         top,
         api,
@@ -80,6 +82,7 @@ pub(crate) fn config(src: &Source, diag: &mut Diagnostics) -> Option<RawConfig> 
         history,
         replication,
         heartbeat,
+        vantage,
         maintenance: entries(src, table, "maintenance", diag)
             .into_iter()
             .enumerate()

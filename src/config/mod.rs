@@ -81,6 +81,7 @@ pub struct Config {
     /// `None`: history is kept locally only.
     pub replication: Option<ReplicationConfig>,
     pub heartbeat: Option<HeartbeatConfig>,
+    pub vantage: Option<VantageConfig>,
     pub maintenance: Vec<MaintenanceWindow>,
     /// From every `checks_dir/*.toml`, files in name order, checks in file
     /// order; names are unique.
@@ -282,6 +283,27 @@ impl ReplicationConfig {
 pub struct HeartbeatConfig {
     pub url: Url,
     pub interval: Duration,
+}
+
+/// `[vantage]`: this vigie is one of several that watch the same checks
+/// and agree, through the bucket, before paging (see `crate::vantage`).
+/// The bucket's endpoint, region and credentials are `[replication]`'s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VantageConfig {
+    /// This vantage's name in the bucket and in mails.
+    pub node: String,
+    /// The other vantages' names; empty: this node pages alone.
+    pub peers: Vec<String>,
+    /// The coordination bucket.
+    pub bucket: String,
+    /// Key prefix in the bucket, without a trailing `/` (`vantage`).
+    pub prefix: String,
+    pub publish_every: Duration,
+    /// Live vantages that must judge a check down; `None`: a majority of
+    /// those alive.
+    pub quorum: Option<u32>,
+    /// A peer whose state is older than this is dead.
+    pub stale_after: Duration,
 }
 
 /// One `[[maintenance]]` entry: a recurring quiet window.

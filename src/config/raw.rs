@@ -51,6 +51,8 @@ pub(crate) struct RawTop {
     _replication: Option<IgnoredAny>,
     #[serde(rename = "heartbeat")]
     _heartbeat: Option<IgnoredAny>,
+    #[serde(rename = "vantage")]
+    _vantage: Option<IgnoredAny>,
     #[serde(rename = "maintenance")]
     _maintenance: Option<IgnoredAny>,
 }
@@ -118,6 +120,17 @@ pub(crate) struct RawReplication {
     pub addressing: Option<Spanned<String>>,
     pub credentials: Option<Spanned<String>>,
     pub interval: Option<Spanned<DurationText>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawVantage {
+    pub node: Option<Spanned<String>>,
+    pub peers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub bucket: Option<Spanned<String>>,
+    pub publish_every: Option<Spanned<DurationText>>,
+    pub quorum: Option<Spanned<u64>>,
+    pub stale_after: Option<Spanned<DurationText>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -42,13 +42,13 @@ use super::limits::{
 };
 use super::raw::{
     DurationText, RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance,
-    RawReplication, RawReport, RawSmtp,
+    RawReplication, RawReport, RawSmtp, RawVantage,
 };
 use super::source::Source;
 use super::{
     Addressing, AlertingConfig, ApiConfig, ApiTls, Config, ConnectivityConfig, Credentials,
     HeartbeatConfig, HistoryConfig, MaintenanceWindow, ReplicationConfig, ReportConfig, SmtpConfig,
-    SmtpTls,
+    SmtpTls, VantageConfig,
 };
 #[cfg(doc)]
 use crate::check::Check;
@@ -80,6 +80,17 @@ const DEFAULT_RETENTION: Duration = Duration::from_secs(35 * 86400);
 const DEFAULT_ROLLUP_RETENTION: Duration = Duration::from_secs(400 * 86400);
 const DEFAULT_REPLICATION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(60);
+/// How often a vantage publishes its state: the bulk of its bucket
+/// requests (360 an hour), and the most a peer's view of it lags.
+const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_secs(10);
+/// Six missed publications: a peer restarting (a deploy, a reboot) is not
+/// paged as silent, one that is gone is within a minute.
+const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(60);
+const MAX_PUBLISH_EVERY: Duration = Duration::from_secs(600);
+const MAX_STALE_AFTER: Duration = Duration::from_secs(86_400);
+/// Vantages in one fleet: each reads every peer's state, so the cost grows
+/// with the square of it; a handful of regions is the point.
+const MAX_VANTAGES: usize = 16;
 
 /// Resolves `config.toml`. Always returns a config (with defaults where a
 /// value was wrong) so the checks can still be validated; `checks` is left
@@ -117,6 +128,10 @@ pub(crate) fn config(
         .and_then(|url| cx.web_url("acme_directory", url));
 
     let alerting = alerting(&mut cx.section("alerting"), raw.alerting.as_ref());
+    let replication = raw
+        .replication
+        .as_ref()
+        .and_then(|d| replication(&mut cx.section("replication"), d));
     let report = report(&mut cx.section("report"), raw.report.as_ref(), &alerting.to);
     Config {
         path: src.path.clone(),
@@ -135,10 +150,11 @@ pub(crate) fn config(
             .and_then(|d| smtp(&mut cx.section("smtp"), d)),
         report,
         history: history(&mut cx.section("history"), raw.history.as_ref()),
-        replication: raw
-            .replication
+        vantage: raw
+            .vantage
             .as_ref()
-            .and_then(|d| replication(&mut cx.section("replication"), d)),
+            .and_then(|d| vantage(&mut cx.section("vantage"), d, replication.as_ref())),
+        replication,
         heartbeat: raw
             .heartbeat
             .as_ref()
@@ -641,6 +657,144 @@ fn bucket_url(cx: &mut Cx<'_>, raw: &Spanned<String>) -> Option<Url> {
         return None;
     }
     Some(url)
+}
+
+/// `[vantage]`: names, the coordination bucket (by default the replication
+/// bucket, prefix `vantage`), and the timing. The bucket is reached with
+/// `[replication]`'s endpoint and keys, so that section is required.
+fn vantage(
+    cx: &mut Cx<'_>,
+    d: &Decoded<RawVantage>,
+    replication: Option<&ReplicationConfig>,
+) -> Option<VantageConfig> {
+    let raw = &d.value;
+    let Some(replication) = replication else {
+        cx.report(
+            &d.span,
+            "[vantage] needs [replication]: the vantages coordinate through a bucket reached with its endpoint, region and credentials".to_string(),
+        );
+        return None;
+    };
+    let default_node = replication.url.path().trim_matches('/').to_string();
+    let node = match &raw.node {
+        Some(node) => vantage_name(cx, "node", node),
+        None if is_vantage_name(&default_node) => Some(default_node),
+        None => {
+            let message = format!(
+                "missing key `vantage.node`: the replication node {default_node:?} is not a valid vantage name (use only a-z, 0-9, '.', '_' and '-')"
+            );
+            cx.report(&d.span, message);
+            None
+        }
+    };
+    let mut peers: Vec<String> = Vec::new();
+    for peer in raw.peers.iter().flat_map(|p| p.get_ref()) {
+        let Some(name) = vantage_name(cx, "peers", peer) else {
+            continue;
+        };
+        if Some(&name) == node.as_ref() {
+            let message = format!("{name:?} is this vantage's own node; list only the others");
+            cx.error(&peer.span(), "peers", message);
+        } else if peers.contains(&name) {
+            cx.error(&peer.span(), "peers", format!("{name:?} is listed twice"));
+        } else {
+            peers.push(name);
+        }
+    }
+    if peers.len() + 1 > MAX_VANTAGES {
+        if let Some(p) = &raw.peers {
+            let message = format!("{} vantages is more than the maximum of {MAX_VANTAGES}", peers.len() + 1);
+            cx.error(&p.span(), "peers", message);
+        }
+    }
+    let (bucket, prefix) = match &raw.bucket {
+        Some(url) => {
+            let parsed = bucket_url(cx, url).map(|u| {
+                let bucket = u.host_str().unwrap_or_default().to_string();
+                (bucket, u.path().trim_matches('/').to_string())
+            });
+            match parsed {
+                Some((_, prefix)) if prefix.is_empty() => {
+                    cx.error(
+                        &url.span(),
+                        "bucket",
+                        "names no prefix: write s3://BUCKET/PREFIX (the vantages' objects go under PREFIX/)",
+                    );
+                    (None, String::new())
+                }
+                Some((bucket, prefix)) => (Some(bucket), prefix),
+                None => (None, String::new()),
+            }
+        }
+        None => (
+            replication.url.host_str().map(str::to_string),
+            "vantage".to_string(),
+        ),
+    };
+    let publish_every = cx.duration_or(
+        "publish_every",
+        raw.publish_every.as_ref(),
+        DEFAULT_PUBLISH_EVERY,
+        MIN_INTERVAL,
+        MAX_PUBLISH_EVERY,
+    );
+    let stale_after = cx.duration_or(
+        "stale_after",
+        raw.stale_after.as_ref(),
+        DEFAULT_STALE_AFTER,
+        MIN_INTERVAL,
+        MAX_STALE_AFTER,
+    );
+    if stale_after < publish_every.saturating_mul(2) {
+        let span = raw
+            .stale_after
+            .as_ref()
+            .map_or(d.span.clone(), |s| s.span());
+        let message = format!(
+            "{} is less than two publications ({} each): a live peer would be called dead between two of them",
+            humantime::format_duration(stale_after),
+            humantime::format_duration(publish_every)
+        );
+        cx.error(&span, "stale_after", message);
+    }
+    let vantages = peers.len() as u64 + 1;
+    let quorum = raw.quorum.as_ref().and_then(|q| match *q.get_ref() {
+        n if n >= 1 && n <= vantages => Some(n as u32),
+        n => {
+            let message = format!(
+                "{n} is not between 1 and the number of vantages ({vantages}: this node and {} peer(s))",
+                peers.len()
+            );
+            cx.error(&q.span(), "quorum", message);
+            None
+        }
+    });
+    Some(VantageConfig {
+        node: node?,
+        peers,
+        bucket: bucket?,
+        prefix,
+        publish_every,
+        quorum,
+        stale_after,
+    })
+}
+
+fn is_vantage_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.chars().all(is_name_char)
+}
+
+/// A vantage's name: it is a key segment in the bucket and a word in mails.
+fn vantage_name(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<String> {
+    let name = value.get_ref();
+    if is_vantage_name(name) {
+        return Some(name.clone());
+    }
+    let message = format!(
+        "{name:?} is not a valid vantage name (1 to 64 of a-z, 0-9, '.', '_' and '-')"
+    );
+    cx.error(&value.span(), key, message);
+    None
 }
 
 /// `[heartbeat]`: the URL to ping, and how often.

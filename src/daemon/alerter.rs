@@ -19,16 +19,24 @@ use time::OffsetDateTime;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::canary::Round;
+use super::vantage::Wanted;
 use crate::alert::report::{self, Report};
-use crate::alert::{self, AlertState, Engine, Hold, Outbound, Policy, Silence, NETWORK_CHECK};
+use crate::alert::{
+    self, AlertState, Engine, EventKind, Hold, HoldCause, Notification, Observation, Outbound,
+    Policy, Silence, Snapshot, NETWORK_CHECK,
+};
 use crate::api::{AlertRequest, AlertStatus};
 use crate::clock::{saturating_add, saturating_sub, Clock};
 use crate::config::Config;
 use crate::mail::Outbox;
-use crate::outcome::Outcome;
+use crate::outcome::{Assertion, Failure, Outcome, Status};
 use crate::schedule::next_after;
 use crate::store::{AlertStore, Latest};
 use crate::supervise::Stage;
+use crate::vantage::{
+    self, ClaimRequest, Claimed, Coordination, Coordinator, Fleet, LocalView, VantageStats,
+    ViewStatus,
+};
 
 /// How often the engine is ticked (reminders, released holds, grouping
 /// windows closing, the report's schedule, expired silences).
@@ -75,6 +83,36 @@ pub struct AlerterParts {
     /// Alert states the store refused, kept across restarts of the task
     /// and reopenings of the store.
     pub held: HeldStates,
+    /// With `[vantage]`: the fleet this node pages with.
+    pub vantage: Option<VantageLink>,
+}
+
+/// The alerter's line to the vantage task and the bucket.
+#[derive(Clone)]
+pub struct VantageLink {
+    pub coordinator: Coordinator,
+    pub fleet: watch::Receiver<Arc<Fleet>>,
+    pub local: LocalView,
+    pub wanted: Arc<Wanted>,
+    pub stats: Arc<VantageStats>,
+    pub publish_every: Duration,
+    /// When this daemon started: peers are not judged silent before it
+    /// has run `stale_after`.
+    pub started: OffsetDateTime,
+}
+
+/// The longest a mail waits for its claims: past it, it is sent as not
+/// coordinated (a slow bucket must not hold pages back).
+const CLAIM_WITHIN: Duration = Duration::from_secs(15);
+
+/// A check whose page waits for the other vantages.
+#[derive(Debug, Clone)]
+struct Waiting {
+    since: OffsetDateTime,
+    /// The hold's words now ("down from fra only; eu-par: up").
+    words: String,
+    /// Counted as a veto (not confirmed within one publication).
+    vetoed: bool,
 }
 
 /// Alert states the store refused (a full or failing disk), by check: the
@@ -96,6 +134,8 @@ pub struct Alerter {
     status: Arc<AlertStatus>,
     policies: Policies,
     unsaved: HeldStates,
+    vantage: Option<VantageLink>,
+    waiting: HashMap<String, Waiting>,
 }
 
 struct Run {
@@ -188,6 +228,8 @@ impl Alerter {
             status: parts.status.clone(),
             policies,
             unsaved: parts.held.clone(),
+            vantage: parts.vantage.clone(),
+            waiting: HashMap::new(),
         }
     }
 
@@ -272,10 +314,83 @@ impl Alerter {
         let now = self.clock.now();
         let config = self.config.borrow().clone();
         self.policies.refresh(&config);
+        let fleet = self.fleet();
+        let self_down = outcome.status == Status::Down;
+        let hold = self.hold(run, &config, fleet.as_deref(), &outcome.name, self_down, now);
         let policy = self.policies.get(&outcome.name);
-        let hold = hold_of(&config, &run.silences, &outcome.name, now);
         if let Some(state) = self.engine.observe(outcome, now, policy, hold.as_ref()) {
             self.save(&[state]);
+        }
+        self.record_view(outcome);
+    }
+
+    /// The fleet as the vantage task last read it; `None` without
+    /// `[vantage]`.
+    fn fleet(&self) -> Option<Arc<Fleet>> {
+        self.vantage.as_ref().map(|v| v.fleet.borrow().clone())
+    }
+
+    /// The hold on `check`'s pages at `now`: the other vantages' (a DOWN
+    /// not confirmed, a recovery not confirmed), else a silence's or a
+    /// maintenance window's. `self_down`: this node's latest probe of it
+    /// failed. Without coordination only silences and windows hold.
+    fn hold(
+        &self,
+        run: &Run,
+        config: &Config,
+        fleet: Option<&Fleet>,
+        check: &str,
+        self_down: bool,
+        now: OffsetDateTime,
+    ) -> Option<Hold> {
+        let silenced = hold_of(config, &run.silences, check, now);
+        let Some(fleet) = fleet.filter(|f| coordinates(f) && !check.starts_with("vigie:")) else {
+            return silenced;
+        };
+        let judgment = fleet.judge(check, self_down, now);
+        let cause = match self_down {
+            true if !judgment.confirms_down() => HoldCause::Unconfirmed {
+                words: judgment.unconfirmed_down(),
+            },
+            false if !judgment.confirms_up() => HoldCause::FleetStillDown {
+                words: judgment.unconfirmed_up(),
+            },
+            _ => return silenced,
+        };
+        let fleet_hold = Hold { cause, until: None };
+        match (&fleet_hold.cause, silenced) {
+            // A silence decides when a DOWN may go out; the recovery waits
+            // for the fleet whatever the silence.
+            (HoldCause::Unconfirmed { .. }, Some(silence)) => Some(silence),
+            _ => Some(fleet_hold),
+        }
+    }
+
+    /// This node's view of the check, for the state it publishes: at once
+    /// when the check changed between down and not.
+    fn record_view(&self, outcome: &Outcome) {
+        let Some(v) = &self.vantage else { return };
+        let Some(state) = self.engine.state(&outcome.name) else {
+            return;
+        };
+        let unknown = state.last.as_ref().is_some_and(|l| l.unknown);
+        let status = ViewStatus::of(outcome.status, unknown);
+        let changed = {
+            let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
+            let before = view.get(&outcome.name).map(|c| c.status);
+            vantage::published::record(
+                &mut view,
+                &outcome.name,
+                status,
+                outcome.started_at,
+                state.failing_since(),
+                outcome.first_failure().map(|f| f.message.as_str()),
+                state.is_firing(),
+            );
+            before.is_none_or(|b| (b == ViewStatus::Down) != (status == ViewStatus::Down))
+        };
+        if changed {
+            v.wanted.publish_now();
         }
     }
 
@@ -328,12 +443,30 @@ impl Alerter {
             }
         }
         self.policies.refresh(&config);
+        let fleet = self.fleet();
+        if let Some(fleet) = &fleet {
+            self.judge_peers(run, &config, fleet, now);
+        }
+        // Every firing check's hold, judged before the engine borrows it.
+        let holds: HashMap<String, Option<Hold>> = self
+            .engine
+            .states()
+            .filter(|s| s.is_firing())
+            .map(|s| {
+                let self_down = s
+                    .last
+                    .as_ref()
+                    .is_some_and(|l| !l.unknown && l.snapshot.status == Status::Down);
+                let hold = self.hold(run, &config, fleet.as_deref(), &s.check, self_down, now);
+                (s.check.clone(), hold)
+            })
+            .collect();
+        self.track_waiting(&holds, now);
         let policies = &self.policies;
-        let silences = &run.silences;
         let changed = self.engine.tick(
             now,
             |check| policies.get(check),
-            |check| hold_of(&config, silences, check, now),
+            |check| holds.get(check).cloned().flatten(),
         );
         self.save(&changed);
         let firing = self.engine.states().filter(|s| s.is_firing()).count();
@@ -416,7 +549,7 @@ impl Alerter {
                 tracing::error!(error = %err, "cannot read certificate changes for the report");
                 Vec::new()
             });
-        report::build(&report::ReportInput {
+        let mut report = report::build(&report::ReportInput {
             now,
             host: &self.host,
             latest: &latest,
@@ -425,7 +558,15 @@ impl Alerter {
             silences: &run.silences,
             health: (self.health)(now),
             escape_hatches: &[],
-        })
+        });
+        // What holds a page for the fleet changes with every publication:
+        // the report says it as it is now.
+        for problem in &mut report.problems {
+            if let Some(waiting) = self.waiting.get(&problem.check) {
+                problem.held = Some(waiting.words.clone());
+            }
+        }
+        report
     }
 
     fn queue_report(&mut self, run: &Run, config: &Config, now: OffsetDateTime) {
@@ -490,15 +631,183 @@ impl Alerter {
         }
     }
 
+    /// Feeds the engine each peer's liveness, as the pseudo-check
+    /// `vigie:vantage:<peer>`: a peer silent past `stale_after` is paged
+    /// (once across the fleet: its mail is claimed like any other), its
+    /// return resolves it.
+    fn judge_peers(&mut self, run: &Run, config: &Config, fleet: &Fleet, now: OffsetDateTime) {
+        let Some(v) = &self.vantage else { return };
+        let mut policy = Policy::global(&config.alerting);
+        // `stale_after` already is the threshold.
+        policy.failure_threshold = 1;
+        policy.recovery_threshold = 1;
+        let observations: Vec<(String, Observation)> = fleet
+            .silent(now, v.started)
+            .into_iter()
+            .map(|(peer, silent)| {
+                let failures = match silent {
+                    false => Vec::new(),
+                    true => vec![Failure {
+                        assertion: Assertion::VantageSilent,
+                        expected: format!(
+                            "a state in the bucket newer than {}",
+                            humantime::format_duration(fleet.stale_after)
+                        ),
+                        observed: match peer.modified {
+                            Some(at) => format!("last state written {}", crate::cert::format_date(at)),
+                            None => "no state in the bucket".to_string(),
+                        },
+                        message: vantage::silent_words(peer),
+                    }],
+                };
+                let snapshot = Snapshot {
+                    target: format!("{}/{}/state.json", v.coordinator.shown(), peer.node),
+                    status: if silent { Status::Down } else { Status::Up },
+                    started_at: now,
+                    failures,
+                    chain: Vec::new(),
+                };
+                (vantage::silent_check(&peer.node), Observation::Judged(snapshot))
+            })
+            .collect();
+        for (check, observation) in observations {
+            let hold = hold_of(config, &run.silences, &check, now);
+            if let Some(state) =
+                self.engine
+                    .observe_snapshot(&check, observation, now, &policy, hold.as_ref())
+            {
+                self.save(&[state]);
+            }
+        }
+    }
+
+    /// Keeps, for each firing check its fleet holds, since when it waits:
+    /// the peers are read every second for one publication from then, and
+    /// a DOWN still not confirmed after it counts as a veto.
+    fn track_waiting(&mut self, holds: &HashMap<String, Option<Hold>>, now: OffsetDateTime) {
+        let Some(v) = &self.vantage else { return };
+        let window = v.publish_every + Duration::from_secs(1);
+        let words_of = |hold: &Option<Hold>| match hold.as_ref().map(|h| &h.cause) {
+            Some(HoldCause::Unconfirmed { words }) => Some((words.clone(), true)),
+            Some(HoldCause::FleetStillDown { words }) => Some((words.clone(), false)),
+            _ => None,
+        };
+        self.waiting
+            .retain(|check, _| holds.get(check).and_then(words_of).is_some());
+        for (check, hold) in holds {
+            let Some((words, down)) = words_of(hold) else {
+                continue;
+            };
+            let waiting = self.waiting.entry(check.clone()).or_insert(Waiting {
+                since: now,
+                words: words.clone(),
+                vetoed: false,
+            });
+            waiting.words = words;
+            let until = saturating_add(waiting.since, window);
+            if now < until {
+                v.wanted.urgent_until(until);
+            } else if down && !waiting.vetoed {
+                waiting.vetoed = true;
+                v.stats.add_vetoes(1);
+                tracing::warn!(check = %check, vantages = %waiting.words, "not paged: the other vantages do not confirm it");
+            }
+        }
+        v.wanted.set_pending(!self.waiting.is_empty());
+    }
+
+    /// Claims each event of `notification` in the bucket: those another
+    /// vantage has are recorded as sent by it and dropped; the others are
+    /// kept, with what the vantages say. When the bucket cannot be used,
+    /// every event is kept and says it was not confirmed.
+    async fn claim(&mut self, v: &VantageLink, notification: &mut Notification, now: OffsetDateTime) {
+        let fleet = v.fleet.borrow().clone();
+        let unavailable = match &fleet.coordination {
+            Coordination::Up => None,
+            Coordination::Starting => Some("the first round with the bucket is not done".to_string()),
+            Coordination::Unavailable { why } => Some(why.clone()),
+        };
+        let mut kept = Vec::new();
+        // The mail's Message-ID is its first kept event's.
+        let mut group_id: Option<String> = None;
+        for mut event in std::mem::take(&mut notification.events) {
+            // vigie's own network is this node's alone.
+            if event.check == NETWORK_CHECK {
+                kept.push(event);
+                continue;
+            }
+            let message_id = group_id
+                .clone()
+                .unwrap_or_else(|| self.engine.message_id(&event));
+            let claimed = match &unavailable {
+                Some(why) => Err(why.clone()),
+                None => {
+                    let request = ClaimRequest {
+                        check: &event.check,
+                        kind: event.kind,
+                        reminder: event.reminder,
+                        since: event.since,
+                        message_id: &message_id,
+                        now,
+                    };
+                    match tokio::time::timeout(CLAIM_WITHIN, vantage::claim(&v.coordinator, &request)).await {
+                        Ok(Ok(claimed)) => Ok(claimed),
+                        Ok(Err(err)) => Err(err.to_string()),
+                        Err(_) => Err(format!(
+                            "the bucket did not answer within {}",
+                            humantime::format_duration(CLAIM_WITHIN)
+                        )),
+                    }
+                }
+            };
+            match claimed {
+                Ok(Claimed::Won { key }) => {
+                    tracing::info!(check = %event.check, incident = %key, "this vantage sends the mail");
+                    event.vantage = fleet_words(&fleet, &event, now);
+                    if event.kind == EventKind::Down && !event.check.starts_with("vigie:") {
+                        v.stats.add_confirmations(1);
+                    }
+                    group_id.get_or_insert(message_id);
+                    kept.push(event);
+                }
+                Ok(Claimed::Lost { key, by, message_id }) => {
+                    tracing::info!(check = %event.check, incident = %key, sent_by = %by, "sent by another vantage");
+                    v.stats.add_sent_elsewhere(1);
+                    if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
+                        self.save(&[state]);
+                    }
+                }
+                Err(why) => {
+                    tracing::warn!(check = %event.check, reason = %why, "vantages cannot coordinate: this page goes out on this node's judgment alone");
+                    v.stats.add_uncoordinated(1);
+                    event.vantage = Some(format!("not confirmed: coordination unavailable ({why})"));
+                    kept.push(event);
+                }
+            }
+        }
+        notification.events = kept;
+    }
+
     /// Writes every mail whose grouping window closed, each with its states
     /// in one transaction, then makes them durable and wakes the sender. A
     /// mail the store refuses is still delivered, from memory: see
-    /// [`send_not_durable`].
+    /// [`send_not_durable`]. With `[vantage]`, each mail's events are
+    /// claimed first ([`Alerter::claim`]).
     async fn send_due(&mut self) {
         let now = self.clock.now();
-        let due: Vec<Outbound> = self.engine.poll(now);
-        if due.is_empty() {
+        let notifications = self.engine.poll_notifications(now);
+        if notifications.is_empty() {
             return;
+        }
+        let mut due: Vec<Outbound> = Vec::new();
+        for mut notification in notifications {
+            if let Some(v) = self.vantage.clone() {
+                self.claim(&v, &mut notification, now).await;
+                if notification.events.is_empty() {
+                    continue;
+                }
+            }
+            due.push(self.engine.outbound(&notification, now));
         }
         let mut queued = 0;
         for outbound in &due {
@@ -523,6 +832,31 @@ impl Alerter {
             }
         }
     }
+}
+
+/// Whether holds wait for the fleet: not when the bucket cannot be used.
+fn coordinates(fleet: &Fleet) -> bool {
+    matches!(
+        fleet.coordination,
+        Coordination::Up | Coordination::Starting
+    )
+}
+
+/// What the vantages say about `event` for its mail; `None` for vigie's
+/// own pseudo-checks.
+fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Option<String> {
+    if event.check.starts_with("vigie:") {
+        return None;
+    }
+    let judgment = fleet.judge(&event.check, event.kind != EventKind::Resolved, now);
+    Some(match event.kind {
+        EventKind::Down | EventKind::Reminder if judgment.confirms_down() => {
+            judgment.confirmed_down()
+        }
+        EventKind::Down | EventKind::Reminder => judgment.unconfirmed_down(),
+        EventKind::Resolved if judgment.confirms_up() => judgment.confirmed_up(),
+        EventKind::Resolved => judgment.unconfirmed_up(),
+    })
 }
 
 /// Delivers a page the outbox could not take, from memory: straight

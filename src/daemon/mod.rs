@@ -27,6 +27,7 @@ pub mod alerter;
 pub mod canary;
 pub mod recorder;
 mod reload;
+pub mod vantage;
 pub mod watch;
 
 use std::sync::Arc;
@@ -301,6 +302,20 @@ async fn run_once(
                 .and_then(|r| Duration::try_from_secs_f64(r.snapshot(now).lag_seconds).ok()),
         })
     };
+    let vantage_stats = Arc::new(crate::vantage::VantageStats::default());
+    let vantage = match (&config.vantage, &config.replication) {
+        (Some(v), Some(r)) => Some(start_vantage(
+            v,
+            r,
+            &config,
+            &supervisor,
+            &health,
+            &clock,
+            &vantage_stats,
+            &shutdown,
+        )?),
+        _ => None,
+    };
     let alerter_parts = AlerterParts {
         store: alert_store,
         outbox: outbox.clone(),
@@ -312,6 +327,7 @@ async fn run_once(
         canary_now,
         status: alert_status.clone(),
         held: carried.held.clone(),
+        vantage,
     };
     let alerter_inputs = Arc::new(Mutex::new(AlerterInputs {
         outcomes: alert_rx,
@@ -360,6 +376,7 @@ async fn run_once(
         }),
         server: server_stats.clone(),
         config: alert_config.subscribe(),
+        vantage: config.vantage.as_ref().map(|_| vantage_stats.clone()),
     });
     let listen = config.api.listen;
     let bound = Arc::new(std::sync::Mutex::new(Some(listener)));
@@ -464,6 +481,7 @@ async fn run_once(
         replication: replication.clone(),
         mail: outbox.stats(),
         alerts: alert_status.clone(),
+        vantage: config.vantage.as_ref().map(|_| vantage_stats.clone()),
     };
     health.degraded_by(move |now| watch::degradations(&degraders, now));
     supervisor.spawn("watch", Progress::Unwatched, shutdown.clone(), {
@@ -577,6 +595,68 @@ async fn run_once(
 /// Opens the history under `state_dir`, setting a damaged one aside. A
 /// store given up a moment ago may still be locked by sled's flusher: the
 /// open is retried for a few seconds.
+/// Opens the coordination bucket and spawns the vantage task; the
+/// alerter's side of it.
+#[allow(clippy::too_many_arguments)]
+fn start_vantage(
+    v: &crate::config::VantageConfig,
+    r: &crate::config::ReplicationConfig,
+    config: &Config,
+    supervisor: &Supervisor,
+    health: &Arc<Health>,
+    clock: &Arc<dyn Clock>,
+    stats: &Arc<crate::vantage::VantageStats>,
+    shutdown: &CancellationToken,
+) -> Result<alerter::VantageLink, RunError> {
+    let coordinator = crate::vantage::Coordinator::open(
+        v,
+        r,
+        config.extra_ca_file.as_deref(),
+        stats.clone(),
+    )?;
+    let (fleet_tx, fleet_rx) = watch_channel::channel(Arc::new(vantage::initial_fleet(v)));
+    let local = crate::vantage::LocalView::default();
+    let wanted = Arc::new(vantage::Wanted::default());
+    let node_health: Arc<dyn Fn(time::OffsetDateTime) -> crate::vantage::NodeHealth + Send + Sync> = {
+        let health = health.clone();
+        Arc::new(move |now| {
+            let verdict = health.verdict(now);
+            crate::vantage::NodeHealth {
+                status: serde_json::to_value(verdict.status)
+                    .ok()
+                    .and_then(|s| s.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                degraded: verdict.degraded,
+            }
+        })
+    };
+    let parts = vantage::VantageParts {
+        coordinator: coordinator.clone(),
+        config: v.clone(),
+        fleet: Arc::new(fleet_tx),
+        local: local.clone(),
+        stats: stats.clone(),
+        wanted: wanted.clone(),
+        health: node_health,
+        clock: clock.clone(),
+    };
+    let every = Progress::Every(v.publish_every * 3 + Duration::from_secs(30));
+    supervisor.spawn("vantage", every, shutdown.clone(), {
+        let shutdown = shutdown.clone();
+        move |stage| vantage::run(parts.clone(), stage, shutdown.clone())
+    });
+    tracing::info!(node = %v.node, peers = ?v.peers, bucket = %coordinator.shown(), "vantage: coordinating through the bucket");
+    Ok(alerter::VantageLink {
+        coordinator,
+        fleet: fleet_rx,
+        local,
+        wanted,
+        stats: stats.clone(),
+        publish_every: v.publish_every,
+        started: clock.now(),
+    })
+}
+
 async fn open_store(
     config: &Config,
     now: time::OffsetDateTime,

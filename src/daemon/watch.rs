@@ -57,6 +57,8 @@ pub struct Degraders {
     pub replication: Option<Arc<ReplicationStatus>>,
     pub mail: Arc<MailStats>,
     pub alerts: Arc<AlertStatus>,
+    /// With `[vantage]`.
+    pub vantage: Option<Arc<crate::vantage::VantageStats>>,
 }
 
 /// Ticks every [`TICK`] until `shutdown`.
@@ -173,6 +175,16 @@ pub fn degradations(parts: &Degraders, now: OffsetDateTime) -> Vec<String> {
             "{} message(s) refused for good by the mail server (dead letters; see the daily report and the log)",
             mail.dead_letters
         ));
+    }
+    if parts
+        .vantage
+        .as_ref()
+        .is_some_and(|v| v.snapshot().unavailable.is_some())
+    {
+        out.push(
+            "vantage: coordination unavailable; each vantage pages on its own judgment (see the log and vigie_vantage_* metrics)"
+                .to_string(),
+        );
     }
     if parts.alerts.blind() {
         out.push("vigie is blind: every canary fails, network failures are not judged".to_string());

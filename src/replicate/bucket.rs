@@ -26,12 +26,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
 use object_store::client::{HttpClient, HttpConnector};
 use object_store::path::Path as ObjectPath;
 use object_store::{
-    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
+    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    RetryConfig, UpdateVersion,
 };
+use time::OffsetDateTime;
 use url::Url;
 
 use super::ReplicateError;
@@ -192,6 +194,9 @@ impl Bucket {
             .with_region(&region)
             .with_virtual_hosted_style_request(virtual_host)
             .with_allow_http(plain_http)
+            // `If-None-Match: *` and `If-Match` (the vantages' claims).
+            // Set explicitly: a future default must not turn them off.
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
             .with_retry(RetryConfig {
                 backoff: BackoffConfig {
                     init_backoff: Duration::from_millis(200),
@@ -277,6 +282,82 @@ impl Bucket {
         }
     }
 
+    /// Creates `name` only if it does not exist (`If-None-Match: *`):
+    /// `false` when it already does.
+    pub async fn create(&self, name: &str, bytes: Vec<u8>) -> Result<bool, ReplicateError> {
+        let action = format!("creating {name}");
+        let options = PutOptions::from(PutMode::Create);
+        match self
+            .store
+            .put_opts(&ObjectPath::from(name), PutPayload::from(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(self.error(&action, e)),
+        }
+    }
+
+    /// Reads one object with its version (ETag), `None` if there is none.
+    pub async fn get_versioned(
+        &self,
+        name: &str,
+    ) -> Result<Option<(Bytes, ObjectVersion)>, ReplicateError> {
+        let action = format!("downloading {name}");
+        let got = match self.store.get(&ObjectPath::from(name)).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.error(&action, e)),
+        };
+        let version = ObjectVersion(UpdateVersion {
+            e_tag: got.meta.e_tag.clone(),
+            version: got.meta.version.clone(),
+        });
+        let bytes = got.bytes().await.map_err(|e| self.error(&action, e))?;
+        Ok(Some((bytes, version)))
+    }
+
+    /// Rewrites `name` only if it is still at `version` (`If-Match`):
+    /// `false` when someone wrote it in between.
+    pub async fn update(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        version: &ObjectVersion,
+    ) -> Result<bool, ReplicateError> {
+        let action = format!("updating {name}");
+        let options = PutOptions::from(PutMode::Update(version.0.clone()));
+        match self
+            .store
+            .put_opts(&ObjectPath::from(name), PutPayload::from(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(e) => Err(self.error(&action, e)),
+        }
+    }
+
+    /// When the bucket last wrote `name`, and its ETag (one HEAD); `None`
+    /// if it is not there.
+    pub async fn modified(
+        &self,
+        name: &str,
+    ) -> Result<Option<(OffsetDateTime, Option<String>)>, ReplicateError> {
+        let action = format!("looking up {name}");
+        match self.store.head(&ObjectPath::from(name)).await {
+            Ok(meta) => Ok(Some((
+                OffsetDateTime::from_unix_timestamp_nanos(
+                    i128::from(meta.last_modified.timestamp_micros()) * 1000,
+                )
+                .unwrap_or(OffsetDateTime::UNIX_EPOCH),
+                meta.e_tag,
+            ))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error(&action, e)),
+        }
+    }
+
     /// An object_store error in the operator's terms: refused credentials,
     /// a missing bucket, an unreachable endpoint, or what the server said.
     fn error(&self, action: &str, err: object_store::Error) -> ReplicateError {
@@ -323,6 +404,10 @@ impl Bucket {
         }
     }
 }
+
+/// The version of an object a conditional write compares against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion(UpdateVersion);
 
 /// Where the bucket's keys come from, decided before anything is sent.
 #[derive(Debug, PartialEq, Eq)]

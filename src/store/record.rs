@@ -1148,6 +1148,7 @@ fn assertion_code(assertion: Assertion) -> u8 {
         // being added at the same time.
         Assertion::TlsRenewalWindow => 40,
         Assertion::TlsRevoked => 41,
+        Assertion::VantageSilent => 42,
     }
 }
 
@@ -1190,6 +1191,7 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         34 => Assertion::UploadDelete,
         40 => Assertion::TlsRenewalWindow,
         41 => Assertion::TlsRevoked,
+        42 => Assertion::VantageSilent,
         _ => return Err(unknown_code("assertion", code)),
     })
 }

@@ -167,6 +167,10 @@ pub struct Problem {
     pub since: Option<OffsetDateTime>,
     /// An incident is open (it paged, or would have but for a hold).
     pub firing: bool,
+    /// What holds its page, while one does ("silence site until ...",
+    /// "not confirmed by the other vantages: down from fra only").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// vigie's own health; `None` where the daemon did not measure it (or the
@@ -295,6 +299,12 @@ fn problem(outcome: &Outcome, states: &[AlertState]) -> Problem {
             .map_or(String::new(), |f| f.message.clone()),
         since: state.and_then(AlertState::failing_since),
         firing: state.is_some_and(AlertState::is_firing),
+        held: state
+            .and_then(|s| s.incident.as_ref())
+            .and_then(|i| match &i.page {
+                crate::alert::state::Page::Held { by, .. } => Some(by.clone()),
+                _ => None,
+            }),
     }
 }
 

@@ -1,0 +1,228 @@
+//! Exactly one mail per incident across the fleet, by conditional writes:
+//!
+//! - `<prefix>/incidents/<check>/current.json` names the fleet's current
+//!   incident of the check (its key, who opened it, whether it is closed).
+//!   It is only ever rewritten with `If-Match` (or created with
+//!   `If-None-Match: *`), so two nodes opening an incident at once end up
+//!   with the same key: the loser reads the winner's.
+//! - `<prefix>/incidents/<check>/<key>/<event>` (`down`, `reminder-N`,
+//!   `resolved`) is created with `If-None-Match: *` before that mail is
+//!   sent. The node whose create succeeds sends; the others record the
+//!   winner and its Message-ID (their later mails thread under it).
+//!
+//! The key is the first failed probe of the incident as the opening node
+//! saw it (`20261201T071230Z`): the same on every node because only one
+//! node writes it, not because their clocks agree. A node that is late to
+//! an incident adopts the open key; an incident is open until a RESOLVED is
+//! claimed for it (the pointer is then closed, and a later DOWN opens a new
+//! key even if closing the pointer failed).
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::bucket::Coordinator;
+use crate::alert::EventKind;
+use crate::replicate::ReplicateError;
+
+/// One mail's event, about to be claimed.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest<'a> {
+    pub check: &'a str,
+    pub kind: EventKind,
+    /// The reminder's number; 0 for DOWN and RESOLVED.
+    pub reminder: u32,
+    /// The incident's first failed probe on this node.
+    pub since: OffsetDateTime,
+    /// The Message-ID the mail will have if this node sends it.
+    pub message_id: &'a str,
+    pub now: OffsetDateTime,
+}
+
+/// Who sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// This node: send the mail.
+    Won { key: String },
+    /// Another node sent it (or is sending it) as `message_id`.
+    Lost {
+        key: String,
+        by: String,
+        message_id: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Pointer {
+    key: String,
+    opened_by: String,
+    #[serde(with = "time::serde::rfc3339")]
+    opened_at: OffsetDateTime,
+    open: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ClaimBody {
+    node: String,
+    message_id: String,
+    #[serde(with = "time::serde::rfc3339")]
+    at: OffsetDateTime,
+}
+
+/// Compare-and-swap rounds before giving up on a pointer others keep
+/// rewriting (each round is one read and one conditional write).
+const CAS_ROUNDS: usize = 8;
+
+/// Claims `request`'s event for this node, or learns who has it.
+pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claimed, ReplicateError> {
+    let key = fleet_key(c, request).await?;
+    let name = format!(
+        "{}/{key}/{}",
+        c.incident_dir(request.check),
+        event_name(request.kind, request.reminder)
+    );
+    let body = ClaimBody {
+        node: c.node().to_string(),
+        message_id: request.message_id.to_string(),
+        at: request.now,
+    };
+    let won = c.create(&name, json(&body)).await?;
+    let claimed = match won {
+        true => Claimed::Won { key: key.clone() },
+        false => match c.read(&name).await? {
+            // Our own create, retried after its answer was lost.
+            Some((bytes, _)) => match serde_json::from_slice::<ClaimBody>(&bytes) {
+                Ok(b) if b.node == c.node() => Claimed::Won { key: key.clone() },
+                Ok(b) => Claimed::Lost {
+                    key: key.clone(),
+                    by: b.node,
+                    message_id: b.message_id,
+                },
+                Err(_) => Claimed::Lost {
+                    key: key.clone(),
+                    by: "another vantage".to_string(),
+                    message_id: String::new(),
+                },
+            },
+            None => Claimed::Won { key: key.clone() },
+        },
+    };
+    if request.kind == EventKind::Resolved {
+        close(c, request, &key).await?;
+    }
+    Ok(claimed)
+}
+
+/// `20261201T071230Z`
+pub fn incident_key(since: OffsetDateTime) -> String {
+    let t = since.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+fn event_name(kind: EventKind, reminder: u32) -> String {
+    match kind {
+        EventKind::Down => "down".to_string(),
+        EventKind::Reminder => format!("reminder-{reminder}"),
+        EventKind::Resolved => "resolved".to_string(),
+    }
+}
+
+fn pointer_name(c: &Coordinator, check: &str) -> String {
+    format!("{}/current.json", c.incident_dir(check))
+}
+
+fn json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// The fleet's key for the incident `request` is about: the open one, or
+/// a new one this node opens.
+async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String, ReplicateError> {
+    let name = pointer_name(c, request.check);
+    for _ in 0..CAS_ROUNDS {
+        let read = c.read(&name).await?;
+        let current = read
+            .as_ref()
+            .and_then(|(bytes, _)| serde_json::from_slice::<Pointer>(bytes).ok());
+        if let Some(pointer) = &current {
+            let adopt = match request.kind {
+                // A reminder or RESOLVED is about the incident the fleet
+                // announced, closed or not.
+                EventKind::Reminder | EventKind::Resolved => true,
+                EventKind::Down => pointer.open && !resolved(c, request.check, &pointer.key).await?,
+            };
+            if adopt {
+                return Ok(pointer.key.clone());
+            }
+        }
+        let mut key = incident_key(request.since);
+        if current.as_ref().is_some_and(|p| p.key == key) {
+            key = format!("{key}-{}", c.node());
+        }
+        let pointer = Pointer {
+            key: key.clone(),
+            opened_by: c.node().to_string(),
+            opened_at: request.now,
+            open: true,
+        };
+        let written = match &read {
+            None => c.create(&name, json(&pointer)).await?,
+            Some((_, version)) => c.update(&name, json(&pointer), version).await?,
+        };
+        if written {
+            return Ok(key);
+        }
+    }
+    Err(ReplicateError::Failed {
+        bucket: c.shown(),
+        action: format!("opening the fleet incident of {}", request.check),
+        detail: format!("{name} changed {CAS_ROUNDS} times in a row while this node tried to write it"),
+    })
+}
+
+async fn resolved(c: &Coordinator, check: &str, key: &str) -> Result<bool, ReplicateError> {
+    let name = format!("{}/{key}/resolved", c.incident_dir(check));
+    Ok(c.read(&name).await?.is_some())
+}
+
+/// Marks the pointer closed if it still names `key`.
+async fn close(c: &Coordinator, request: &ClaimRequest<'_>, key: &str) -> Result<(), ReplicateError> {
+    let name = pointer_name(c, request.check);
+    for _ in 0..CAS_ROUNDS {
+        let Some((bytes, version)) = c.read(&name).await? else {
+            return Ok(());
+        };
+        let Ok(mut pointer) = serde_json::from_slice::<Pointer>(&bytes) else {
+            return Ok(());
+        };
+        if pointer.key != key || !pointer.open {
+            return Ok(());
+        }
+        pointer.open = false;
+        if c.update(&name, json(&pointer), &version).await? {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_event_names_are_stable_words() {
+        let at = OffsetDateTime::from_unix_timestamp(1_796_109_150).unwrap();
+        assert_eq!(incident_key(at), "20261201T071230Z");
+        assert_eq!(event_name(EventKind::Down, 0), "down");
+        assert_eq!(event_name(EventKind::Reminder, 2), "reminder-2");
+        assert_eq!(event_name(EventKind::Resolved, 0), "resolved");
+    }
+}

@@ -1,0 +1,38 @@
+//! Several vigies, one verdict: the vantages' coordination through the
+//! bucket, with no server and no consensus code of vigie's own.
+//!
+//! Each vigie (a *vantage*) probes every check itself. Every
+//! `publish_every` it overwrites its state in the bucket
+//! ([`published::NodeState`]); before it pages, it reads its peers' states
+//! and pages only when a quorum of live vantages judges the check down
+//! ([`quorum`]); and it claims each mail with a conditional create, so that
+//! exactly one node sends it ([`claim`]). When the bucket cannot be
+//! reached, or does not honour conditional writes, each node pages on its
+//! own judgment and says so: coordination failing never silences a page.
+//!
+//! - `published`: the state one node publishes, its JSON shape.
+//! - `quorum`: the rule, pure (timeline tests in the file).
+//! - `bucket`: [`Coordinator`], every request to the bucket.
+//! - `claim`: the incident key and the claims.
+//!
+//! The daemon's side (the task that publishes and reads, the alerter's
+//! holds and claims) is in `daemon/vantage.rs` and `daemon/alerter.rs`.
+
+pub mod bucket;
+pub mod claim;
+pub mod published;
+pub mod quorum;
+pub mod stats;
+
+pub use bucket::{Conditional, Coordinator};
+pub use claim::{claim, ClaimRequest, Claimed};
+pub use published::{CheckView, LocalView, NodeHealth, NodeState, ViewStatus};
+pub use quorum::{silent_words, Coordination, Fleet, Judgment, Peer};
+pub use stats::{VantageSnapshot, VantageStats};
+
+/// The alert engine's name for the pseudo-check "this peer is alive":
+/// `vigie:vantage:fra`. Like vigie's own network alert, it cannot clash
+/// with a check (check names have no `:`).
+pub fn silent_check(peer: &str) -> String {
+    format!("vigie:vantage:{peer}")
+}

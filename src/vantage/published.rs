@@ -1,0 +1,178 @@
+//! `<prefix>/<node>/state.json`: what one vantage tells the others, one
+//! object per node rewritten every `publish_every` (never one per check).
+//!
+//! The shape is a public contract (README "Vantages"): operators read it
+//! with `aws s3 cp`, and vigies of neighbouring versions read each other's.
+//! Unknown fields are ignored on reading, so a newer vigie may add some.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::outcome::Status;
+
+/// The most of a peer's state vigie reads: 1,000 checks take about
+/// 150 KB; anything far beyond is not a vigie's state.
+pub const MAX_STATE_BYTES: usize = 8 << 20;
+
+/// This node's checks as its alerter last judged them, which the vantage
+/// task publishes.
+pub type LocalView = Arc<Mutex<BTreeMap<String, CheckView>>>;
+
+/// Takes one judged probe into `view`: the status, since when, and the
+/// first failure in words.
+pub fn record(
+    view: &mut BTreeMap<String, CheckView>,
+    check: &str,
+    status: ViewStatus,
+    probed: OffsetDateTime,
+    failing_since: Option<OffsetDateTime>,
+    failure: Option<&str>,
+    firing: bool,
+) {
+    let since = match (status, failing_since, view.get(check)) {
+        (ViewStatus::Down, Some(since), _) => since,
+        (_, _, Some(before)) if before.status == status => before.since,
+        _ => probed,
+    };
+    view.insert(
+        check.to_string(),
+        CheckView {
+            status,
+            since,
+            last_probe: probed,
+            failure: failure.map(str::to_string),
+            firing,
+        },
+    );
+}
+
+/// One vantage's published state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeState {
+    pub node: String,
+    /// The vigie version that wrote it.
+    pub version: String,
+    /// The node's own clock when it wrote this (the bucket's Last-Modified
+    /// is what liveness is judged by; the two apart show clock skew).
+    #[serde(with = "time::serde::rfc3339")]
+    pub published_at: OffsetDateTime,
+    pub health: NodeHealth,
+    /// Every check this node probes, by name.
+    pub checks: BTreeMap<String, CheckView>,
+}
+
+/// The node's own health, as its `/healthz` says it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeHealth {
+    /// `ok`, `late`, `store`...: `/healthz`'s `status`.
+    pub status: String,
+    #[serde(default)]
+    pub degraded: Vec<String>,
+}
+
+/// One check as this node judges it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckView {
+    /// The latest probe's status; `unknown` when vigie was blind.
+    pub status: ViewStatus,
+    /// Since when the check has had this status (for `down`: the first
+    /// failed probe of the streak).
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub last_probe: OffsetDateTime,
+    /// The latest probe's first failure, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Its failure threshold is crossed on this node.
+    #[serde(default)]
+    pub firing: bool,
+}
+
+/// A check's status as a vantage reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ViewStatus {
+    Up,
+    Warn,
+    Down,
+    /// Not judged: the node was blind (every canary failed).
+    Unknown,
+}
+
+impl ViewStatus {
+    pub fn of(status: Status, unknown: bool) -> Self {
+        match (status, unknown) {
+            (_, true) => ViewStatus::Unknown,
+            (Status::Up, _) => ViewStatus::Up,
+            (Status::Warn, _) => ViewStatus::Warn,
+            (Status::Down, _) => ViewStatus::Down,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViewStatus::Up => "up",
+            ViewStatus::Warn => "warn",
+            ViewStatus::Down => "down",
+            ViewStatus::Unknown => "unknown",
+        }
+    }
+}
+
+impl NodeState {
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// A peer's state as read from the bucket; `Err` says why it cannot be
+    /// used.
+    pub fn from_json(bytes: &[u8]) -> Result<NodeState, String> {
+        if bytes.len() > MAX_STATE_BYTES {
+            return Err(format!(
+                "{} bytes, more than the {MAX_STATE_BYTES} a vantage's state may have",
+                bytes.len()
+            ));
+        }
+        serde_json::from_slice(bytes).map_err(|e| format!("not a vantage state: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_reads_back_and_ignores_what_it_does_not_know() {
+        let at = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let state = NodeState {
+            node: "eu-par".into(),
+            version: "0.1.0".into(),
+            published_at: at,
+            health: NodeHealth {
+                status: "ok".into(),
+                degraded: vec![],
+            },
+            checks: BTreeMap::from([(
+                "site".to_string(),
+                CheckView {
+                    status: ViewStatus::Down,
+                    since: at,
+                    last_probe: at,
+                    failure: Some("HTTP 503".into()),
+                    firing: true,
+                },
+            )]),
+        };
+        let json = state.to_json();
+        assert_eq!(NodeState::from_json(&json).unwrap(), state);
+        let text = String::from_utf8(json).unwrap();
+        assert!(text.contains(r#""status":"down""#), "{text}");
+        let newer = text.replacen("{", r#"{"added":1,"#, 1);
+        assert_eq!(NodeState::from_json(newer.as_bytes()).unwrap(), state);
+        assert!(NodeState::from_json(b"<html>").is_err());
+    }
+}

@@ -1,0 +1,459 @@
+//! The quorum rule, pure: given what this node sees of a check and the
+//! peers' published states, is the check down for the fleet?
+//!
+//! - A peer is *alive* while the bucket's Last-Modified of its state is at
+//!   most `stale_after` old (by this node's clock: keep the clocks in NTP
+//!   sync). A dead peer is not counted at all, so a node whose peers are all
+//!   dead pages alone.
+//! - A live peer *judges* a check by the state this node last read of it,
+//!   if that read is recent ([`Fleet::fresh_for`]) and the check's latest
+//!   probe in it is at most `stale_after` old: `down`, or `up`/`warn`.
+//!   Otherwise its vote is unknown, which never confirms anything. A peer
+//!   whose fresh state does not list the check does not probe it, and is
+//!   left out of the count.
+//! - The quorum is `[vantage] quorum`, at most the vantages counted, or
+//!   else a majority of them.
+//! - DOWN (and each reminder) goes out when this node is down and at least
+//!   a quorum of vantages judge it down; RESOLVED, when this node is up and
+//!   a quorum judge it up. An unknown vote confirms neither.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::published::{NodeState, ViewStatus};
+use crate::cert::format_date;
+use crate::clock::saturating_sub;
+
+/// One peer as this node last saw it in the bucket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    pub node: String,
+    /// The bucket's Last-Modified of its state at the latest listing;
+    /// `None`: no state in the bucket.
+    pub modified: Option<OffsetDateTime>,
+    /// The ETag at the latest look-up, and of the state last read.
+    pub etag: Option<String>,
+    pub read_etag: Option<String>,
+    /// Its state as last read, and when it was last known current.
+    pub state: Option<Arc<NodeState>>,
+    pub fetched_at: Option<OffsetDateTime>,
+}
+
+impl Peer {
+    pub fn new(node: &str) -> Self {
+        Self {
+            node: node.to_string(),
+            modified: None,
+            etag: None,
+            read_etag: None,
+            state: None,
+            fetched_at: None,
+        }
+    }
+}
+
+/// Can the vantages coordinate at all?
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Coordination {
+    /// Not yet tried (the first round is under way): nothing is held.
+    Starting,
+    /// The bucket answers and honours conditional writes.
+    Up,
+    /// It does not: every node pages on its own judgment, and says so.
+    Unavailable { why: String },
+}
+
+/// What this node knows of the fleet at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fleet {
+    pub node: String,
+    pub quorum: Option<u32>,
+    pub stale_after: Duration,
+    /// How long a state read from the bucket counts as the peer's current
+    /// view (two publications).
+    pub fresh_for: Duration,
+    pub coordination: Coordination,
+    /// Every configured peer, in config order.
+    pub peers: Vec<Peer>,
+}
+
+/// One check, judged across the fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgment {
+    /// Vantages judging it down, this node first if it does.
+    pub down: Vec<String>,
+    /// Vantages judging it up (or warn).
+    pub up: Vec<String>,
+    /// Live vantages whose view is not known (not read lately, blind).
+    pub unknown: Vec<String>,
+    /// Live vantages that probe the check, this node included.
+    pub vantages: usize,
+    pub quorum: usize,
+}
+
+impl Fleet {
+    pub fn is_alive(&self, peer: &Peer, now: OffsetDateTime) -> bool {
+        peer.modified
+            .is_some_and(|at| at >= saturating_sub(now, self.stale_after))
+    }
+
+    pub fn alive(&self, now: OffsetDateTime) -> usize {
+        self.peers.iter().filter(|p| self.is_alive(p, now)).count()
+    }
+
+    /// `check` across the fleet; `self_down`: this node's latest probe of
+    /// it failed.
+    pub fn judge(&self, check: &str, self_down: bool, now: OffsetDateTime) -> Judgment {
+        let mut judgment = Judgment {
+            down: Vec::new(),
+            up: Vec::new(),
+            unknown: Vec::new(),
+            vantages: 1,
+            quorum: 1,
+        };
+        match self_down {
+            true => judgment.down.push(self.node.clone()),
+            false => judgment.up.push(self.node.clone()),
+        }
+        let oldest_probe = saturating_sub(now, self.stale_after);
+        let oldest_read = saturating_sub(now, self.fresh_for);
+        for peer in self.peers.iter().filter(|p| self.is_alive(p, now)) {
+            let fresh = peer
+                .state
+                .as_ref()
+                .filter(|_| peer.fetched_at.is_some_and(|at| at >= oldest_read));
+            let vote = match fresh {
+                Some(state) => match state.checks.get(check) {
+                    // It does not probe this check: no vote, not counted.
+                    None => continue,
+                    Some(view) if view.last_probe < oldest_probe => None,
+                    Some(view) => Some(view.status),
+                },
+                None => None,
+            };
+            judgment.vantages += 1;
+            match vote {
+                Some(ViewStatus::Down) => judgment.down.push(peer.node.clone()),
+                Some(ViewStatus::Up | ViewStatus::Warn) => judgment.up.push(peer.node.clone()),
+                Some(ViewStatus::Unknown) | None => judgment.unknown.push(peer.node.clone()),
+            }
+        }
+        judgment.quorum = match self.quorum {
+            Some(q) => (q as usize).clamp(1, judgment.vantages),
+            None => judgment.vantages / 2 + 1,
+        };
+        judgment
+    }
+
+    /// Peers silent for longer than `stale_after`, with the bucket's time
+    /// of their last state (`None`: none at all). Judged only once this
+    /// node has listed the bucket and has itself run `stale_after`: a
+    /// fleet coming up is not paged about.
+    pub fn silent(&self, now: OffsetDateTime, started: OffsetDateTime) -> Vec<(&Peer, bool)> {
+        if self.coordination != Coordination::Up {
+            return Vec::new();
+        }
+        let settled = saturating_sub(now, self.stale_after) >= started;
+        self.peers
+            .iter()
+            .map(|p| (p, settled && !self.is_alive(p, now)))
+            .collect()
+    }
+}
+
+impl Judgment {
+    pub fn confirms_down(&self) -> bool {
+        self.down.len() >= self.quorum
+    }
+
+    /// A quorum judges it up: a recovery may be announced. Unknown votes
+    /// confirm nothing, either way.
+    pub fn confirms_up(&self) -> bool {
+        self.up.len() >= self.quorum
+    }
+
+    /// "confirmed down from 2 of 3 vantages (eu-par, eu-ams); fra: up"
+    pub fn confirmed_down(&self) -> String {
+        format!(
+            "confirmed down from {} of {} vantages ({}){}",
+            self.down.len(),
+            self.vantages,
+            self.down.join(", "),
+            self.others(&[&self.up, &self.unknown])
+        )
+    }
+
+    /// "down from fra only", or "down from fra, ams (2 of 4 vantages,
+    /// quorum 3); eu-par: up"
+    pub fn unconfirmed_down(&self) -> String {
+        let from = match self.down.as_slice() {
+            [one] => format!("down from {one} only"),
+            many => format!(
+                "down from {} ({} of {} vantages, quorum {})",
+                many.join(", "),
+                many.len(),
+                self.vantages,
+                self.quorum
+            ),
+        };
+        format!("{from}{}", self.others(&[&self.up, &self.unknown]))
+    }
+
+    /// "confirmed up from 2 of 3 vantages (eu-par, fra); eu-ams: down"
+    pub fn confirmed_up(&self) -> String {
+        format!(
+            "confirmed up from {} of {} vantages ({}){}",
+            self.up.len(),
+            self.vantages,
+            self.up.join(", "),
+            self.others(&[&self.down, &self.unknown])
+        )
+    }
+
+    /// "up from eu-par only; eu-ams: down, fra: down": a recovery not
+    /// confirmed yet.
+    pub fn unconfirmed_up(&self) -> String {
+        let from = match self.up.as_slice() {
+            [one] => format!("up from {one} only"),
+            many => format!(
+                "up from {} ({} of {} vantages, quorum {})",
+                many.join(", "),
+                many.len(),
+                self.vantages,
+                self.quorum
+            ),
+        };
+        format!("{from}{}", self.others(&[&self.down, &self.unknown]))
+    }
+
+    /// "; fra: up, ams: unknown" for the vantages in `lists`.
+    fn others(&self, lists: &[&Vec<String>]) -> String {
+        let mut parts = Vec::new();
+        for list in lists {
+            for node in list.iter() {
+                let word = if self.up.contains(node) {
+                    "up"
+                } else if self.down.contains(node) {
+                    "down"
+                } else {
+                    "unknown"
+                };
+                parts.push(format!("{node}: {word}"));
+            }
+        }
+        match parts.is_empty() {
+            true => String::new(),
+            false => format!("; {}", parts.join(", ")),
+        }
+    }
+}
+
+/// "vantage fra silent since 07:12 UTC", or "vantage fra silent: no state
+/// in the bucket" for a peer that never published.
+pub fn silent_words(peer: &Peer) -> String {
+    match peer.modified {
+        Some(at) => format!("vantage {} silent since {}", peer.node, format_date(at)),
+        None => format!("vantage {} silent: no state in the bucket", peer.node),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::vantage::published::{CheckView, NodeHealth};
+
+    const STALE: Duration = Duration::from_secs(60);
+
+    fn t(s: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_800_000_000 + s).unwrap()
+    }
+
+    fn state(node: &str, at: i64, checks: &[(&str, ViewStatus)]) -> Arc<NodeState> {
+        Arc::new(NodeState {
+            node: node.into(),
+            version: "test".into(),
+            published_at: t(at),
+            health: NodeHealth {
+                status: "ok".into(),
+                degraded: vec![],
+            },
+            checks: checks
+                .iter()
+                .map(|(name, status)| {
+                    let view = CheckView {
+                        status: *status,
+                        since: t(at - 5),
+                        last_probe: t(at),
+                        failure: None,
+                        firing: false,
+                    };
+                    (name.to_string(), view)
+                })
+                .collect::<BTreeMap<_, _>>(),
+        })
+    }
+
+    /// A peer that published at `at` and was read at `at`.
+    fn peer(node: &str, at: i64, checks: &[(&str, ViewStatus)]) -> Peer {
+        Peer {
+            node: node.into(),
+            modified: Some(t(at)),
+            etag: None,
+            read_etag: None,
+            state: Some(state(node, at, checks)),
+            fetched_at: Some(t(at)),
+        }
+    }
+
+    fn fleet(peers: Vec<Peer>) -> Fleet {
+        Fleet {
+            node: "eu-par".into(),
+            quorum: None,
+            stale_after: STALE,
+            fresh_for: Duration::from_secs(20),
+            coordination: Coordination::Up,
+            peers,
+        }
+    }
+
+    use ViewStatus::{Down, Unknown, Up};
+
+    #[test]
+    fn down_from_one_vantage_of_three_is_not_confirmed() {
+        let f = fleet(vec![
+            peer("eu-ams", 0, &[("site", Up)]),
+            peer("fra", 0, &[("site", Up)]),
+        ]);
+        let j = f.judge("site", true, t(1));
+        assert_eq!((j.vantages, j.quorum), (3, 2));
+        assert!(!j.confirms_down());
+        assert_eq!(j.unconfirmed_down(), "down from eu-par only; eu-ams: up, fra: up");
+    }
+
+    #[test]
+    fn a_second_vantage_confirms_and_the_words_name_them() {
+        let f = fleet(vec![
+            peer("eu-ams", 0, &[("site", Down)]),
+            peer("fra", 0, &[("site", Up)]),
+        ]);
+        let j = f.judge("site", true, t(1));
+        assert!(j.confirms_down());
+        assert_eq!(
+            j.confirmed_down(),
+            "confirmed down from 2 of 3 vantages (eu-par, eu-ams); fra: up"
+        );
+    }
+
+    #[test]
+    fn the_timeline_of_an_outage_seen_first_here_then_everywhere() {
+        // 0 s: only here. 8 s: the peers' next publications say down too.
+        let mut f = fleet(vec![
+            peer("eu-ams", 0, &[("site", Up)]),
+            peer("fra", 0, &[("site", Up)]),
+        ]);
+        assert!(!f.judge("site", true, t(1)).confirms_down());
+        f.peers[0] = peer("eu-ams", 8, &[("site", Down)]);
+        assert!(f.judge("site", true, t(9)).confirms_down());
+        // Recovery: here first; RESOLVED waits while a quorum says down.
+        f.peers[1] = peer("fra", 9, &[("site", Down)]);
+        let j = f.judge("site", false, t(20));
+        assert!(!j.confirms_up(), "eu-ams and fra still down: {j:?}");
+        assert_eq!(j.unconfirmed_up(), "up from eu-par only; eu-ams: down, fra: down");
+        f.peers[0] = peer("eu-ams", 21, &[("site", Up)]);
+        let j = f.judge("site", false, t(22));
+        assert!(j.confirms_up());
+        assert_eq!(
+            j.confirmed_up(),
+            "confirmed up from 2 of 3 vantages (eu-par, eu-ams); fra: down"
+        );
+    }
+
+    #[test]
+    fn a_dead_peer_is_not_counted_and_a_node_alone_pages_alone() {
+        let f = fleet(vec![
+            peer("eu-ams", 0, &[("site", Up)]),
+            peer("fra", 0, &[("site", Up)]),
+        ]);
+        // 61 s later both peers are past stale_after.
+        let j = f.judge("site", true, t(61));
+        assert_eq!((j.vantages, j.quorum), (1, 1));
+        assert!(j.confirms_down());
+        assert_eq!(j.confirmed_down(), "confirmed down from 1 of 1 vantages (eu-par)");
+    }
+
+    #[test]
+    fn with_one_of_three_dead_the_other_two_must_agree() {
+        let mut f = fleet(vec![peer("eu-ams", 30, &[("site", Up)]), peer("fra", 0, &[])]);
+        f.peers[1].modified = Some(t(-100));
+        let j = f.judge("site", true, t(31));
+        assert_eq!((j.vantages, j.quorum), (2, 2));
+        assert!(!j.confirms_down());
+    }
+
+    #[test]
+    fn a_state_not_read_lately_or_a_stale_probe_is_an_unknown_vote() {
+        let mut f = fleet(vec![
+            peer("eu-ams", 0, &[("site", Down)]),
+            peer("fra", 0, &[("site", Down)]),
+        ]);
+        // Still alive (listed at 30 s), but last read at 0 s: too old.
+        for p in &mut f.peers {
+            p.modified = Some(t(30));
+        }
+        let j = f.judge("site", true, t(31));
+        assert_eq!(j.unknown, vec!["eu-ams".to_string(), "fra".to_string()]);
+        assert!(!j.confirms_down());
+        // Blind peers count as unknown too.
+        let f = fleet(vec![
+            peer("eu-ams", 0, &[("site", Unknown)]),
+            peer("fra", 0, &[("site", Down)]),
+        ]);
+        let j = f.judge("site", true, t(1));
+        assert!(j.confirms_down());
+        assert_eq!(j.unknown, vec!["eu-ams".to_string()]);
+    }
+
+    #[test]
+    fn a_peer_that_does_not_probe_the_check_is_left_out() {
+        let f = fleet(vec![
+            peer("eu-ams", 0, &[("other", Up)]),
+            peer("fra", 0, &[("site", Down)]),
+        ]);
+        let j = f.judge("site", true, t(1));
+        assert_eq!((j.vantages, j.quorum), (2, 2));
+        assert!(j.confirms_down());
+    }
+
+    #[test]
+    fn a_configured_quorum_is_capped_by_the_vantages_alive() {
+        let mut f = fleet(vec![
+            peer("eu-ams", 0, &[("site", Down)]),
+            peer("fra", 0, &[("site", Up)]),
+        ]);
+        f.quorum = Some(3);
+        assert!(!f.judge("site", true, t(1)).confirms_down());
+        f.quorum = Some(1);
+        assert!(f.judge("site", true, t(1)).confirms_down());
+        f.quorum = Some(3);
+        let j = f.judge("site", true, t(100));
+        assert_eq!((j.vantages, j.quorum), (1, 1), "alone: pages alone");
+    }
+
+    #[test]
+    fn silence_is_judged_only_when_settled_and_coordinating() {
+        let mut f = fleet(vec![peer("eu-ams", 0, &[]), Peer::new("fra")]);
+        let started = t(0);
+        let silent: Vec<bool> = f.silent(t(30), started).iter().map(|s| s.1).collect();
+        assert_eq!(silent, vec![false, false], "not settled yet");
+        let silent: Vec<bool> = f.silent(t(61), started).iter().map(|s| s.1).collect();
+        assert_eq!(silent, vec![true, true]);
+        assert_eq!(silent_words(&f.peers[1]), "vantage fra silent: no state in the bucket");
+        assert!(silent_words(&f.peers[0]).starts_with("vantage eu-ams silent since "));
+        f.coordination = Coordination::Unavailable { why: "x".into() };
+        assert!(f.silent(t(61), started).is_empty());
+    }
+}
