@@ -40,7 +40,7 @@ mod silence;
 mod state;
 
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 #[cfg(test)]
 mod timeline;
 

@@ -254,11 +254,15 @@ pub fn tick_in_place(
             return events;
         }
     }
+    // A held DOWN is released only while the check still fails: one that
+    // is recovering when its hold ends was never announced, and its
+    // recovery needs no page.
+    let failing = state.consecutive_successes == 0;
     let Some(incident) = state.incident.as_mut() else {
         return events;
     };
     match &incident.page {
-        Page::Held { since, by } if !held => {
+        Page::Held { since, by } if !held && failing => {
             // A page that only waited for its confirmation was not held
             // back by anyone: its mail says who confirmed it instead.
             incident.held = (!by.starts_with(UNCONFIRMED)).then(|| Held {

@@ -347,17 +347,9 @@ impl Alerter {
         let Some(fleet) = fleet.filter(|f| coordinates(f) && !check.starts_with("vigie:")) else {
             return silenced;
         };
-        let judgment = fleet.judge(check, self_down, now);
-        let cause = match self_down {
-            true if !judgment.confirms_down() => HoldCause::Unconfirmed {
-                words: judgment.unconfirmed_down(),
-            },
-            false if !judgment.confirms_up() => HoldCause::FleetStillDown {
-                words: judgment.unconfirmed_up(),
-            },
-            _ => return silenced,
+        let Some(fleet_hold) = fleet.hold(check, self_down, now) else {
+            return silenced;
         };
-        let fleet_hold = Hold { cause, until: None };
         match (&fleet_hold.cause, silenced) {
             // A silence decides when a DOWN may go out; the recovery waits
             // for the fleet whatever the silence.

@@ -23,6 +23,8 @@ pub mod claim;
 pub mod published;
 pub mod quorum;
 pub mod stats;
+#[cfg(test)]
+mod timeline;
 
 pub use bucket::{Conditional, Coordinator};
 pub use claim::{claim, ClaimRequest, Claimed};

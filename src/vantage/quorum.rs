@@ -23,6 +23,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::published::{NodeState, ViewStatus};
+use crate::alert::{Hold, HoldCause};
 use crate::cert::format_date;
 use crate::clock::saturating_sub;
 
@@ -145,6 +146,23 @@ impl Fleet {
             None => judgment.vantages / 2 + 1,
         };
         judgment
+    }
+
+    /// The fleet's hold on `check`'s pages: a DOWN (or reminder) while a
+    /// quorum does not confirm it, a RESOLVED while a quorum does not
+    /// confirm the recovery. `self_down`: this node's latest probe failed.
+    pub fn hold(&self, check: &str, self_down: bool, now: OffsetDateTime) -> Option<Hold> {
+        let judgment = self.judge(check, self_down, now);
+        let cause = match self_down {
+            true if !judgment.confirms_down() => HoldCause::Unconfirmed {
+                words: judgment.unconfirmed_down(),
+            },
+            false if !judgment.confirms_up() => HoldCause::FleetStillDown {
+                words: judgment.unconfirmed_up(),
+            },
+            _ => return None,
+        };
+        Some(Hold { cause, until: None })
     }
 
     /// Peers silent for longer than `stale_after`, with the bucket's time
