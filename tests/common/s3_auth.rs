@@ -36,6 +36,15 @@
 //! and value the way SigV4 specifies (RFC 3986 unreserved characters kept,
 //! everything else percent-encoded) before moto's own code runs. It makes
 //! moto's check correct, not laxer: a wrong key or secret still fails.
+//!
+//! # Conditional writes made atomic
+//!
+//! moto honours `If-None-Match: *` and `If-Match` on PutObject
+//! (`S3Response.put_object`), but checks and then writes without a lock,
+//! and its server is threaded: two creates of one key at the same moment
+//! can both succeed, which S3 never allows. The vantage tests race exactly
+//! that, so [`MOTO_LAUNCHER`] serialises moto's object writes
+//! (`_key_response_put`), as S3 is atomic per key.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -62,6 +71,18 @@ def canonical_query_string_url(self, parts):
     return '&'.join(f'{k}={v}' for k, v in sorted(pairs))
 
 botocore.auth.SigV4Auth._canonical_query_string_url = canonical_query_string_url
+
+import threading
+import moto.s3.responses
+
+_object_writes = threading.Lock()
+_key_response_put = moto.s3.responses.S3Response._key_response_put
+
+def key_response_put(self, *args, **kwargs):
+    with _object_writes:
+        return _key_response_put(self, *args, **kwargs)
+
+moto.s3.responses.S3Response._key_response_put = key_response_put
 
 from moto.server import main
 main()
