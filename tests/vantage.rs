@@ -48,7 +48,8 @@ impl Fleet {
         let bucket = s3.bucket();
         let bucket_gate = Gate::start(s3.server.addr).await;
         let smtp = SmtpServer::start(SmtpOpts::plain());
-        let target = TlsServer::start_leaf(&issue(&LeafSpec::new(["localhost"])), TlsOpts::default());
+        let target =
+            TlsServer::start_leaf(&issue(&LeafSpec::new(["localhost"])), TlsOpts::default());
         let mut nodes = Vec::new();
         for name in names {
             let peers: Vec<String> = names
@@ -195,17 +196,21 @@ async fn one_vantage_alone_does_not_page_and_all_three_page_exactly_once() {
     // Only fra loses the target: recorded there, nobody is paged.
     fleet.node("fra").gate.close();
     let fra = fleet.daemon("fra");
-    let report = poll(MAIL, "fra's report to show the unconfirmed outage", async || {
-        let report = fra.get_json("/api/v1/report").await?;
-        let held = report["problems"]
-            .as_array()
-            .and_then(|p| p.iter().find(|p| p["check"] == "site"))
-            .and_then(|p| p["held"].as_str().map(str::to_string));
-        match held {
-            Some(words) if words.contains("down from fra only") => Ok(report),
-            _ => Err(report.to_string()),
-        }
-    })
+    let report = poll(
+        MAIL,
+        "fra's report to show the unconfirmed outage",
+        async || {
+            let report = fra.get_json("/api/v1/report").await?;
+            let held = report["problems"]
+                .as_array()
+                .and_then(|p| p.iter().find(|p| p["check"] == "site"))
+                .and_then(|p| p["held"].as_str().map(str::to_string));
+            match held {
+                Some(words) if words.contains("down from fra only") => Ok(report),
+                _ => Err(report.to_string()),
+            }
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
@@ -221,7 +226,12 @@ async fn one_vantage_alone_does_not_page_and_all_three_page_exactly_once() {
     );
     fleet.node("fra").gate.open();
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(fleet.smtp.count(), 0, "{:?}", subjects(&fleet.smtp.received()));
+    assert_eq!(
+        fleet.smtp.count(),
+        0,
+        "{:?}",
+        subjects(&fleet.smtp.received())
+    );
 
     // Everyone loses it: exactly one DOWN, saying who confirmed it.
     fleet.close_all();
@@ -246,8 +256,17 @@ async fn one_vantage_alone_does_not_page_and_all_three_page_exactly_once() {
         "{:?}",
         subjects(&fleet.smtp.received())
     );
-    assert_eq!(fleet.smtp.count(), 2, "{:?}", subjects(&fleet.smtp.received()));
-    assert!(body(&resolved[0]).contains("confirmed up from"), "{}", body(&resolved[0]));
+    assert_eq!(
+        fleet.smtp.count(),
+        2,
+        "{:?}",
+        subjects(&fleet.smtp.received())
+    );
+    assert!(
+        body(&resolved[0]).contains("confirmed up from"),
+        "{}",
+        body(&resolved[0])
+    );
     assert_eq!(
         resolved[0].header("In-Reply-To"),
         Some(down[0].message_id()),
@@ -300,7 +319,12 @@ async fn a_vantage_killed_is_paged_once_as_silent() {
         "{}",
         body(&silent[0])
     );
-    assert_eq!(fleet.smtp.count(), 1, "{:?}", subjects(&fleet.smtp.received()));
+    assert_eq!(
+        fleet.smtp.count(),
+        1,
+        "{:?}",
+        subjects(&fleet.smtp.received())
+    );
     fleet.stop().await;
 }
 
@@ -310,14 +334,18 @@ async fn with_the_bucket_stopped_every_vantage_pages_on_its_own_and_says_so() {
     fleet.bucket_gate.close();
     for node in &fleet.nodes {
         let daemon = node.daemon.as_ref().unwrap();
-        poll(MAIL, &format!("{} degraded: vantage", node.name), async || {
-            let health = daemon.get_json("/healthz").await?;
-            let degraded = health["degraded"].to_string();
-            match degraded.contains("vantage") {
-                true => Ok(()),
-                false => Err(health.to_string()),
-            }
-        })
+        poll(
+            MAIL,
+            &format!("{} degraded: vantage", node.name),
+            async || {
+                let health = daemon.get_json("/healthz").await?;
+                let degraded = health["degraded"].to_string();
+                match degraded.contains("vantage") {
+                    true => Ok(()),
+                    false => Err(health.to_string()),
+                }
+            },
+        )
         .await;
     }
     fleet.close_all();
@@ -333,8 +361,17 @@ async fn with_the_bucket_stopped_every_vantage_pages_on_its_own_and_says_so() {
     fleet.bucket_gate.open();
     fleet.wait_coordinating().await;
     for node in &fleet.nodes {
-        let health = node.daemon.as_ref().unwrap().get_json("/healthz").await.unwrap();
-        assert!(!health["degraded"].to_string().contains("vantage"), "{health}");
+        let health = node
+            .daemon
+            .as_ref()
+            .unwrap()
+            .get_json("/healthz")
+            .await
+            .unwrap();
+        assert!(
+            !health["degraded"].to_string().contains("vantage"),
+            "{health}"
+        );
     }
     fleet.open_all();
     wait_mails(&fleet.smtp, "RESOLVED site", 1).await;

@@ -125,10 +125,14 @@ pub enum HoldCause {
     NoPage,
     /// Down here, not (yet) confirmed by a quorum of the other vantages
     /// ("down from fra only"): recorded and shown, paged once confirmed.
-    Unconfirmed { words: String },
+    Unconfirmed {
+        words: String,
+    },
     /// Up here, still down for a quorum of the other vantages: the
     /// incident is not resolved yet, here either.
-    FleetStillDown { words: String },
+    FleetStillDown {
+        words: String,
+    },
 }
 
 /// How a [`HoldCause::Unconfirmed`] hold reads in the state

@@ -703,7 +703,10 @@ fn vantage(
     }
     if peers.len() + 1 > MAX_VANTAGES {
         if let Some(p) = &raw.peers {
-            let message = format!("{} vantages is more than the maximum of {MAX_VANTAGES}", peers.len() + 1);
+            let message = format!(
+                "{} vantages is more than the maximum of {MAX_VANTAGES}",
+                peers.len() + 1
+            );
             cx.error(&p.span(), "peers", message);
         }
     }
@@ -790,9 +793,8 @@ fn vantage_name(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<S
     if is_vantage_name(name) {
         return Some(name.clone());
     }
-    let message = format!(
-        "{name:?} is not a valid vantage name (1 to 64 of a-z, 0-9, '.', '_' and '-')"
-    );
+    let message =
+        format!("{name:?} is not a valid vantage name (1 to 64 of a-z, 0-9, '.', '_' and '-')");
     cx.error(&value.span(), key, message);
     None
 }

@@ -316,7 +316,14 @@ impl Alerter {
         self.policies.refresh(&config);
         let fleet = self.fleet();
         let self_down = outcome.status == Status::Down;
-        let hold = self.hold(run, &config, fleet.as_deref(), &outcome.name, self_down, now);
+        let hold = self.hold(
+            run,
+            &config,
+            fleet.as_deref(),
+            &outcome.name,
+            self_down,
+            now,
+        );
         let policy = self.policies.get(&outcome.name);
         if let Some(state) = self.engine.observe(outcome, now, policy, hold.as_ref()) {
             self.save(&[state]);
@@ -646,7 +653,9 @@ impl Alerter {
                             humantime::format_duration(fleet.stale_after)
                         ),
                         observed: match peer.modified {
-                            Some(at) => format!("last state written {}", crate::cert::format_date(at)),
+                            Some(at) => {
+                                format!("last state written {}", crate::cert::format_date(at))
+                            }
                             None => "no state in the bucket".to_string(),
                         },
                         message: vantage::silent_words(peer),
@@ -659,7 +668,10 @@ impl Alerter {
                     failures,
                     chain: Vec::new(),
                 };
-                (vantage::silent_check(&peer.node), Observation::Judged(snapshot))
+                (
+                    vantage::silent_check(&peer.node),
+                    Observation::Judged(snapshot),
+                )
             })
             .collect();
         for (check, observation) in observations {
@@ -712,11 +724,18 @@ impl Alerter {
     /// vantage has are recorded as sent by it and dropped; the others are
     /// kept, with what the vantages say. When the bucket cannot be used,
     /// every event is kept and says it was not confirmed.
-    async fn claim(&mut self, v: &VantageLink, notification: &mut Notification, now: OffsetDateTime) {
+    async fn claim(
+        &mut self,
+        v: &VantageLink,
+        notification: &mut Notification,
+        now: OffsetDateTime,
+    ) {
         let fleet = v.fleet.borrow().clone();
         let unavailable = match &fleet.coordination {
             Coordination::Up => None,
-            Coordination::Starting => Some("the first round with the bucket is not done".to_string()),
+            Coordination::Starting => {
+                Some("the first round with the bucket is not done".to_string())
+            }
             Coordination::Unavailable { why } => Some(why.clone()),
         };
         let mut kept = Vec::new();
@@ -742,7 +761,12 @@ impl Alerter {
                         message_id: &message_id,
                         now,
                     };
-                    match tokio::time::timeout(CLAIM_WITHIN, vantage::claim(&v.coordinator, &request)).await {
+                    match tokio::time::timeout(
+                        CLAIM_WITHIN,
+                        vantage::claim(&v.coordinator, &request),
+                    )
+                    .await
+                    {
                         Ok(Ok(claimed)) => Ok(claimed),
                         Ok(Err(err)) => Err(err.to_string()),
                         Err(_) => Err(format!(
@@ -762,7 +786,11 @@ impl Alerter {
                     group_id.get_or_insert(message_id);
                     kept.push(event);
                 }
-                Ok(Claimed::Lost { key, by, message_id }) => {
+                Ok(Claimed::Lost {
+                    key,
+                    by,
+                    message_id,
+                }) => {
                     tracing::info!(check = %event.check, incident = %key, sent_by = %by, "sent by another vantage");
                     v.stats.add_sent_elsewhere(1);
                     if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
@@ -772,7 +800,8 @@ impl Alerter {
                 Err(why) => {
                     tracing::warn!(check = %event.check, reason = %why, "vantages cannot coordinate: this page goes out on this node's judgment alone");
                     v.stats.add_uncoordinated(1);
-                    event.vantage = Some(format!("not confirmed: coordination unavailable ({why})"));
+                    event.vantage =
+                        Some(format!("not confirmed: coordination unavailable ({why})"));
                     kept.push(event);
                 }
             }

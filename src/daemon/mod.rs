@@ -608,12 +608,8 @@ fn start_vantage(
     stats: &Arc<crate::vantage::VantageStats>,
     shutdown: &CancellationToken,
 ) -> Result<alerter::VantageLink, RunError> {
-    let coordinator = crate::vantage::Coordinator::open(
-        v,
-        r,
-        config.extra_ca_file.as_deref(),
-        stats.clone(),
-    )?;
+    let coordinator =
+        crate::vantage::Coordinator::open(v, r, config.extra_ca_file.as_deref(), stats.clone())?;
     let (fleet_tx, fleet_rx) = watch_channel::channel(Arc::new(vantage::initial_fleet(v)));
     let local = crate::vantage::LocalView::default();
     let wanted = Arc::new(vantage::Wanted::default());

@@ -130,7 +130,10 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
                 Err(err) => trouble = Some(format!("cannot test conditional writes: {err}")),
             }
         }
-        if conditional.as_ref().is_some_and(|(c, _)| *c == Conditional::Ignored) {
+        if conditional
+            .as_ref()
+            .is_some_and(|(c, _)| *c == Conditional::Ignored)
+        {
             trouble.get_or_insert_with(|| {
                 format!(
                     "{} does not honour conditional writes (If-None-Match)",
@@ -146,7 +149,11 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 published_at: now,
                 health: (parts.health)(now),
-                checks: parts.local.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                checks: parts
+                    .local
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
             };
             match parts.coordinator.publish(&state).await {
                 Ok(()) => parts.stats.published(true),
@@ -182,7 +189,9 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
         };
         let was_unavailable = parts.stats.snapshot().unavailable;
         match (&trouble, &was_unavailable) {
-            (Some(why), None) => tracing::warn!(reason = %why, "vantages cannot coordinate: each pages on its own judgment"),
+            (Some(why), None) => {
+                tracing::warn!(reason = %why, "vantages cannot coordinate: each pages on its own judgment")
+            }
             (None, Some(_)) => tracing::info!("vantages coordinate through the bucket again"),
             _ => {}
         }
@@ -191,7 +200,8 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
         parts.fleet.send_replace(Arc::new(fleet.clone()));
 
         let mut wake = next_publish.min(next_liveness);
-        if parts.wanted.is_urgent(parts.clock.now()) || parts.wanted.pending.load(Ordering::Relaxed) {
+        if parts.wanted.is_urgent(parts.clock.now()) || parts.wanted.pending.load(Ordering::Relaxed)
+        {
             wake = wake.min(next_read);
         }
         tokio::select! {

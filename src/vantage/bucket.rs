@@ -5,7 +5,7 @@
 //!   a check waits for confirmation;
 //! - `<prefix>/<node>/conditional-probe`: the start-up test that the
 //!   bucket honours `If-None-Match: *` (one object per node, rewritten);
-//! - `<prefix>/incidents/...`: the claims (`claim.rs`).
+//! - `<prefix>/incidents/<check>/...`: the claims (`claim.rs`).
 //!
 //! The client is `replicate::bucket::Bucket` with `[replication]`'s
 //! endpoint, region and keys, and a short request budget: coordination
@@ -81,16 +81,29 @@ impl Coordinator {
         format!("{}/{node}/state.json", self.prefix)
     }
 
-    /// `<prefix>/incidents/<check>/`
+    /// `<prefix>/incidents/<check>`; vigie's own pseudo-checks
+    /// (`vigie:vantage:fra`) as `VIGIE-vantage-fra`: a colon in a key is
+    /// signed differently by different S3 implementations, and no check
+    /// name has capitals.
     pub fn incident_dir(&self, check: &str) -> String {
-        format!("{}/incidents/{check}", self.prefix)
+        let segment = match check.strip_prefix("vigie:") {
+            Some(rest) => format!("VIGIE-{}", rest.replace(':', "-")),
+            None => check.to_string(),
+        };
+        format!("{}/incidents/{segment}", self.prefix)
     }
 
     /// Does the bucket refuse a create over an existing object? Writes the
     /// probe object, then tries to create it again.
-    pub async fn test_conditional(&self, now: OffsetDateTime) -> Result<Conditional, ReplicateError> {
+    pub async fn test_conditional(
+        &self,
+        now: OffsetDateTime,
+    ) -> Result<Conditional, ReplicateError> {
         let name = format!("{}/{}/conditional-probe", self.prefix, self.node);
-        let body = format!("vigie conditional-write probe {}\n", now.unix_timestamp_nanos());
+        let body = format!(
+            "vigie conditional-write probe {}\n",
+            now.unix_timestamp_nanos()
+        );
         self.stats.add_requests(2);
         self.bucket.put(&name, body.clone().into_bytes()).await?;
         match self.bucket.create(&name, body.into_bytes()).await? {

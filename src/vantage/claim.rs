@@ -156,7 +156,9 @@ async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String
                 // A reminder or RESOLVED is about the incident the fleet
                 // announced, closed or not.
                 EventKind::Reminder | EventKind::Resolved => true,
-                EventKind::Down => pointer.open && !resolved(c, request.check, &pointer.key).await?,
+                EventKind::Down => {
+                    pointer.open && !resolved(c, request.check, &pointer.key).await?
+                }
             };
             if adopt {
                 return Ok(pointer.key.clone());
@@ -183,7 +185,9 @@ async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String
     Err(ReplicateError::Failed {
         bucket: c.shown(),
         action: format!("opening the fleet incident of {}", request.check),
-        detail: format!("{name} changed {CAS_ROUNDS} times in a row while this node tried to write it"),
+        detail: format!(
+            "{name} changed {CAS_ROUNDS} times in a row while this node tried to write it"
+        ),
     })
 }
 
@@ -193,7 +197,11 @@ async fn resolved(c: &Coordinator, check: &str, key: &str) -> Result<bool, Repli
 }
 
 /// Marks the pointer closed if it still names `key`.
-async fn close(c: &Coordinator, request: &ClaimRequest<'_>, key: &str) -> Result<(), ReplicateError> {
+async fn close(
+    c: &Coordinator,
+    request: &ClaimRequest<'_>,
+    key: &str,
+) -> Result<(), ReplicateError> {
     let name = pointer_name(c, request.check);
     for _ in 0..CAS_ROUNDS {
         let Some((bytes, version)) = c.read(&name).await? else {

@@ -349,7 +349,10 @@ mod tests {
         let j = f.judge("site", true, t(1));
         assert_eq!((j.vantages, j.quorum), (3, 2));
         assert!(!j.confirms_down());
-        assert_eq!(j.unconfirmed_down(), "down from eu-par only; eu-ams: up, fra: up");
+        assert_eq!(
+            j.unconfirmed_down(),
+            "down from eu-par only; eu-ams: up, fra: up"
+        );
     }
 
     #[test]
@@ -380,7 +383,10 @@ mod tests {
         f.peers[1] = peer("fra", 9, &[("site", Down)]);
         let j = f.judge("site", false, t(20));
         assert!(!j.confirms_up(), "eu-ams and fra still down: {j:?}");
-        assert_eq!(j.unconfirmed_up(), "up from eu-par only; eu-ams: down, fra: down");
+        assert_eq!(
+            j.unconfirmed_up(),
+            "up from eu-par only; eu-ams: down, fra: down"
+        );
         f.peers[0] = peer("eu-ams", 21, &[("site", Up)]);
         let j = f.judge("site", false, t(22));
         assert!(j.confirms_up());
@@ -400,12 +406,18 @@ mod tests {
         let j = f.judge("site", true, t(61));
         assert_eq!((j.vantages, j.quorum), (1, 1));
         assert!(j.confirms_down());
-        assert_eq!(j.confirmed_down(), "confirmed down from 1 of 1 vantages (eu-par)");
+        assert_eq!(
+            j.confirmed_down(),
+            "confirmed down from 1 of 1 vantages (eu-par)"
+        );
     }
 
     #[test]
     fn with_one_of_three_dead_the_other_two_must_agree() {
-        let mut f = fleet(vec![peer("eu-ams", 30, &[("site", Up)]), peer("fra", 0, &[])]);
+        let mut f = fleet(vec![
+            peer("eu-ams", 30, &[("site", Up)]),
+            peer("fra", 0, &[]),
+        ]);
         f.peers[1].modified = Some(t(-100));
         let j = f.judge("site", true, t(31));
         assert_eq!((j.vantages, j.quorum), (2, 2));
@@ -469,7 +481,10 @@ mod tests {
         assert_eq!(silent, vec![false, false], "not settled yet");
         let silent: Vec<bool> = f.silent(t(61), started).iter().map(|s| s.1).collect();
         assert_eq!(silent, vec![true, true]);
-        assert_eq!(silent_words(&f.peers[1]), "vantage fra silent: no state in the bucket");
+        assert_eq!(
+            silent_words(&f.peers[1]),
+            "vantage fra silent: no state in the bucket"
+        );
         assert!(silent_words(&f.peers[0]).starts_with("vantage eu-ams silent since "));
         f.coordination = Coordination::Unavailable { why: "x".into() };
         assert!(f.silent(t(61), started).is_empty());

@@ -100,7 +100,10 @@ impl VantageSnapshot {
             ("vigie_vantage_uncoordinated_pages_total", "counter", "Mail events sent without coordination (bucket unavailable).", self.uncoordinated_pages),
         ];
         for (name, kind, help, value) in lines {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
         }
     }
 }

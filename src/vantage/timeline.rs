@@ -84,8 +84,11 @@ impl World {
                     true => down("site", self.now, Assertion::HttpStatus),
                     false => up("site", self.now),
                 };
-                let hold = self.fleet.hold("site", outcome.status == Status::Down, self.now);
-                self.engine.observe(&outcome, self.now, &policy(), hold.as_ref());
+                let hold = self
+                    .fleet
+                    .hold("site", outcome.status == Status::Down, self.now);
+                self.engine
+                    .observe(&outcome, self.now, &policy(), hold.as_ref());
             }
             let self_down = self
                 .engine
@@ -144,7 +147,10 @@ fn an_outage_everywhere_pages_once_confirmed_and_resolves_once_a_quorum_is_up() 
     let down = &w.sent[0].events[0];
     // Crossed here at 07:00:30, eu-ams down from 07:01: paged then.
     assert_eq!(down.at, T0 + MIN);
-    assert!(down.held.is_none(), "a wait for confirmation is no hold to tell");
+    assert!(
+        down.held.is_none(),
+        "a wait for confirmation is no hold to tell"
+    );
     // Recovered here at 07:05:30 (2 probes); eu-ams still down and fra
     // up: 2 of 3 up, so the RESOLVED goes at once.
     let resolved = &w.sent[1].events[0];
@@ -182,7 +188,8 @@ fn when_the_peers_go_silent_this_node_pages_alone() {
         let hold = w.fleet.hold("site", true, now);
         w.engine.observe(&outcome, now, &policy(), hold.as_ref());
         let p = policy();
-        w.engine.tick(now, |_| &p, |_| w.fleet.hold("site", true, now));
+        w.engine
+            .tick(now, |_| &p, |_| w.fleet.hold("site", true, now));
         for n in w.engine.poll_notifications(now) {
             w.engine.outbound(&n, now);
             w.sent.push(n);
@@ -191,6 +198,9 @@ fn when_the_peers_go_silent_this_node_pages_alone() {
     }
     assert_eq!(w.kinds(), vec![EventKind::Down]);
     // Held until the peers were past stale_after (07:03), then alone.
-    assert!(w.sent[0].events[0].at >= T0 + 3 * MIN, "{:?}", w.sent[0].events[0].at);
+    assert!(
+        w.sent[0].events[0].at >= T0 + 3 * MIN,
+        "{:?}",
+        w.sent[0].events[0].at
+    );
 }
-
