@@ -78,6 +78,16 @@ fn the_valid_case_loads_every_section() {
     let config = vigie::config::load(&case.join("config.toml")).unwrap_or_else(|e| panic!("{e}"));
     assert!(config.extra_ca_file.is_some());
     assert!(config.api.token_file.is_some());
+    let vantage = config.vantage.as_ref().expect("[vantage]");
+    assert_eq!(
+        (vantage.node.as_str(), vantage.bucket.as_str(), vantage.prefix.as_str()),
+        ("eu-par", "vigie-coordination", "prod")
+    );
+    assert_eq!(vantage.peers, ["eu-ams", "fra"]);
+    assert_eq!(
+        (vantage.quorum, vantage.publish_every, vantage.stale_after),
+        (Some(2), Duration::from_secs(10), Duration::from_secs(60))
+    );
     assert!(config.api.tls.is_some());
     assert!(config.api.ca_file.is_some());
     assert!(!config.connectivity.canaries.is_empty());
