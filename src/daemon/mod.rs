@@ -546,6 +546,10 @@ async fn run_once(
                             fresh.checks.iter().map(|c| c.name.as_str()).collect();
                         latest.retain(|name| names.contains(name));
                         health.reloaded(true, clock.now());
+                        if fresh.vantage != config.vantage {
+                            // The coordinator and its task are built once.
+                            tracing::warn!("[vantage] changed: the change takes effect at the next restart of vigie");
+                        }
                         tracing::info!(checks = fresh.checks.len(), "config reloaded");
                         config = fresh;
                     }
