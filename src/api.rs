@@ -86,6 +86,9 @@ pub struct AlertStatus {
     blind: std::sync::atomic::AtomicBool,
     /// When the last daily report was queued (the pages' footer).
     last_report: std::sync::Mutex<Option<OffsetDateTime>>,
+    /// With `[vantage]`: the checks whose page waits for the other
+    /// vantages, in words ("down from fra only; eu-par: up"), for the pages.
+    fleet_notes: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl AlertStatus {
@@ -95,6 +98,19 @@ impl AlertStatus {
 
     pub fn set_last_report(&self, at: OffsetDateTime) {
         *self.last_report.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+    }
+
+    pub fn set_fleet_notes(&self, notes: std::collections::BTreeMap<String, String>) {
+        *self.fleet_notes.lock().unwrap_or_else(|p| p.into_inner()) = notes;
+    }
+
+    /// What the other vantages say of `check`, while its page waits.
+    pub fn fleet_note(&self, check: &str) -> Option<String> {
+        self.fleet_notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(check)
+            .cloned()
     }
 
     pub fn firing(&self) -> u64 {

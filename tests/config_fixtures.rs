@@ -80,7 +80,11 @@ fn the_valid_case_loads_every_section() {
     assert!(config.api.token_file.is_some());
     let vantage = config.vantage.as_ref().expect("[vantage]");
     assert_eq!(
-        (vantage.node.as_str(), vantage.bucket.as_str(), vantage.prefix.as_str()),
+        (
+            vantage.node.as_str(),
+            vantage.bucket.as_str(),
+            vantage.prefix.as_str()
+        ),
         ("eu-par", "vigie-coordination", "prod")
     );
     assert_eq!(vantage.peers, ["eu-ams", "fra"]);

@@ -9,183 +9,10 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::daemon::{api_section, free_addr, poll, Daemon};
-use common::env::{check_toml, Env};
-use common::gate::Gate;
-use common::pki::{issue, LeafSpec};
-use common::s3_auth::AuthS3;
-use common::servers::{TlsOpts, TlsServer};
-use common::smtp::{Received, SmtpOpts, SmtpServer};
-
-const START: Duration = Duration::from_secs(30);
-const MAIL: Duration = Duration::from_secs(40);
-const STOP: Duration = Duration::from_secs(30);
-
-/// One vantage: its directory, API, the gate in front of the target, and
-/// the running daemon.
-struct Node {
-    name: String,
-    env: Env,
-    api: SocketAddr,
-    gate: Gate,
-    daemon: Option<Daemon>,
-}
-
-/// A fleet of vantages on one bucket (behind `bucket_gate`).
-struct Fleet {
-    nodes: Vec<Node>,
-    smtp: SmtpServer,
-    bucket_gate: Gate,
-    _target: TlsServer,
-}
-
-impl Fleet {
-    async fn start(names: &[&str], alerting: &str) -> Fleet {
-        let s3 = AuthS3::shared();
-        let bucket = s3.bucket();
-        let bucket_gate = Gate::start(s3.server.addr).await;
-        let smtp = SmtpServer::start(SmtpOpts::plain());
-        let target =
-            TlsServer::start_leaf(&issue(&LeafSpec::new(["localhost"])), TlsOpts::default());
-        let mut nodes = Vec::new();
-        for name in names {
-            let peers: Vec<String> = names
-                .iter()
-                .filter(|n| *n != name)
-                .map(|n| format!("{n:?}"))
-                .collect();
-            let gate = Gate::start(target.addr).await;
-            let api = free_addr();
-            let env = Env::with_config(&api_section(api, None));
-            let (id, secret) = s3.write_keys(env.path());
-            env.append_config(&smtp.alerting_sections(alerting));
-            env.append_config(&format!(
-                "[replication]\nurl = \"s3://{bucket}/{name}\"\nendpoint = \"{}\"\nregion = \"eu-west-3\"\n\
-                 access_key_id_file = {:?}\nsecret_access_key_file = {:?}\ninterval = \"1h\"\n\
-                 [vantage]\npeers = [{}]\npublish_every = \"1s\"\nstale_after = \"5s\"\n",
-                bucket_gate.endpoint(),
-                id.display().to_string(),
-                secret.display().to_string(),
-                peers.join(", "),
-            ));
-            let url = format!("https://localhost:{}/", gate.addr.port());
-            env.write_checks(
-                "site.toml",
-                &check_toml("site", &url, "every = \"1s\"\ntimeout = \"2s\""),
-            );
-            nodes.push(Node {
-                name: name.to_string(),
-                env,
-                api,
-                gate,
-                daemon: None,
-            });
-        }
-        for node in &mut nodes {
-            node.daemon = Some(Daemon::spawn(&node.env.config_path(), node.api));
-        }
-        for node in &mut nodes {
-            node.daemon.as_mut().unwrap().wait_healthy(START).await;
-        }
-        let fleet = Fleet {
-            nodes,
-            smtp,
-            bucket_gate,
-            _target: target,
-        };
-        fleet.wait_coordinating().await;
-        fleet
-    }
-
-    fn node(&self, name: &str) -> &Node {
-        self.nodes.iter().find(|n| n.name == name).unwrap()
-    }
-
-    fn daemon(&self, name: &str) -> &Daemon {
-        self.node(name).daemon.as_ref().unwrap()
-    }
-
-    /// Every running node sees every other running node alive.
-    async fn wait_coordinating(&self) {
-        let running = self.nodes.iter().filter(|n| n.daemon.is_some()).count();
-        for node in self.nodes.iter().filter(|n| n.daemon.is_some()) {
-            let daemon = node.daemon.as_ref().unwrap();
-            poll(START, &format!("{} coordinating", node.name), async || {
-                let (_, body) = daemon.get("/metrics").await?;
-                let alive = metric(&body, "vigie_vantage_peers_alive");
-                let up = metric(&body, "vigie_vantage_coordination_up");
-                match (alive, up) {
-                    (Some(a), Some(u)) if a as usize == running - 1 && u == 1.0 => Ok(()),
-                    _ => Err(format!("peers_alive {alive:?}, coordination_up {up:?}")),
-                }
-            })
-            .await;
-        }
-    }
-
-    fn close_all(&self) {
-        for node in &self.nodes {
-            node.gate.close();
-        }
-    }
-
-    fn open_all(&self) {
-        for node in &self.nodes {
-            node.gate.open();
-        }
-    }
-
-    async fn stop(mut self) {
-        for node in &mut self.nodes {
-            if let Some(daemon) = node.daemon.as_mut() {
-                daemon.stop(STOP).await;
-            }
-        }
-    }
-}
-
-/// The value of an unlabelled sample in a `/metrics` text.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-fn subject(mail: &Received) -> String {
-    mail.header("Subject").unwrap_or_default()
-}
-
-/// The message with quoted-printable soft breaks undone, so that a
-/// sentence can be searched whole.
-fn body(mail: &Received) -> String {
-    mail.data.replace("=\r\n", "").replace("=3D", "=")
-}
-
-fn subjects(mails: &[Received]) -> Vec<String> {
-    mails.iter().map(subject).collect()
-}
-
-/// The mails received so far whose subject contains `word`.
-fn with_subject(smtp: &SmtpServer, word: &str) -> Vec<Received> {
-    smtp.received()
-        .into_iter()
-        .filter(|m| subject(m).contains(word))
-        .collect()
-}
-
-async fn wait_mails(smtp: &SmtpServer, word: &str, n: usize) -> Vec<Received> {
-    poll(MAIL, &format!("{n} mail(s) with {word:?}"), async || {
-        let found = with_subject(smtp, word);
-        match found.len() >= n {
-            true => Ok(found),
-            false => Err(format!("{:?}", subjects(&smtp.received()))),
-        }
-    })
-    .await
-}
+use common::daemon::poll;
+use common::vantage::{body, metric, subjects, wait_mails, with_subject, Fleet, MAIL};
 
 const ALERTING: &str = "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n";
 
@@ -218,6 +45,11 @@ async fn one_vantage_alone_does_not_page_and_all_three_page_exactly_once() {
         0,
         "paged for fra alone: {:?} (report {report})",
         subjects(&fleet.smtp.received())
+    );
+    let (_, page) = fra.get("/").await.unwrap();
+    assert!(
+        page.contains("down from fra only"),
+        "the status page says it: {page}"
     );
     let (_, metrics) = fra.get("/metrics").await.unwrap();
     assert!(
@@ -306,7 +138,7 @@ async fn two_vantages_racing_on_the_same_incident_twenty_times_never_send_two_ma
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_vantage_killed_is_paged_once_as_silent() {
+async fn a_vantage_killed_is_paged_once_as_silent_and_resolved_when_back() {
     let mut fleet = Fleet::start(&["eu-par", "eu-ams", "fra"], ALERTING).await;
     let fra = fleet.nodes.iter_mut().find(|n| n.name == "fra").unwrap();
     fra.daemon.take().unwrap().kill9();
@@ -325,6 +157,21 @@ async fn a_vantage_killed_is_paged_once_as_silent() {
         "{:?}",
         subjects(&fleet.smtp.received())
     );
+
+    // fra comes back: one RESOLVED, threaded under the silence page.
+    let fra = fleet.nodes.iter_mut().find(|n| n.name == "fra").unwrap();
+    let mut daemon = common::daemon::Daemon::spawn(&fra.env.config_path(), fra.api);
+    daemon.wait_healthy(common::vantage::START).await;
+    fra.daemon = Some(daemon);
+    let back = wait_mails(&fleet.smtp, "RESOLVED vigie:vantage:fra", 1).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        fleet.smtp.count(),
+        2,
+        "{:?}",
+        subjects(&fleet.smtp.received())
+    );
+    assert_eq!(back[0].header("In-Reply-To"), Some(silent[0].message_id()));
     fleet.stop().await;
 }
 
@@ -376,4 +223,82 @@ async fn with_the_bucket_stopped_every_vantage_pages_on_its_own_and_says_so() {
     fleet.open_all();
     wait_mails(&fleet.smtp, "RESOLVED site", 1).await;
     fleet.stop().await;
+}
+
+/// moto made to ignore `If-None-Match` and `If-Match` on PutObject, as an
+/// S3-compatible server without conditional writes does.
+const IGNORES_CONDITIONS: &str = r#"
+from werkzeug.datastructures import Headers
+import moto.s3.responses
+
+_key_response_put = moto.s3.responses.S3Response._key_response_put
+
+def key_response_put(self, *args, **kwargs):
+    headers = Headers(list(self.headers.items()))
+    headers.remove("If-None-Match")
+    headers.remove("If-Match")
+    self.headers = headers
+    return _key_response_put(self, *args, **kwargs)
+
+moto.s3.responses.S3Response._key_response_put = key_response_put
+
+from moto.server import main
+main()
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bucket_without_conditional_writes_is_found_at_start_and_pages_go_out_alone() {
+    let s3 = common::s3::S3Server::start_python(IGNORES_CONDITIONS);
+    s3.create_bucket("no-conditions").await;
+    let smtp = common::smtp::SmtpServer::start(common::smtp::SmtpOpts::plain());
+    let api = common::daemon::free_addr();
+    let env = common::env::Env::with_config(&common::daemon::api_section(api, None));
+    let (id, secret) = common::s3_auth::write_keys(env.path(), "any", "thing");
+    env.append_config(&smtp.alerting_sections(ALERTING));
+    env.append_config(&format!(
+        "[replication]\nurl = \"s3://no-conditions/eu-par\"\nendpoint = \"{}\"\n\
+         access_key_id_file = {:?}\nsecret_access_key_file = {:?}\ninterval = \"1h\"\n\
+         [vantage]\npeers = [\"fra\"]\npublish_every = \"1s\"\nstale_after = \"5s\"\n",
+        s3.endpoint(),
+        id.display().to_string(),
+        secret.display().to_string(),
+    ));
+    // Nothing listens there: the check fails from the start.
+    let nowhere = common::servers::refused_addr();
+    env.write_checks(
+        "site.toml",
+        &common::env::check_toml(
+            "site",
+            &format!("https://{nowhere}/"),
+            "every = \"1s\"\ntimeout = \"2s\"",
+        ),
+    );
+    let mut daemon = common::daemon::Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(common::vantage::START).await;
+    poll(MAIL, "degraded: vantage", async || {
+        let health = daemon.get_json("/healthz").await?;
+        match health["degraded"].to_string().contains("vantage") {
+            true => Ok(()),
+            false => Err(health.to_string()),
+        }
+    })
+    .await;
+    assert!(
+        daemon.log().contains("does not honour If-None-Match"),
+        "{}",
+        daemon.log()
+    );
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert_eq!(
+        metric(&metrics, "vigie_vantage_coordination_up"),
+        Some(0.0),
+        "{metrics}"
+    );
+    let down = wait_mails(&smtp, "DOWN site", 1).await;
+    assert!(
+        body(&down[0]).contains("not confirmed: coordination unavailable"),
+        "{}",
+        body(&down[0])
+    );
+    daemon.stop(common::vantage::STOP).await;
 }

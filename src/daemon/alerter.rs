@@ -718,6 +718,12 @@ impl Alerter {
             }
         }
         v.wanted.set_pending(!self.waiting.is_empty());
+        self.status.set_fleet_notes(
+            self.waiting
+                .iter()
+                .map(|(check, w)| (check.clone(), w.words.clone()))
+                .collect(),
+        );
     }
 
     /// Claims each event of `notification` in the bucket: those another

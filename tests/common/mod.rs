@@ -21,6 +21,7 @@ pub mod s3_auth;
 pub mod s3_upload;
 pub mod servers;
 pub mod smtp;
+pub mod vantage;
 
 // Convenience re-exports; each test binary uses only some of them.
 #[allow(unused_imports)]

@@ -306,6 +306,9 @@ fn problem_item(p: &Problem, now: OffsetDateTime) -> Item {
         };
         fields.push(("alert".to_string(), paging.to_string()));
     }
+    if let Some(held) = &p.held {
+        fields.push(("not paged".to_string(), held.clone()));
+    }
     Item {
         title: format!("{} {}: {}", p.check, p.status, p.headline),
         fields,

@@ -93,6 +93,7 @@ pub fn check_row(
         uptime_30d: since(today - Duration::days(29)),
         uptime_90d: since(first_day),
         certificate,
+        vantage: None,
     })
 }
 

@@ -248,13 +248,16 @@ async fn overview(State(state): State<ApiState>) -> Response {
     let config = state.config.borrow().clone();
     let store = state.store.clone();
     let latest = state.latest.clone();
+    let alerts = state.alerts.as_ref().map(|a| a.status.clone());
     let rows = tokio::task::spawn_blocking(move || {
         config
             .checks
             .iter()
             .map(|check| {
                 let newest = latest.get(&check.name);
-                build::check_row(store.as_ref(), check, newest.as_deref(), now)
+                let mut row = build::check_row(store.as_ref(), check, newest.as_deref(), now)?;
+                row.vantage = alerts.as_ref().and_then(|a| a.fleet_note(&check.name));
+                Ok(row)
             })
             .collect::<Result<Vec<_>, _>>()
     })
@@ -290,9 +293,14 @@ async fn check(
     let (range, span, granularity) = build::range(query.get("range").map_or("24h", String::as_str));
     let store = state.store.clone();
     let newest = state.latest.get(&name);
+    let note = state
+        .alerts
+        .as_ref()
+        .and_then(|a| a.status.fleet_note(&name));
     let built = tokio::task::spawn_blocking(move || {
         let latest = newest.as_deref();
-        let row = build::check_row(store.as_ref(), &check, latest, now)?;
+        let mut row = build::check_row(store.as_ref(), &check, latest, now)?;
+        row.vantage = note;
         let rollups = store.rollups(&name, granularity, now - span)?;
         Ok::<_, crate::store::StoreError>((
             row,

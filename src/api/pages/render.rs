@@ -113,6 +113,7 @@ fn labels_and_time(check: &CheckRow) -> Markup {
     html! {
         @for (key, value) in &check.labels { span.labelchip { (key) "=" (value) } }
         @if let Some(ms) = check.response_ms { span.ms { (chart::format_ms(ms)) } }
+        @if let Some(words) = &check.vantage { span.vantage title="not paged: the other vantages do not confirm it" { (words) } }
     }
 }
 

@@ -21,6 +21,9 @@ pub struct CheckRow {
     pub uptime_30d: Option<f64>,
     pub uptime_90d: Option<f64>,
     pub certificate: Option<CertSummary>,
+    /// With `[vantage]`, while the check's page waits for the other
+    /// vantages: what they say ("down from fra only; eu-par: up").
+    pub vantage: Option<String>,
 }
 
 /// The served leaf, in brief.

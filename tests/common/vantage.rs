@@ -1,0 +1,215 @@
+//! A fleet of vantages for the vantage tests and benchmark: `vigie run`
+//! processes, each with its own state directory, API port and TCP gate in
+//! front of the target, on one bucket of the authenticated moto
+//! ([`super::s3_auth`]) reached through a gate of its own (so the bucket
+//! can be stopped without losing what it holds), paging one real SMTP
+//! server.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::daemon::{api_section, free_addr, poll, Daemon};
+use super::env::{check_toml, Env};
+use super::gate::Gate;
+use super::pki::{issue, LeafSpec};
+use super::s3_auth::AuthS3;
+use super::servers::{TlsOpts, TlsServer};
+use super::smtp::{Received, SmtpOpts, SmtpServer};
+
+pub const START: Duration = Duration::from_secs(30);
+pub const MAIL: Duration = Duration::from_secs(40);
+pub const STOP: Duration = Duration::from_secs(30);
+
+/// One vantage: its directory, API, the gate in front of the target, and
+/// the running daemon.
+pub struct Node {
+    pub name: String,
+    pub env: Env,
+    pub api: SocketAddr,
+    pub gate: Gate,
+    pub daemon: Option<Daemon>,
+}
+
+/// Vantages on one bucket (behind `bucket_gate`).
+pub struct Fleet {
+    pub nodes: Vec<Node>,
+    pub smtp: SmtpServer,
+    pub bucket_gate: Gate,
+    _target: TlsServer,
+}
+
+/// How the fleet is configured.
+pub struct Spec<'a> {
+    /// `[alerting]` keys.
+    pub alerting: &'a str,
+    /// `[vantage]` keys besides `peers`; `None`: no `[vantage]` at all
+    /// (a lone vigie, for comparison).
+    pub vantage: Option<&'a str>,
+    /// The checks file of a node, given the URL its gate serves the
+    /// target at.
+    pub checks: &'a dyn Fn(&str) -> String,
+}
+
+/// The one check `site`, probed every second.
+pub fn site(url: &str) -> String {
+    check_toml("site", url, "every = \"1s\"\ntimeout = \"2s\"")
+}
+
+impl Fleet {
+    /// `names` as one fleet, publishing every second and dead after 5 s.
+    pub async fn start(names: &[&str], alerting: &str) -> Fleet {
+        let spec = Spec {
+            alerting,
+            vantage: Some("publish_every = \"1s\"\nstale_after = \"5s\"\n"),
+            checks: &site,
+        };
+        Fleet::start_with(names, &spec).await
+    }
+
+    pub async fn start_with(names: &[&str], spec: &Spec<'_>) -> Fleet {
+        let s3 = AuthS3::shared();
+        let bucket = s3.bucket();
+        let bucket_gate = Gate::start(s3.server.addr).await;
+        let smtp = SmtpServer::start(SmtpOpts::plain());
+        let target =
+            TlsServer::start_leaf(&issue(&LeafSpec::new(["localhost"])), TlsOpts::default());
+        let mut nodes = Vec::new();
+        for name in names {
+            let gate = Gate::start(target.addr).await;
+            let api = free_addr();
+            let env = Env::with_config(&api_section(api, None));
+            let (id, secret) = s3.write_keys(env.path());
+            env.append_config(&smtp.alerting_sections(spec.alerting));
+            env.append_config(&format!(
+                "[replication]\nurl = \"s3://{bucket}/{name}\"\nendpoint = \"{}\"\nregion = \"eu-west-3\"\n\
+                 access_key_id_file = {:?}\nsecret_access_key_file = {:?}\ninterval = \"1h\"\n",
+                bucket_gate.endpoint(),
+                id.display().to_string(),
+                secret.display().to_string(),
+            ));
+            if let Some(keys) = spec.vantage {
+                let peers: Vec<String> = names
+                    .iter()
+                    .filter(|n| *n != name)
+                    .map(|n| format!("{n:?}"))
+                    .collect();
+                env.append_config(&format!(
+                    "[vantage]\npeers = [{}]\n{keys}",
+                    peers.join(", ")
+                ));
+            }
+            let url = format!("https://localhost:{}/", gate.addr.port());
+            env.write_checks("checks.toml", &(spec.checks)(&url));
+            nodes.push(Node {
+                name: name.to_string(),
+                env,
+                api,
+                gate,
+                daemon: None,
+            });
+        }
+        for node in &mut nodes {
+            node.daemon = Some(Daemon::spawn(&node.env.config_path(), node.api));
+        }
+        for node in &mut nodes {
+            node.daemon.as_mut().unwrap().wait_healthy(START).await;
+        }
+        let fleet = Fleet {
+            nodes,
+            smtp,
+            bucket_gate,
+            _target: target,
+        };
+        if spec.vantage.is_some() {
+            fleet.wait_coordinating().await;
+        }
+        fleet
+    }
+
+    pub fn node(&self, name: &str) -> &Node {
+        self.nodes.iter().find(|n| n.name == name).unwrap()
+    }
+
+    pub fn daemon(&self, name: &str) -> &Daemon {
+        self.node(name).daemon.as_ref().unwrap()
+    }
+
+    /// Every running node sees every other running node alive.
+    pub async fn wait_coordinating(&self) {
+        let running = self.nodes.iter().filter(|n| n.daemon.is_some()).count();
+        for node in self.nodes.iter().filter(|n| n.daemon.is_some()) {
+            let daemon = node.daemon.as_ref().unwrap();
+            poll(START, &format!("{} coordinating", node.name), async || {
+                let (_, body) = daemon.get("/metrics").await?;
+                let alive = metric(&body, "vigie_vantage_peers_alive");
+                let up = metric(&body, "vigie_vantage_coordination_up");
+                match (alive, up) {
+                    (Some(a), Some(u)) if a as usize == running - 1 && u == 1.0 => Ok(()),
+                    _ => Err(format!("peers_alive {alive:?}, coordination_up {up:?}")),
+                }
+            })
+            .await;
+        }
+    }
+
+    pub fn close_all(&self) {
+        for node in &self.nodes {
+            node.gate.close();
+        }
+    }
+
+    pub fn open_all(&self) {
+        for node in &self.nodes {
+            node.gate.open();
+        }
+    }
+
+    pub async fn stop(mut self) {
+        for node in &mut self.nodes {
+            if let Some(daemon) = node.daemon.as_mut() {
+                daemon.stop(STOP).await;
+            }
+        }
+    }
+}
+
+/// The value of an unlabelled sample in a `/metrics` text.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+pub fn subject(mail: &Received) -> String {
+    mail.header("Subject").unwrap_or_default()
+}
+
+/// The message with quoted-printable soft breaks undone, so that a
+/// sentence can be searched whole.
+pub fn body(mail: &Received) -> String {
+    mail.data.replace("=\r\n", "").replace("=3D", "=")
+}
+
+pub fn subjects(mails: &[Received]) -> Vec<String> {
+    mails.iter().map(subject).collect()
+}
+
+/// The mails received so far whose subject contains `word`.
+pub fn with_subject(smtp: &SmtpServer, word: &str) -> Vec<Received> {
+    smtp.received()
+        .into_iter()
+        .filter(|m| subject(m).contains(word))
+        .collect()
+}
+
+/// Waits until `n` mails have `word` in their subject.
+pub async fn wait_mails(smtp: &SmtpServer, word: &str, n: usize) -> Vec<Received> {
+    poll(MAIL, &format!("{n} mail(s) with {word:?}"), async || {
+        let found = with_subject(smtp, word);
+        match found.len() >= n {
+            true => Ok(found),
+            false => Err(format!("{:?}", subjects(&smtp.received()))),
+        }
+    })
+    .await
+}
