@@ -99,7 +99,7 @@ impl Engine {
     ) -> Option<AlertState> {
         self.connectivity = blind::connectivity(outcomes);
         let observation = blind::network_observation(outcomes, now)?;
-        self.step(NETWORK_CHECK, observation, now, policy, hold)
+        self.observe_snapshot(NETWORK_CHECK, observation, now, policy, hold)
     }
 
     /// One judged check outcome, through the blind gate. Returns the
@@ -113,7 +113,7 @@ impl Engine {
         hold: Option<&Hold>,
     ) -> Option<AlertState> {
         let observation = blind::gate(self.connectivity, outcome);
-        self.step(&outcome.name, observation, now, policy, hold)
+        self.observe_snapshot(&outcome.name, observation, now, policy, hold)
     }
 
     /// Releases held pages whose hold ended and queues reminders that are
@@ -201,26 +201,17 @@ impl Engine {
         Some(s.clone())
     }
 
-    /// One observation of a pseudo-check the daemon judges itself (a
-    /// peer vantage's liveness), through the same state machine as a
-    /// check's. Returns the state to persist.
-    pub fn observe_snapshot(
-        &mut self,
-        check: &str,
-        observation: state::Observation,
-        now: OffsetDateTime,
-        policy: &Policy,
-        hold: Option<&Hold>,
-    ) -> Option<AlertState> {
-        self.step(check, observation, now, policy, hold)
-    }
-
     /// When the next mail's window closes: the latest time to poll.
     pub fn next_due(&self) -> Option<OffsetDateTime> {
         self.grouper.next_due()
     }
 
-    fn step(
+    /// One observation of `check` through its state machine: what
+    /// [`Engine::observe`] and [`Engine::canaries`] do after the gate, and
+    /// what the daemon calls for the pseudo-checks it judges itself (a
+    /// peer vantage's liveness). Returns the state to persist, unless it is
+    /// a quiet check's routine progress.
+    pub fn observe_snapshot(
         &mut self,
         check: &str,
         observation: state::Observation,

@@ -286,7 +286,8 @@ pub struct HeartbeatConfig {
 }
 
 /// `[vantage]`: this vigie is one of several that watch the same checks
-/// and agree, through the bucket, before paging (see `crate::vantage`).
+/// and agree, through the bucket, before paging (README "Several
+/// vantages").
 /// The bucket's endpoint, region and credentials are `[replication]`'s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VantageConfig {

@@ -114,16 +114,7 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
 
 /// `20261201T071230Z`
 pub fn incident_key(since: OffsetDateTime) -> String {
-    let t = since.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    crate::clock::compact_utc(since)
 }
 
 fn event_name(kind: EventKind, reminder: u32) -> String {

@@ -194,56 +194,48 @@ impl Judgment {
 
     /// "confirmed down from 2 of 3 vantages (eu-par, eu-ams); fra: up"
     pub fn confirmed_down(&self) -> String {
-        format!(
-            "confirmed down from {} of {} vantages ({}){}",
-            self.down.len(),
-            self.vantages,
-            self.down.join(", "),
-            self.others(&[&self.up, &self.unknown])
-        )
+        self.confirmed("down", &self.down, &[&self.up, &self.unknown])
     }
 
     /// "down from fra only", or "down from fra, ams (2 of 4 vantages,
     /// quorum 3); eu-par: up"
     pub fn unconfirmed_down(&self) -> String {
-        let from = match self.down.as_slice() {
-            [one] => format!("down from {one} only"),
-            many => format!(
-                "down from {} ({} of {} vantages, quorum {})",
-                many.join(", "),
-                many.len(),
-                self.vantages,
-                self.quorum
-            ),
-        };
-        format!("{from}{}", self.others(&[&self.up, &self.unknown]))
+        self.unconfirmed("down", &self.down, &[&self.up, &self.unknown])
     }
 
     /// "confirmed up from 2 of 3 vantages (eu-par, fra); eu-ams: down"
     pub fn confirmed_up(&self) -> String {
-        format!(
-            "confirmed up from {} of {} vantages ({}){}",
-            self.up.len(),
-            self.vantages,
-            self.up.join(", "),
-            self.others(&[&self.down, &self.unknown])
-        )
+        self.confirmed("up", &self.up, &[&self.down, &self.unknown])
     }
 
     /// "up from eu-par only; eu-ams: down, fra: down": a recovery not
     /// confirmed yet.
     pub fn unconfirmed_up(&self) -> String {
-        let from = match self.up.as_slice() {
-            [one] => format!("up from {one} only"),
+        self.unconfirmed("up", &self.up, &[&self.down, &self.unknown])
+    }
+
+    fn confirmed(&self, word: &str, from: &[String], rest: &[&Vec<String>]) -> String {
+        format!(
+            "confirmed {word} from {} of {} vantages ({}){}",
+            from.len(),
+            self.vantages,
+            from.join(", "),
+            self.others(rest)
+        )
+    }
+
+    fn unconfirmed(&self, word: &str, from: &[String], rest: &[&Vec<String>]) -> String {
+        let from = match from {
+            [one] => format!("{word} from {one} only"),
             many => format!(
-                "up from {} ({} of {} vantages, quorum {})",
+                "{word} from {} ({} of {} vantages, quorum {})",
                 many.join(", "),
                 many.len(),
                 self.vantages,
                 self.quorum
             ),
         };
-        format!("{from}{}", self.others(&[&self.down, &self.unknown]))
+        format!("{from}{}", self.others(rest))
     }
 
     /// "; fra: up, ams: unknown" for the vantages in `lists`.
