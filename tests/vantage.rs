@@ -11,7 +11,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::poll;
+use common::daemon::{poll, Daemon};
+use common::env::Env;
+use common::smtp::{SmtpOpts, SmtpServer};
 use common::vantage::{body, metric, subjects, wait_mails, with_subject, Fleet, MAIL};
 
 const ALERTING: &str = "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n";
@@ -246,20 +248,17 @@ from moto.server import main
 main()
 "#;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_bucket_without_conditional_writes_is_found_at_start_and_pages_go_out_alone() {
-    let s3 = common::s3::S3Server::start_python(IGNORES_CONDITIONS);
-    s3.create_bucket("no-conditions").await;
-    let smtp = common::smtp::SmtpServer::start(common::smtp::SmtpOpts::plain());
+/// One vantage `eu-par` (its peer `fra` never runs) coordinating through
+/// the bucket at `endpoint`, with a check that fails from the start.
+fn lone_vantage(endpoint: &str, bucket: &str, smtp: &SmtpServer) -> (Env, std::net::SocketAddr) {
     let api = common::daemon::free_addr();
-    let env = common::env::Env::with_config(&common::daemon::api_section(api, None));
+    let env = Env::with_config(&common::daemon::api_section(api, None));
     let (id, secret) = common::s3_auth::write_keys(env.path(), "any", "thing");
     env.append_config(&smtp.alerting_sections(ALERTING));
     env.append_config(&format!(
-        "[replication]\nurl = \"s3://no-conditions/eu-par\"\nendpoint = \"{}\"\n\
+        "[replication]\nurl = \"s3://{bucket}/eu-par\"\nendpoint = \"{endpoint}\"\n\
          access_key_id_file = {:?}\nsecret_access_key_file = {:?}\ninterval = \"1h\"\n\
          [vantage]\npeers = [\"fra\"]\npublish_every = \"1s\"\nstale_after = \"5s\"\n",
-        s3.endpoint(),
         id.display().to_string(),
         secret.display().to_string(),
     ));
@@ -273,8 +272,11 @@ async fn a_bucket_without_conditional_writes_is_found_at_start_and_pages_go_out_
             "every = \"1s\"\ntimeout = \"2s\"",
         ),
     );
-    let mut daemon = common::daemon::Daemon::spawn(&env.config_path(), api);
-    daemon.wait_healthy(common::vantage::START).await;
+    (env, api)
+}
+
+/// Waits until `/healthz` lists `vantage` under `degraded`.
+async fn wait_degraded(daemon: &Daemon) {
     poll(MAIL, "degraded: vantage", async || {
         let health = daemon.get_json("/healthz").await?;
         match health["degraded"].to_string().contains("vantage") {
@@ -283,6 +285,27 @@ async fn a_bucket_without_conditional_writes_is_found_at_start_and_pages_go_out_
         }
     })
     .await;
+}
+
+/// Waits for the DOWN page and checks that it says it was not confirmed.
+async fn wait_unconfirmed_down(smtp: &SmtpServer) {
+    let down = wait_mails(smtp, "DOWN site", 1).await;
+    assert!(
+        body(&down[0]).contains("not confirmed: coordination unavailable"),
+        "{}",
+        body(&down[0])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bucket_without_conditional_writes_is_found_at_start_and_pages_go_out_alone() {
+    let s3 = common::s3::S3Server::start_python(IGNORES_CONDITIONS);
+    s3.create_bucket("no-conditions").await;
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (env, api) = lone_vantage(&s3.endpoint(), "no-conditions", &smtp);
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(common::vantage::START).await;
+    wait_degraded(&daemon).await;
     assert!(
         daemon.log().contains("does not honour If-None-Match"),
         "{}",
@@ -294,11 +317,26 @@ async fn a_bucket_without_conditional_writes_is_found_at_start_and_pages_go_out_
         Some(0.0),
         "{metrics}"
     );
-    let down = wait_mails(&smtp, "DOWN site", 1).await;
-    assert!(
-        body(&down[0]).contains("not confirmed: coordination unavailable"),
-        "{}",
-        body(&down[0])
-    );
+    wait_unconfirmed_down(&smtp).await;
+    daemon.stop(common::vantage::STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bucket_that_never_answers_neither_stalls_vigie_nor_holds_the_page() {
+    // Accepts connections and never answers: every request runs into its
+    // timeout.
+    let tarpit = common::servers::Tarpit::start();
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (env, api) = lone_vantage(&format!("http://{}", tarpit.addr), "hangs", &smtp);
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(common::vantage::START).await;
+    wait_unconfirmed_down(&smtp).await;
+    wait_degraded(&daemon).await;
+    // Past the vantage task's progress period (3 publications + 30 s):
+    // still healthy, no task stalled.
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    let (status, health) = daemon.get("/healthz").await.unwrap();
+    assert_eq!(status, 200, "{health}");
+    assert!(health.contains("\"status\":\"ok\""), "{health}");
     daemon.stop(common::vantage::STOP).await;
 }

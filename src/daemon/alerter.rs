@@ -729,21 +729,18 @@ impl Alerter {
     /// Claims each event of `notification` in the bucket: those another
     /// vantage has are recorded as sent by it and dropped; the others are
     /// kept, with what the vantages say. When the bucket cannot be used,
-    /// every event is kept and says it was not confirmed.
+    /// every event is kept and says it was not confirmed. `unavailable`
+    /// is why the bucket cannot be used; after one claim fails, the others
+    /// of this round are not tried (a bucket that hangs would otherwise
+    /// hold the alerter for a timeout per event).
     async fn claim(
         &mut self,
         v: &VantageLink,
         notification: &mut Notification,
+        unavailable: &mut Option<String>,
         now: OffsetDateTime,
     ) {
         let fleet = v.fleet.borrow().clone();
-        let unavailable = match &fleet.coordination {
-            Coordination::Up => None,
-            Coordination::Starting => {
-                Some("the first round with the bucket is not done".to_string())
-            }
-            Coordination::Unavailable { why } => Some(why.clone()),
-        };
         let mut kept = Vec::new();
         // The mail's Message-ID is its first kept event's.
         let mut group_id: Option<String> = None;
@@ -805,6 +802,7 @@ impl Alerter {
                 }
                 Err(why) => {
                     tracing::warn!(check = %event.check, reason = %why, "vantages cannot coordinate: this page goes out on this node's judgment alone");
+                    unavailable.get_or_insert_with(|| why.clone());
                     v.stats.add_uncoordinated(1);
                     event.vantage =
                         Some(format!("not confirmed: coordination unavailable ({why})"));
@@ -827,9 +825,20 @@ impl Alerter {
             return;
         }
         let mut due: Vec<Outbound> = Vec::new();
+        let mut unavailable =
+            self.vantage
+                .as_ref()
+                .and_then(|v| match &v.fleet.borrow().coordination {
+                    Coordination::Up => None,
+                    Coordination::Starting => {
+                        Some("the first round with the bucket is not done".to_string())
+                    }
+                    Coordination::Unavailable { why } => Some(why.clone()),
+                });
         for mut notification in notifications {
             if let Some(v) = self.vantage.clone() {
-                self.claim(&v, &mut notification, now).await;
+                self.claim(&v, &mut notification, &mut unavailable, now)
+                    .await;
                 if notification.events.is_empty() {
                     continue;
                 }

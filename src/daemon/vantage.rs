@@ -142,7 +142,9 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
             });
         }
 
-        if Instant::now() >= next_publish {
+        // One failed request ends the round: a bucket that hangs costs one
+        // timeout a round, not one per request.
+        if trouble.is_none() && Instant::now() >= next_publish {
             next_publish = Instant::now() + config.publish_every;
             let state = NodeState {
                 node: config.node.clone(),
@@ -168,7 +170,7 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
         let urgent = parts.wanted.is_urgent(now);
         let pending = parts.wanted.pending.load(Ordering::Relaxed);
         let read = (urgent || pending) && Instant::now() >= next_read;
-        if read || Instant::now() >= next_liveness {
+        if trouble.is_none() && (read || Instant::now() >= next_liveness) {
             next_liveness = Instant::now() + liveness_every;
             if let Err(err) = look_up_peers(&parts, &mut fleet, read).await {
                 trouble.get_or_insert(err);
@@ -216,15 +218,11 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
 /// HEADs every peer's state; with `read`, GETs those that changed since
 /// they were last read (or were not read lately).
 async fn look_up_peers(parts: &VantageParts, fleet: &mut Fleet, read: bool) -> Result<(), String> {
-    let mut trouble = None;
     for peer in &mut fleet.peers {
         let (modified, etag) = match parts.coordinator.state_modified(&peer.node).await {
             Ok(Some((at, etag))) => (Some(at), etag),
             Ok(None) => (None, None),
-            Err(err) => {
-                trouble.get_or_insert(format!("cannot look up {}: {err}", peer.node));
-                continue;
-            }
+            Err(err) => return Err(format!("cannot look up {}: {err}", peer.node)),
         };
         peer.modified = modified;
         peer.etag = etag;
@@ -247,13 +245,8 @@ async fn look_up_peers(parts: &VantageParts, fleet: &mut Fleet, read: bool) -> R
                 tracing::warn!(peer = %peer.node, reason = %why, "cannot use a peer vantage's state");
                 peer.state = None;
             }
-            Err(err) => {
-                trouble.get_or_insert(format!("cannot read {}'s state: {err}", peer.node));
-            }
+            Err(err) => return Err(format!("cannot read {}'s state: {err}", peer.node)),
         }
     }
-    match trouble {
-        Some(why) => Err(why),
-        None => Ok(()),
-    }
+    Ok(())
 }
