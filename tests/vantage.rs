@@ -223,7 +223,14 @@ async fn with_the_bucket_stopped_every_vantage_pages_on_its_own_and_says_so() {
         );
     }
     fleet.open_all();
-    wait_mails(&fleet.smtp, "RESOLVED site", 1).await;
+    wait_mails(&fleet.smtp, "RESOLVED", 1).await;
+    // The bucket's outage is no vantage's silence: nobody could publish.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(
+        with_subject(&fleet.smtp, "vantage").is_empty(),
+        "{:?}",
+        subjects(&fleet.smtp.received())
+    );
     fleet.stop().await;
 }
 

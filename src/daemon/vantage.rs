@@ -96,6 +96,7 @@ pub fn initial_fleet(config: &VantageConfig) -> Fleet {
         stale_after: config.stale_after,
         fresh_for: config.publish_every.saturating_mul(2),
         coordination: Coordination::Starting,
+        up_since: None,
         peers: config.peers.iter().map(|p| Peer::new(p)).collect(),
     }
 }
@@ -188,6 +189,10 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
             None if conditional.is_some() => Coordination::Up,
             None => Coordination::Starting,
             Some(why) => Coordination::Unavailable { why: why.clone() },
+        };
+        fleet.up_since = match fleet.coordination {
+            Coordination::Up => fleet.up_since.or(Some(now)),
+            _ => None,
         };
         let was_unavailable = parts.stats.snapshot().unavailable;
         match (&trouble, &was_unavailable) {

@@ -76,6 +76,8 @@ pub struct Fleet {
     /// view (two publications).
     pub fresh_for: Duration,
     pub coordination: Coordination,
+    /// Since when `coordination` has been `Up` (this node's clock).
+    pub up_since: Option<OffsetDateTime>,
     /// Every configured peer, in config order.
     pub peers: Vec<Peer>,
 }
@@ -165,15 +167,19 @@ impl Fleet {
         Some(Hold { cause, until: None })
     }
 
-    /// Peers silent for longer than `stale_after`, with the bucket's time
-    /// of their last state (`None`: none at all). Judged only once this
-    /// node has listed the bucket and has itself run `stale_after`: a
-    /// fleet coming up is not paged about.
+    /// Each peer, and whether it has been silent for longer than
+    /// `stale_after`. Judged only once this node has coordinated (and run)
+    /// for `stale_after` itself: neither a fleet coming up nor one coming
+    /// back from a bucket outage (when no node could publish) is paged
+    /// about.
     pub fn silent(&self, now: OffsetDateTime, started: OffsetDateTime) -> Vec<(&Peer, bool)> {
-        if self.coordination != Coordination::Up {
+        let Some(up_since) = self
+            .up_since
+            .filter(|_| self.coordination == Coordination::Up)
+        else {
             return Vec::new();
-        }
-        let settled = saturating_sub(now, self.stale_after) >= started;
+        };
+        let settled = saturating_sub(now, self.stale_after) >= started.max(up_since);
         self.peers
             .iter()
             .map(|p| (p, settled && !self.is_alive(p, now)))
@@ -326,6 +332,7 @@ mod tests {
             stale_after: STALE,
             fresh_for: Duration::from_secs(20),
             coordination: Coordination::Up,
+            up_since: Some(t(-3600)),
             peers,
         }
     }
@@ -478,6 +485,13 @@ mod tests {
             "vantage fra silent: no state in the bucket"
         );
         assert!(silent_words(&f.peers[0]).starts_with("vantage eu-ams silent since "));
+        // Back from a bucket outage at 100 s: nobody could publish during
+        // it, so silence is judged again only from 161 s.
+        f.up_since = Some(t(100));
+        let silent: Vec<bool> = f.silent(t(130), started).iter().map(|s| s.1).collect();
+        assert_eq!(silent, vec![false, false], "just back");
+        let silent: Vec<bool> = f.silent(t(161), started).iter().map(|s| s.1).collect();
+        assert_eq!(silent, vec![true, true]);
         f.coordination = Coordination::Unavailable { why: "x".into() };
         assert!(f.silent(t(61), started).is_empty());
     }

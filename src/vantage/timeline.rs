@@ -40,6 +40,7 @@ impl World {
                 stale_after: Duration::from_secs(60),
                 fresh_for: Duration::from_secs(20),
                 coordination: Coordination::Up,
+                up_since: Some(T0),
                 peers: peers.iter().map(|(name, _)| Peer::new(name)).collect(),
             },
             scripts: peers.iter().map(|(_, s)| *s).collect(),
