@@ -779,15 +779,7 @@ impl SledStore {
         {
             entries.push(entry.map_err(self.io("read history"))?);
         }
-        let covered = entries
-            .last()
-            .and_then(|(key, value)| record::span(key_millis_of(key), value).ok())
-            .map(|span| span.last);
-        entries.extend(
-            newest
-                .into_iter()
-                .filter(|(key, _)| covered.is_none_or(|until| key_millis_of(key) > until)),
-        );
+        append_newest(&mut entries, newest);
         Ok(entries)
     }
 
@@ -819,15 +811,7 @@ impl SledStore {
             held += record::span(key_millis_of(&key), &value).map_or(1, |span| span.count);
             entries.push((key, value));
         }
-        let covered = entries
-            .last()
-            .and_then(|(key, value)| record::span(key_millis_of(key), value).ok())
-            .map(|span| span.last);
-        entries.extend(
-            newest
-                .into_iter()
-                .filter(|(key, _)| covered.is_none_or(|until| key_millis_of(key) > until)),
-        );
+        append_newest(&mut entries, newest);
         Ok(entries)
     }
 
@@ -1329,6 +1313,20 @@ fn open_error(dir: &Path, cause: ::sled::Error) -> StoreError {
 /// The first millis after `until`, or 0 for nothing.
 fn after(until: Option<u64>) -> u64 {
     until.map_or(0, |until| until.saturating_add(1))
+}
+
+/// Appends the `newest` singles that come after the last of `entries`
+/// (a single already packed into that block is not repeated).
+fn append_newest(entries: &mut Vec<(IVec, IVec)>, newest: Vec<(IVec, IVec)>) {
+    let covered = entries
+        .last()
+        .and_then(|(key, value)| record::span(key_millis_of(key), value).ok())
+        .map(|span| span.last);
+    entries.extend(
+        newest
+            .into_iter()
+            .filter(|(key, _)| covered.is_none_or(|until| key_millis_of(key) > until)),
+    );
 }
 
 /// The millis of a `results` key (12 bytes by construction).
