@@ -24,18 +24,25 @@ pub enum Nav {
     Incidents,
 }
 
+/// What every page's `<head>` holds: the title, the stylesheet, the icon.
+fn head_common(title: &str) -> Markup {
+    html! {
+        meta charset="utf-8";
+        meta name="viewport" content="width=device-width, initial-scale=1";
+        meta name="color-scheme" content="light dark";
+        title { (title) " · vigie" }
+        link rel="stylesheet" href="/assets/vigie.css";
+        link rel="icon" type="image/svg+xml" href="/assets/favicon.svg";
+    }
+}
+
 fn layout(title: &str, nav: Nav, footer: &Footer, main: Markup) -> Markup {
     let current = |n: Nav| if n == nav { "page" } else { "false" };
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="color-scheme" content="light dark";
-                title { (title) " · vigie" }
-                link rel="stylesheet" href="/assets/vigie.css";
-                link rel="icon" type="image/svg+xml" href="/assets/favicon.svg";
+                (head_common(title))
                 script src="/assets/vigie.js" defer {}
             }
             body {
@@ -279,14 +286,7 @@ pub fn login(failed: bool) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="color-scheme" content="light dark";
-                title { "Log in · vigie" }
-                link rel="stylesheet" href="/assets/vigie.css";
-                link rel="icon" type="image/svg+xml" href="/assets/favicon.svg";
-            }
+            head { (head_common("Log in")) }
             body.login {
                 main {
                     h1 { "vigie" }
