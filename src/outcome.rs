@@ -667,6 +667,24 @@ pub struct UploadReport {
     pub reason: Option<String>,
 }
 
+impl UploadReport {
+    /// An upload of `key` that has got no further than `step`.
+    pub fn new(key: String, step: UploadStep) -> Self {
+        Self {
+            key,
+            step,
+            ok: false,
+            preflight: None,
+            put_status: None,
+            allow_origin: None,
+            expose_headers: Vec::new(),
+            delete_status: None,
+            error: None,
+            reason: None,
+        }
+    }
+}
+
 /// An S3 error answer's `<Code>` and `<Message>`, sanitised.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct S3Error {

@@ -209,16 +209,8 @@ mod tests {
 
     fn report(step: UploadStep, ok: bool) -> UploadReport {
         UploadReport {
-            key: "vigie-probe/n/1".into(),
-            step,
             ok,
-            preflight: None,
-            put_status: None,
-            allow_origin: None,
-            expose_headers: Vec::new(),
-            delete_status: None,
-            error: None,
-            reason: None,
+            ..UploadReport::new("vigie-probe/n/1".into(), step)
         }
     }
 

@@ -65,18 +65,7 @@ pub async fn probe(
     trace: &mut Trace,
 ) -> Result<UploadReport, ProbeError> {
     let key = object_key(upload, client.clock().now());
-    let mut report = UploadReport {
-        key: key.clone(),
-        step: UploadStep::Presign,
-        ok: false,
-        preflight: None,
-        put_status: None,
-        allow_origin: None,
-        expose_headers: Vec::new(),
-        delete_status: None,
-        error: None,
-        reason: None,
-    };
+    let mut report = UploadReport::new(key.clone(), UploadStep::Presign);
     let expires = check.timeout.max(MIN_EXPIRY);
     let content_type = Some(upload.content_type.as_str());
     let put_url = match presign(upload, Method::PUT, &key, expires, content_type).await {
