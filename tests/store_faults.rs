@@ -226,8 +226,8 @@ async fn a_read_only_state_directory_at_start_still_pages_and_the_store_comes_wh
     daemon.stop(Duration::from_secs(30)).await;
 }
 
-/// Damages the stopped daemon's database file: garbage over all of it, or
-/// cut down to its first hundred bytes. (A cut that only loses the last
+/// Damages the stopped daemon's database: garbage over all of its file,
+/// the file cut down to its first hundred bytes, or its `conf` garbled. (A cut that only loses the last
 /// writes, sled recovers from as from a power loss, and says nothing.)
 fn damage(state: &Path, how: &str) {
     let db = state.join("history").join("db");
@@ -241,13 +241,20 @@ fn damage(state: &Path, how: &str) {
             let file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
             file.set_len(100).unwrap();
         }
+        // sled's settings file, read before the data: sled refuses the
+        // store as "unsupported", which is damage, not a full disk.
+        "conf" => std::fs::write(
+            state.join("history").join("conf"),
+            "segment_size: lots\nversion: ?\n\0\0\0\0",
+        )
+        .unwrap(),
         _ => unreachable!(),
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_corrupt_store_is_moved_aside_paged_once_and_listed_until_acknowledged() {
-    for how in ["garbage", "truncated"] {
+    for how in ["garbage", "truncated", "conf"] {
         let smtp = SmtpServer::start(SmtpOpts::plain());
         let (target, _status) = switchable_target();
         let (env, api) = env(&smtp, &target);
@@ -315,4 +322,55 @@ async fn a_corrupt_store_is_moved_aside_paged_once_and_listed_until_acknowledged
         assert_eq!(smtp.count(), 1, "{how}: paged once");
         daemon.stop(Duration::from_secs(30)).await;
     }
+}
+
+/// Waits until the outbox holds at least one message.
+async fn backlog(daemon: &Daemon) {
+    poll(MAIL, "a page waiting in the outbox", async || {
+        // 503 while on the temporary store: the body still says.
+        let (_, body) = daemon.get("/healthz").await?;
+        let health: Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        match health["outbox"]["backlog"].as_u64() {
+            Some(n) if n > 0 => Ok(()),
+            _ => Err(health.to_string()),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_on_a_temporary_store_tries_its_pages_once_more_and_says_what_it_drops() {
+    // The mail server is down when vigie stops: the page is said dropped.
+    let mut smtp = SmtpServer::start(SmtpOpts::plain());
+    smtp.stop();
+    let (target, status) = switchable_target();
+    let (env, api) = env(&smtp, &target);
+    let state = env.path().join("state");
+    let tmpfs = Tmpfs::mount(&state, "48m");
+    tmpfs.remount("ro");
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    store_unhealthy(&daemon, "Read-only file system").await;
+    status.store(503, Ordering::SeqCst);
+    backlog(&daemon).await;
+    daemon.stop(Duration::from_secs(60)).await;
+    let log = daemon.log();
+    assert!(
+        log.contains("ERROR")
+            && log.contains(
+                "vigie stops on a temporary store: 1 undelivered message(s) are dropped after one last try"
+            )
+            && log.contains("site"),
+        "{log}"
+    );
+
+    // The mail server is back when vigie stops: the last try delivers it,
+    // and nothing is said dropped.
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    store_unhealthy(&daemon, "Read-only file system").await;
+    backlog(&daemon).await;
+    smtp.restart();
+    daemon.stop(Duration::from_secs(60)).await;
+    let log = daemon.log();
+    assert!(!log.contains("are dropped"), "{log}");
+    smtp.wait_for_down("site", MAIL);
 }

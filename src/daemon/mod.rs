@@ -256,6 +256,7 @@ async fn run_once(
         clock.clone(),
         crate::mail::Backoff::DEFAULT,
     );
+    let last_sender = sender.clone();
     supervisor.spawn("sender", Progress::Unwatched, late_stop.clone(), {
         let stop = late_stop.clone();
         move |_stage| sender.clone().run(stop.clone())
@@ -492,6 +493,9 @@ async fn run_once(
             state_dir: config.state_dir.clone(),
             store_back: store_back.clone(),
             reopenings: carried.reopenings,
+            real_store: temporary
+                .as_ref()
+                .map(|_| crate::store::history_path(&config.state_dir)),
         };
         let shutdown = shutdown.clone();
         move |stage| watch::run(parts.clone(), stage, shutdown.clone())
@@ -583,6 +587,9 @@ async fn run_once(
     wait_stopped(&stages, &["scheduler", "recorder", "alerter"]).await;
     late_stop.cancel();
     supervisor.wait().await;
+    if temporary.is_some() {
+        drop_temporary_outbox(last_sender, reopen).await;
+    }
     match (store.flush(), reopen) {
         (Ok(()), _) => tracing::info!("stopped; store flushed"),
         // The store being given up is the one that failed.
@@ -703,6 +710,30 @@ async fn page_set_aside(
             tracing::error!(error = %err, "cannot queue the page about the set-aside store")
         }
     }
+}
+
+/// A temporary store's outbox dies with it: its pages get one last try,
+/// and what is still undelivered is said at ERROR, since no later start
+/// will send it.
+async fn drop_temporary_outbox(sender: crate::mail::Sender, reopen: bool) {
+    let undelivered = sender.last_attempt(Duration::from_secs(30)).await;
+    if undelivered.is_empty() {
+        return;
+    }
+    let subjects: Vec<&str> = undelivered
+        .iter()
+        .map(|p| p.message.subject.as_str())
+        .collect();
+    let when = match reopen {
+        true => "the store is reopened",
+        false => "vigie stops",
+    };
+    tracing::error!(
+        dropped = undelivered.len(),
+        subjects = %subjects.join(" | "),
+        "{when} on a temporary store: {} undelivered message(s) are dropped after one last try (the mail server did not take them)",
+        undelivered.len()
+    );
 }
 
 /// Waits until each named stage (if registered) has stopped.

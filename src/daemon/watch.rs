@@ -41,11 +41,16 @@ pub struct WatchParts {
     pub store_back: Arc<tokio::sync::Notify>,
     /// Reopenings of the store so far in this process.
     pub reopenings: u32,
+    /// Where the real store lives, while the daemon runs on a temporary
+    /// one: the watch tries to open it there before the daemon stops its
+    /// tasks to switch.
+    pub real_store: Option<std::path::PathBuf>,
 }
 
 /// A failing store's disk is first tried this long after the first error;
-/// each reopening of the store doubles it, up to [`DISK_RETRY_MAX`], so a
-/// disk that fails again at once is not reopened in a loop.
+/// each try that fails, and each reopening of the store, doubles it, up to
+/// [`DISK_RETRY_MAX`], so a disk that fails again at once is neither
+/// probed nor reopened in a loop.
 const DISK_RETRY: Duration = Duration::from_secs(10);
 const DISK_RETRY_MAX: Duration = Duration::from_secs(600);
 
@@ -66,7 +71,7 @@ pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationTok
     let mut tick = tokio::time::interval(TICK);
     let mut recorded_before = parts.health.recorded_count();
     let mut watchdog_fed = true;
-    let disk_retry = DISK_RETRY
+    let mut disk_retry = DISK_RETRY
         .saturating_mul(1 << parts.reopenings.min(16))
         .min(DISK_RETRY_MAX);
     let mut try_disk_at: Option<tokio::time::Instant> = None;
@@ -112,10 +117,20 @@ pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationTok
                 let at =
                     *try_disk_at.get_or_insert_with(|| tokio::time::Instant::now() + disk_retry);
                 if tokio::time::Instant::now() >= at {
-                    try_disk_at = Some(tokio::time::Instant::now() + disk_retry);
-                    if disk_takes_writes(&parts.state_dir).await {
+                    let back = match &parts.real_store {
+                        Some(path) => real_store_opens(path).await,
+                        None => disk_takes_writes(&parts.state_dir).await,
+                    };
+                    if back {
                         parts.store_back.notify_one();
+                    } else {
+                        disk_retry = disk_retry.saturating_mul(2).min(DISK_RETRY_MAX);
+                        tracing::warn!(
+                            "the store still cannot be written; next try in {}",
+                            humantime::format_duration(disk_retry)
+                        );
                     }
+                    try_disk_at = Some(tokio::time::Instant::now() + disk_retry);
                 }
             }
         }
@@ -139,6 +154,27 @@ async fn disk_takes_writes(state_dir: &std::path::Path) -> bool {
     })
     .await
     .unwrap_or(false)
+}
+
+/// Whether the real store would open now, tried while the daemon runs on a
+/// temporary one: a disk that takes writes again is not enough when the
+/// store's own directory still refuses them. Damage found by this try also
+/// ends the wait: the reopening sets the store aside.
+async fn real_store_opens(path: &std::path::Path) -> bool {
+    let path = path.to_path_buf();
+    let opened = tokio::task::spawn_blocking(move || {
+        std::panic::catch_unwind(|| crate::store::SledStore::open(&path, crate::store::FLUSH_EVERY))
+    })
+    .await;
+    match opened {
+        Ok(Ok(Ok(_store))) => true,
+        Ok(Ok(Err(err))) if err.is_disk_refusal() => {
+            tracing::warn!(error = %err, "the real store still cannot be opened");
+            false
+        }
+        Ok(Ok(Err(crate::store::StoreError::Locked { .. }))) => false,
+        _ => true,
+    }
 }
 
 /// What leaves vigie monitoring but may keep a page from its reader, in

@@ -373,6 +373,46 @@ impl Sender {
         tracing::debug!("mail sender stopped");
     }
 
+    /// One last try of every message still in the outbox, due or not and
+    /// whatever the backoff says, for a stop that would lose them (the
+    /// daemon on a temporary store); bounded by `within`. Returns what is
+    /// still undelivered.
+    pub async fn last_attempt(self, within: Duration) -> Vec<Pending> {
+        let delivery = self.delivery.borrow().clone();
+        let cancel = CancellationToken::new();
+        let attempts = async {
+            let mut session: Option<Session> = None;
+            for pending in self.outbox.pending().unwrap_or_default() {
+                if self.unremoved.contains(&pending.id) {
+                    continue;
+                }
+                let attempt = delivery
+                    .attempt(
+                        &mut session,
+                        &pending.message,
+                        pending.enqueued_at,
+                        &cancel,
+                    )
+                    .await;
+                if let Attempt::Accepted(accepted) = attempt {
+                    tracing::info!(
+                        message_id = %pending.message.message_id,
+                        via = %accepted.via,
+                        "mail delivered on the last try before stopping"
+                    );
+                    let _ = self.outbox.delivered(pending.id).await;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(within, attempts).await;
+        self.outbox
+            .pending()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| !self.unremoved.contains(&p.id))
+            .collect()
+    }
+
     /// Sends what is due; returns when to look again (`None`: nothing is
     /// scheduled).
     async fn pass(

@@ -45,9 +45,12 @@ impl SetAside {
 }
 
 /// Opens the history at `dir` (in `state_dir`), setting it aside first if
-/// it is damaged; see the module docs. Other failures (locked, unreadable,
-/// written by a newer vigie) are errors as before: moving those aside
-/// would hide a mistake of the operator's behind an empty history.
+/// it is damaged; see the module docs. Any failure to open it is damage
+/// but three, which are errors as before: the disk refusing it
+/// ([`StoreError::is_disk_refusal`]: permission, no space, read-only), a
+/// lock held by another vigie, and a schema written by a newer vigie;
+/// moving those aside would hide a mistake of the operator's behind an
+/// empty history.
 pub fn open_or_set_aside(
     dir: &Path,
     flush_every: Duration,
@@ -123,11 +126,19 @@ fn catch_open(dir: &Path, flush_every: Duration) -> Result<SledStore, Damage> {
         Ok(Err(StoreError::Corrupt { what, detail, .. })) => {
             Err(Damage::Found(format!("{what}: {detail}")))
         }
-        Ok(Err(StoreError::Open {
-            cause: cause @ (::sled::Error::Corruption { .. } | ::sled::Error::ReportableBug(_)),
-            ..
-        })) => Err(Damage::Found(format!("sled cannot read it: {cause}"))),
-        Ok(Err(other)) => Err(Damage::Not(other)),
+        // Refused by the disk: a temporary store waits for it. Locked: another
+        // vigie. Too new: a downgrade, the operator's to decide.
+        Ok(Err(err)) if err.is_disk_refusal() => Err(Damage::Not(err)),
+        Ok(Err(err @ (StoreError::Locked { .. } | StoreError::SchemaTooNew { .. }))) => {
+            Err(Damage::Not(err))
+        }
+        // Anything else sled cannot open (a damaged `conf`, a format it does
+        // not support, a failed checksum, an I/O error that is not the
+        // disk refusing) is damage.
+        Ok(Err(StoreError::Open { cause, .. } | StoreError::Io { cause, .. })) => {
+            Err(Damage::Found(format!("sled cannot read it: {cause}")))
+        }
+        Ok(Err(other)) => Err(Damage::Found(other.brief())),
         Err(panic) => Err(Damage::Found(format!(
             "sled panicked while opening it: {}",
             crate::supervise::panic_message(panic)
@@ -202,15 +213,39 @@ mod tests {
                 let file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
                 file.set_len(size / 2).unwrap();
             }
+            "cut short" => {
+                let file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+                file.set_len(100).unwrap();
+            }
+            // sled's own settings file, which it parses before the data.
+            "conf" => std::fs::write(dir.join("conf"), "segment_size: lots\nversion: ?\n\0\0\0\0")
+                .unwrap(),
             _ => unreachable!(),
+        }
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            match entry.file_type().unwrap().is_dir() {
+                true => copy_dir(&entry.path(), &target),
+                false => {
+                    std::fs::copy(entry.path(), target).unwrap();
+                }
+            }
         }
     }
 
     #[test]
     fn a_damaged_store_is_moved_aside_and_a_fresh_one_opened() {
-        for how in ["garbage", "truncated"] {
+        let written = tempfile::tempdir().unwrap();
+        let original = written_store(written.path());
+        for how in ["garbage", "truncated", "cut short", "conf"] {
             let state = tempfile::tempdir().unwrap();
-            let dir = written_store(state.path());
+            let dir = state.path().join("history");
+            copy_dir(&original, &dir);
             damage(&dir, how);
             let (store, aside) = reopen(&dir);
             let aside = aside.unwrap_or_else(|| panic!("{how}: not set aside"));

@@ -316,6 +316,28 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the disk refused the store (permission, no space, a
+    /// read-only or vanished directory), as opposed to the store being
+    /// unreadable. Only such a refusal makes vigie run on a temporary store
+    /// and wait for the disk; everything else about opening is damage.
+    pub fn is_disk_refusal(&self) -> bool {
+        let cause = match self {
+            StoreError::Open { cause, .. } | StoreError::Io { cause, .. } => cause,
+            _ => return false,
+        };
+        let ::sled::Error::Io(io) = cause else {
+            return false;
+        };
+        use std::io::ErrorKind::*;
+        matches!(
+            io.kind(),
+            PermissionDenied | ReadOnlyFilesystem | StorageFull | QuotaExceeded | NotFound
+        ) || matches!(
+            io.raw_os_error(),
+            Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOSPC | libc::EDQUOT)
+        )
+    }
+
     /// What went wrong, without the store's path or the check's name: fit
     /// for a third party (the heartbeat's `/fail` body). The OS error is
     /// kept, it is what says "disk full" or "read-only".
