@@ -214,6 +214,9 @@ fn run(path: &std::path::Path) -> ExitCode {
     let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let result = runtime.block_on(async {
         let (control, commands) = tokio::sync::mpsc::channel(8);
@@ -452,6 +455,9 @@ fn validate(path: &std::path::Path) -> ExitCode {
     let Some(config) = load_or_report(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
+    for warning in &config.warnings {
+        eprintln!("warning: {warning}");
+    }
     out(&format!(
         "{}: OK ({} checks from {})\n",
         path.display(),

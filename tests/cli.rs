@@ -131,6 +131,40 @@ fn validate_reports_errors_with_exit_3() {
 }
 
 #[test]
+fn validate_warns_of_a_secret_file_others_may_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let token = env.path().join("api-token");
+    std::fs::write(&token, "a token of no consequence\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    env.append_config(&format!(
+        "[api]\nlisten = \"{}\"\ntoken_file = \"{}\"\n",
+        free_addr(),
+        token.display()
+    ));
+    let out = vigie(&env, &["validate"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A warning, not a refusal: the config still loads.
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: "))
+        .unwrap_or_else(|| panic!("no warning: {stderr}"));
+    assert!(
+        warning.contains("config.toml:")
+            && warning.contains("`api.token_file`")
+            && warning.contains(&format!("{} holds a secret", token.display()))
+            && warning.contains("its group and others may read it (mode 0644)")
+            && warning.contains("chmod 600"),
+        "{warning}"
+    );
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = vigie(&env, &["validate"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
+}
+
+#[test]
 fn silence_without_a_daemon_refuses_more_than_a_year() {
     let env = Env::new();
     // Nobody listens there: the command writes the store itself.

@@ -46,6 +46,9 @@ pub(crate) struct Diagnostics {
     /// The file's rank (load order) travels with each problem so the final
     /// list can be sorted without comparing paths.
     errors: Vec<(usize, ConfigError)>,
+    /// What loads but deserves the operator's eye (a secret file others
+    /// may read), in the same form.
+    warnings: Vec<(usize, ConfigError)>,
 }
 
 impl Diagnostics {
@@ -58,6 +61,26 @@ impl Diagnostics {
     /// A problem about a whole file (unreadable, say), shown at 1:1.
     pub fn file(&mut self, rank: usize, path: &Path, message: impl Into<String>) {
         self.push(rank, path, 1, 1, message.into());
+    }
+
+    /// A warning at the start of `span` in `src`: shown by `validate` and
+    /// logged at start, never a refusal.
+    pub fn warn_at(&mut self, src: &Source, span: &Range<usize>, message: impl Into<String>) {
+        let (line, col) = src.span_position(span);
+        let warning = ConfigError {
+            file: src.path.clone(),
+            line,
+            col,
+            message: message.into(),
+        };
+        self.warnings.push((src.rank, warning));
+    }
+
+    /// The warnings so far, in file order then position order.
+    pub fn take_warnings(&mut self) -> Vec<ConfigError> {
+        let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.sort_by_key(|(rank, w)| (*rank, w.line, w.col));
+        warnings.into_iter().map(|(_, w)| w).collect()
     }
 
     fn push(&mut self, rank: usize, path: &Path, line: usize, col: usize, message: String) {

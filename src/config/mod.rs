@@ -86,6 +86,9 @@ pub struct Config {
     /// From every `checks_dir/*.toml`, files in name order, checks in file
     /// order; names are unique.
     pub checks: Vec<std::sync::Arc<Check>>,
+    /// What loaded but deserves a look (a secret file others may read):
+    /// `validate` shows them, `run` logs them at WARN.
+    pub warnings: Vec<ConfigError>,
 }
 
 /// `[api]`: the local HTTP API.
@@ -424,6 +427,7 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
         }
         config.checks = checks.into_iter().map(std::sync::Arc::new).collect();
     }
+    config.warnings = diag.take_warnings();
     diag.finish(config)
 }
 

@@ -166,6 +166,7 @@ pub(crate) fn config(
             .filter_map(|(i, d)| maintenance(&mut cx.section(&format!("maintenance[{i}]")), d))
             .collect(),
         checks: Vec::new(),
+        warnings: Vec::new(),
     }
 }
 
@@ -231,13 +232,15 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
     let file = |cx: &mut Cx<'_>, key: &str, value: Option<&Spanned<String>>| {
         value.and_then(|f| cx.file(key, f))
     };
-    let token_file = file(cx, "token_file", raw.and_then(|r| r.token_file.as_ref()));
+    let token_file = raw
+        .and_then(|r| r.token_file.as_ref())
+        .and_then(|f| cx.secret_file("token_file", f));
     let cert_file = raw.and_then(|r| r.tls_cert_file.as_ref());
     let key_file = raw.and_then(|r| r.tls_key_file.as_ref());
     cx.both_or_neither(("tls_cert_file", cert_file), ("tls_key_file", key_file));
     let tls = match (
         file(cx, "tls_cert_file", cert_file),
-        file(cx, "tls_key_file", key_file),
+        key_file.and_then(|f| cx.secret_file("tls_key_file", f)),
     ) {
         (Some(cert_file), Some(key_file)) => Some(ApiTls {
             cert_file,
@@ -402,7 +405,7 @@ fn smtp(cx: &mut Cx<'_>, d: &Decoded<RawSmtp>) -> Option<SmtpConfig> {
         password_file: raw
             .password_file
             .as_ref()
-            .and_then(|f| cx.file("password_file", f)),
+            .and_then(|f| cx.secret_file("password_file", f)),
         ca_file: raw.ca_file.as_ref().and_then(|f| cx.file("ca_file", f)),
     })
 }
@@ -563,11 +566,11 @@ fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<Replicati
     let access_key_id_file = raw
         .access_key_id_file
         .as_ref()
-        .and_then(|f| cx.file("access_key_id_file", f));
+        .and_then(|f| cx.secret_file("access_key_id_file", f));
     let secret_access_key_file = raw
         .secret_access_key_file
         .as_ref()
-        .and_then(|f| cx.file("secret_access_key_file", f));
+        .and_then(|f| cx.secret_file("secret_access_key_file", f));
     let addressing = raw.addressing.as_ref().and_then(|a| match a.get_ref().as_str() {
         "path" => Some(Addressing::Path),
         "virtual_host" => Some(Addressing::VirtualHost),

@@ -387,12 +387,7 @@ impl Sender {
                     continue;
                 }
                 let attempt = delivery
-                    .attempt(
-                        &mut session,
-                        &pending.message,
-                        pending.enqueued_at,
-                        &cancel,
-                    )
+                    .attempt(&mut session, &pending.message, pending.enqueued_at, &cancel)
                     .await;
                 if let Attempt::Accepted(accepted) = attempt {
                     tracing::info!(

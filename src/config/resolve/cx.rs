@@ -87,6 +87,12 @@ impl<'a> Cx<'a> {
         self.diag.at(self.src, span, message);
     }
 
+    /// Warns "`key`: message" at `span` (see [`Diagnostics::warn_at`]).
+    pub(super) fn warn(&mut self, span: &Range<usize>, key: &str, message: impl Display) {
+        let message = format!("`{}{key}`: {message}", self.prefix);
+        self.diag.warn_at(self.src, span, message);
+    }
+
     /// "FILE:LINE:COL" of a span, to refer to it from another message.
     pub(super) fn location(&self, span: &Range<usize>) -> String {
         let (line, col) = self.src.span_position(span);
@@ -145,6 +151,31 @@ impl<'a> Cx<'a> {
         };
         self.error(&value.span(), key, problem);
         None
+    }
+
+    /// A file holding a secret (a token, a password, a key): as
+    /// [`Cx::file`], and a warning naming the file and its mode when its
+    /// group or others may read or write it.
+    pub(super) fn secret_file(&mut self, key: &str, value: &Spanned<String>) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.file(key, value)?;
+        if let Ok(meta) = fs::metadata(&path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                let who = match (mode & 0o070 != 0, mode & 0o007 != 0) {
+                    (true, true) => "its group and others",
+                    (true, false) => "its group",
+                    _ => "others",
+                };
+                let message = format!(
+                    "{} holds a secret but {who} may read it (mode {mode:04o}); run `chmod 600 {}`",
+                    path.display(),
+                    path.display()
+                );
+                self.warn(&value.span(), key, message);
+            }
+        }
+        Some(path)
     }
 
     /// A humantime duration. Its error is kept verbatim: humantime names the

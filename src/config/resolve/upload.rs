@@ -186,7 +186,7 @@ fn content_type(cx: &mut Cx<'_>, value: &Spanned<String>) -> Option<String> {
 /// The credential in a key file, trimmed (files usually end with a
 /// newline). Never shown: errors name the file, not its content.
 fn key_file(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<String> {
-    let path = cx.file(key, value)?;
+    let path = cx.secret_file(key, value)?;
     match fs::read_to_string(&path) {
         Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
         Ok(_) => {
