@@ -98,6 +98,9 @@ pub(super) enum Block {
     Table {
         head: Vec<String>,
         rows: Vec<Vec<String>>,
+        /// Rows to be seen first (expired, overdue, still open), by index:
+        /// `!` before them in text, red in HTML.
+        marked: Vec<usize>,
     },
 }
 
@@ -132,7 +135,7 @@ pub(super) fn text(doc: &Doc) -> String {
                     text_fields(&mut out, &item.fields, "      ");
                 }
             }
-            Block::Table { head, rows } => text_table(&mut out, head, rows),
+            Block::Table { head, rows, marked } => text_table(&mut out, head, rows, marked),
         }
     }
     out.push_str("\n-- \n");
@@ -154,7 +157,7 @@ fn text_fields(out: &mut String, fields: &[(String, String)], indent: &str) {
     }
 }
 
-fn text_table(out: &mut String, head: &[String], rows: &[Vec<String>]) {
+fn text_table(out: &mut String, head: &[String], rows: &[Vec<String>], marked: &[usize]) {
     let cells = |row: &[String]| row.iter().map(|c| one_line(c)).collect::<Vec<_>>();
     let all: Vec<Vec<String>> = std::iter::once(cells(head))
         .chain(rows.iter().map(|r| cells(r)))
@@ -167,8 +170,13 @@ fn text_table(out: &mut String, head: &[String], rows: &[Vec<String>]) {
                 .unwrap_or(0)
         })
         .collect();
-    for row in &all {
-        let mut line = String::from(" ");
+    for (i, row) in all.iter().enumerate() {
+        // Row 0 is the head.
+        let mark = match i > 0 && marked.contains(&(i - 1)) {
+            true => "!",
+            false => " ",
+        };
+        let mut line = String::from(mark);
         for (cell, width) in row.iter().zip(&widths) {
             let _ = write!(line, " {cell:<width$} ");
         }
@@ -219,7 +227,7 @@ pub(super) fn html(doc: &Doc) -> String {
                     html_fields(&mut out, &item.fields);
                 }
             }
-            Block::Table { head, rows } => html_table(&mut out, head, rows),
+            Block::Table { head, rows, marked } => html_table(&mut out, head, rows, marked),
         }
     }
     let footer: Vec<String> = doc.footer.iter().map(|l| escape(l)).collect();
@@ -245,15 +253,20 @@ fn html_fields(out: &mut String, fields: &[(String, String)]) {
     out.push_str("</table>\n");
 }
 
-fn html_table(out: &mut String, head: &[String], rows: &[Vec<String>]) {
+fn html_table(out: &mut String, head: &[String], rows: &[Vec<String>], marked: &[usize]) {
     const CELL: &str = "border:1px solid #cccccc;padding:3px 6px;text-align:left";
     out.push_str("<table style=\"border-collapse:collapse\">\n<tr>");
     for h in head {
         let _ = write!(out, "<th style=\"{CELL}\">{}</th>", escape(h));
     }
     out.push_str("</tr>\n");
-    for row in rows {
-        out.push_str("<tr>");
+    for (i, row) in rows.iter().enumerate() {
+        match marked.contains(&i) {
+            true => {
+                out.push_str("<tr style=\"color:#b00020;font-weight:bold;background:#fdecee\">")
+            }
+            false => out.push_str("<tr>"),
+        }
         for cell in row {
             let _ = write!(out, "<td style=\"{CELL}\">{}</td>", escape(cell));
         }
@@ -307,17 +320,24 @@ mod tests {
                 Block::Fields(vec![("key".to_string(), "v\nInjected: x".to_string())]),
                 Block::Table {
                     head: vec!["a".to_string(), "bb".to_string()],
-                    rows: vec![vec!["long cell".to_string(), "x".to_string()]],
+                    rows: vec![
+                        vec!["long cell".to_string(), "x".to_string()],
+                        vec!["late".to_string(), "y".to_string()],
+                    ],
+                    marked: vec![1],
                 },
             ],
             footer: vec!["sig".to_string()],
         };
         assert_eq!(
             text(&doc),
-            "t <b>\n\n\ns\n=\n\n  key  v Injected: x\n\n  a          bb\n  long cell  x\n\n-- \nsig\n"
+            "t <b>\n\n\ns\n=\n\n  key  v Injected: x\n\n  a          bb\n  long cell  x\n! late       y\n\n-- \nsig\n"
         );
         let html = html(&doc);
         assert!(html.contains("<h2 style=\"color:#222222\">t &lt;b&gt;</h2>"));
         assert!(html.contains(">v Injected: x</td>"));
+        assert!(
+            html.contains("<tr style=\"color:#b00020;font-weight:bold;background:#fdecee\"><td")
+        );
     }
 }

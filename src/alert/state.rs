@@ -141,6 +141,35 @@ pub struct AlertState {
     pub incident: Option<Box<Incident>>,
     /// Resolved incidents whose RESOLVED is not in the outbox yet.
     pub resolving: Vec<Incident>,
+    /// Incidents that ended in the last [`ENDED_KEPT`], newest last, for
+    /// the daily report's "incidents in the last 24 h".
+    // Always written (postcard, which the timeline tests also use, cannot
+    // skip a field); absent in states written before it, hence the default.
+    #[serde(default)]
+    pub ended: Vec<EndedIncident>,
+}
+
+/// How long an ended incident is kept in its check's state: a day for the
+/// report, and a margin for a report sent late.
+pub const ENDED_KEPT: time::Duration = time::Duration::hours(48);
+
+/// At most this many ended incidents per check: a check that flaps all day
+/// is one line of the report per incident, not an unbounded state.
+pub const ENDED_MAX: usize = 50;
+
+/// An incident that ended: what the daily report says of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedIncident {
+    /// The first failed probe.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+    /// The probe that completed recovery.
+    #[serde(with = "time::serde::rfc3339")]
+    pub resolved_at: OffsetDateTime,
+    /// The first failure, in words.
+    pub first_failure: String,
+    /// What held its page, if nobody was told.
+    pub held: Option<String>,
 }
 
 impl AlertState {
@@ -155,6 +184,7 @@ impl AlertState {
             last: None,
             incident: None,
             resolving: Vec::new(),
+            ended: Vec::new(),
         }
     }
 
@@ -417,6 +447,7 @@ fn resolve(
     incident.resolved_at = Some(recovery.started_at);
     incident.resolution = Some(recovery.clone());
     incident.reminder_due = false;
+    remember_ended(state, &incident, recovery.started_at);
     match incident.page {
         // Nobody was told: nothing to take back.
         Page::Held { .. } => {}
@@ -430,6 +461,28 @@ fn resolve(
             state.resolving.push(*incident);
         }
     }
+}
+
+/// Keeps `incident`, just resolved at `at`, among the check's ended ones,
+/// and forgets those older than [`ENDED_KEPT`] or beyond [`ENDED_MAX`].
+fn remember_ended(state: &mut AlertState, incident: &Incident, at: OffsetDateTime) {
+    let held = match &incident.page {
+        Page::Held { by, .. } => Some(by.clone()),
+        _ => None,
+    };
+    state.ended.push(EndedIncident {
+        since: incident.since,
+        resolved_at: at,
+        first_failure: incident
+            .first_failure
+            .headline()
+            .unwrap_or("down")
+            .to_string(),
+        held,
+    });
+    state.ended.retain(|e| at - e.resolved_at <= ENDED_KEPT);
+    let extra = state.ended.len().saturating_sub(ENDED_MAX);
+    state.ended.drain(..extra);
 }
 
 /// `page = false` is a hold that never ends.
@@ -515,6 +568,39 @@ mod tests {
             events.extend(step.events);
         }
         (state, events)
+    }
+
+    #[test]
+    fn an_ended_incident_is_kept_for_the_report_then_forgotten() {
+        let (state, _) = feed(
+            AlertState::new("site"),
+            &[
+                down("site", T0, Assertion::Connect),
+                down("site", T0 + PROBE, Assertion::Connect),
+                up("site", T0 + PROBE * 2),
+                up("site", T0 + PROBE * 3),
+            ],
+        );
+        assert!(!state.is_firing());
+        assert_eq!(state.ended.len(), 1);
+        let ended = &state.ended[0];
+        assert_eq!(ended.since, T0);
+        assert_eq!(ended.resolved_at, T0 + PROBE * 3);
+        assert!(!ended.first_failure.is_empty());
+        assert_eq!(ended.held, None);
+        // Two days later, the next incident's end forgets the first.
+        let later = T0 + Duration::from_secs(49 * 3600);
+        let (state, _) = feed(
+            state,
+            &[
+                down("site", later, Assertion::Connect),
+                down("site", later + PROBE, Assertion::Connect),
+                up("site", later + PROBE * 2),
+                up("site", later + PROBE * 3),
+            ],
+        );
+        assert_eq!(state.ended.len(), 1);
+        assert_eq!(state.ended[0].since, later);
     }
 
     #[test]

@@ -77,5 +77,6 @@ pub async fn report_offline(
         silences: &silences,
         health,
         escape_hatches: &[],
+        envs: &report::envs(&config.checks),
     }))
 }

@@ -557,6 +557,7 @@ impl Alerter {
             silences: &run.silences,
             health: (self.health)(now),
             escape_hatches: &[],
+            envs: &report::envs(&config.checks),
         });
         // What holds a page for the fleet changes with every publication:
         // the report says it as it is now.

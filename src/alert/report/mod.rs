@@ -12,6 +12,7 @@
 mod changes;
 mod render;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,20 @@ pub struct ReportInput<'a> {
     pub health: Health,
     /// Checks using a `danger_*` escape hatch, listed every day.
     pub escape_hatches: &'a [EscapeHatch],
+    /// Each check's `env` label, to group rows as the overview does
+    /// ([`envs`]); a check without one is in no group.
+    pub envs: &'a BTreeMap<String, String>,
+}
+
+/// The label rows are grouped by, as on the status pages' overview.
+pub const GROUP_BY: &str = "env";
+
+/// Each check's [`GROUP_BY`] label, for [`ReportInput::envs`].
+pub fn envs(checks: &[std::sync::Arc<crate::check::Check>]) -> BTreeMap<String, String> {
+    checks
+        .iter()
+        .filter_map(|c| Some((c.name.clone(), c.labels.get(GROUP_BY)?.clone())))
+        .collect()
 }
 
 /// The daily report.
@@ -58,15 +73,41 @@ pub struct Report {
     pub changes: Vec<CertChange>,
     /// Checks whose latest probe is `down` or `warn`, down first.
     pub problems: Vec<Problem>,
+    /// Incidents open now or ended in the last 24 h, oldest first.
+    #[serde(default)]
+    pub incidents: Vec<IncidentRow>,
     pub silences: Vec<Silence>,
     pub health: Health,
     pub escape_hatches: Vec<EscapeHatch>,
+}
+
+/// One incident of the last 24 h.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncidentRow {
+    pub check: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    /// The first failed probe.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+    /// The probe that completed recovery; none while it is open.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub resolved_at: Option<OffsetDateTime>,
+    /// From `since` to `resolved_at`, or to the report's time while open.
+    pub lasted_seconds: u64,
+    pub first_failure: String,
+    /// What held its page, if nobody was told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// One TLS-bearing check's leaf certificate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CertRow {
     pub check: String,
+    /// The check's `env` label, by which the report groups its rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
     /// The name sent as SNI.
     pub host: String,
     pub subject: String,
@@ -209,6 +250,10 @@ pub fn build(input: &ReportInput<'_>) -> Report {
         .latest
         .iter()
         .filter_map(|o| cert_row(o, now))
+        .map(|mut row| {
+            row.env = input.envs.get(&row.check).cloned();
+            row
+        })
         .collect();
     certificates.sort_by(|a, b| (a.not_after, &a.check).cmp(&(b.not_after, &b.check)));
     let unseen = input
@@ -232,6 +277,7 @@ pub fn build(input: &ReportInput<'_>) -> Report {
     problems.sort_by(|a, b| (b.status, &a.check).cmp(&(a.status, &b.check)));
     let mut changes = input.changes.to_vec();
     changes.sort_by(|a, b| (a.at, &a.check).cmp(&(b.at, &b.check)));
+    let incidents = incidents(input.states, input.envs, now);
     Report {
         generated_at: now,
         host: input.host.to_string(),
@@ -239,6 +285,7 @@ pub fn build(input: &ReportInput<'_>) -> Report {
         unseen,
         changes,
         problems,
+        incidents,
         silences: input
             .silences
             .iter()
@@ -248,6 +295,50 @@ pub fn build(input: &ReportInput<'_>) -> Report {
         health: input.health.clone(),
         escape_hatches: input.escape_hatches.to_vec(),
     }
+}
+
+/// The incidents open at `now` or ended in the 24 h before it, oldest
+/// first, from the checks' alert states.
+fn incidents(
+    states: &[AlertState],
+    envs: &BTreeMap<String, String>,
+    now: OffsetDateTime,
+) -> Vec<IncidentRow> {
+    let day_ago = now - time::Duration::days(1);
+    let lasted = |from: OffsetDateTime, to: OffsetDateTime| {
+        u64::try_from((to - from).whole_seconds()).unwrap_or(0)
+    };
+    let mut rows = Vec::new();
+    for state in states {
+        let env = envs.get(&state.check).cloned();
+        for ended in state.ended.iter().filter(|e| e.resolved_at > day_ago) {
+            rows.push(IncidentRow {
+                check: state.check.clone(),
+                env: env.clone(),
+                since: ended.since,
+                resolved_at: Some(ended.resolved_at),
+                lasted_seconds: lasted(ended.since, ended.resolved_at),
+                first_failure: ended.first_failure.clone(),
+                held: ended.held.clone(),
+            });
+        }
+        if let Some(open) = &state.incident {
+            rows.push(IncidentRow {
+                check: state.check.clone(),
+                env,
+                since: open.since,
+                resolved_at: None,
+                lasted_seconds: lasted(open.since, now),
+                first_failure: open.first_failure.headline().unwrap_or("down").to_string(),
+                held: match &open.page {
+                    crate::alert::state::Page::Held { by, .. } => Some(by.clone()),
+                    _ => None,
+                },
+            });
+        }
+    }
+    rows.sort_by(|a, b| (a.since, &a.check).cmp(&(b.since, &b.check)));
+    rows
 }
 
 fn cert_row(outcome: &Outcome, now: OffsetDateTime) -> Option<CertRow> {
@@ -268,6 +359,7 @@ fn cert_row(outcome: &Outcome, now: OffsetDateTime) -> Option<CertRow> {
         });
     Some(CertRow {
         check: outcome.name.clone(),
+        env: None,
         host: tls.server_name.clone(),
         subject: leaf.subject.clone(),
         issuer: leaf.issuer.clone(),
@@ -394,7 +486,22 @@ mod tests {
                 now - Duration::from_secs(60),
                 Assertion::Connect,
             ),
+            with_leaf("old-api", now - HOUR, |leaf| {
+                leaf.not_after = now - time::Duration::days(2);
+                leaf.not_before = leaf.not_after - time::Duration::days(90);
+            }),
         ];
+        // site was down for 90 s this morning, and for a while the day
+        // before (too old for the report).
+        let mut site_state = AlertState::new("site");
+        for (since, lasted) in [(30 * HOUR, 600), (5 * HOUR, 90)] {
+            site_state.ended.push(crate::alert::state::EndedIncident {
+                since: now - since,
+                resolved_at: now - since + Duration::from_secs(lasted),
+                first_failure: "HTTP 500 (expected 200)".to_string(),
+                held: None,
+            });
+        }
         let mut cors_state = AlertState::new("uploads-cors");
         cors_state.streak_first = Some(Box::new(crate::alert::Snapshot::of(&latest[5])));
         cors_state.streak_first.as_mut().unwrap().started_at = now - Duration::from_secs(150);
@@ -451,11 +558,22 @@ mod tests {
             now,
             host: "probe-1.example.net",
             latest: &latest,
-            states: &[cors_state, app_state],
+            states: &[cors_state, app_state, site_state],
             changes: &changes,
             silences: &silences,
             health,
             escape_hatches: &hatches,
+            envs: &[
+                ("site", "prod"),
+                ("app", "prod"),
+                ("api", "prod"),
+                ("old-api", "prod"),
+                ("legacy", "staging"),
+                ("cdn", "staging"),
+            ]
+            .into_iter()
+            .map(|(c, e)| (c.to_string(), e.to_string()))
+            .collect(),
         })
     }
 
@@ -467,7 +585,17 @@ mod tests {
             .iter()
             .map(|r| r.check.as_str())
             .collect();
-        assert_eq!(order, ["api", "legacy", "app", "site", "cdn"]);
+        assert_eq!(order, ["old-api", "api", "legacy", "app", "site", "cdn"]);
+        let incidents: Vec<(&str, bool)> = report
+            .incidents
+            .iter()
+            .map(|i| (i.check.as_str(), i.resolved_at.is_some()))
+            .collect();
+        assert_eq!(
+            incidents,
+            [("site", true), ("app", false)],
+            "this morning's outage and the open one, not yesterday's"
+        );
         assert_eq!(report.silences.len(), 1, "the expired silence is left out");
         let mail = email(&report, &["team@example.com".to_string()]);
         golden(
@@ -529,6 +657,7 @@ mod tests {
             silences: &[],
             health: Health::default(),
             escape_hatches: &[],
+            envs: &BTreeMap::new(),
         });
         let text = text(&report);
         assert!(
@@ -558,6 +687,7 @@ mod tests {
             silences: &[],
             health: Health::default(),
             escape_hatches: &[],
+            envs: &BTreeMap::new(),
         });
         let text = text(&report);
         assert!(text.contains("No check serves a certificate."));

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::{CertChange, CertRow, Health, IssuerFlag, Leaf, Problem, Report};
+use super::{
+    CertChange, CertRow, Health, IncidentRow, IssuerFlag, Leaf, Problem, Renewal, Report, GROUP_BY,
+};
 use crate::alert::doc::{self, days_left, span, Block, Doc, Item, Tone};
 use crate::alert::render::{domain, Email};
 use crate::alert::silence::Silence;
@@ -103,6 +105,7 @@ fn doc(report: &Report) -> Doc {
                 .collect(),
         )),
     }
+    incident_blocks(report, &mut blocks);
     blocks.push(Block::Section("Active silences".to_string()));
     match report.silences.is_empty() {
         true => blocks.push(Block::Para("None.".to_string())),
@@ -147,38 +150,66 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
         blocks.push(Block::Para("No check serves a certificate.".to_string()));
         return;
     }
-    let mut rows: Vec<Vec<String>> = report
-        .certificates
-        .iter()
-        .map(|row| {
-            vec![
-                row.check.clone(),
-                row.host.clone(),
-                row.days_left.to_string(),
-                format_date(row.not_after),
-                row.renewal.as_str().to_string(),
-                issuer_cell(row),
-            ]
-        })
-        .collect();
-    // A check whose latest probe read no certificate keeps its row, last
-    // and marked "?": a certificate vigie cannot read can still expire.
-    rows.extend(report.unseen.iter().map(|u| {
-        vec![
-            u.check.clone(),
-            host_of(&u.target),
-            "?".to_string(),
-            "-".to_string(),
-            "unknown".to_string(),
-            format!("no certificate seen: {}", u.reason),
-        ]
-    }));
-    blocks.push(Block::Table {
-        head: ["check", "host", "days", "not after", "renewal", "issuer"]
-            .map(String::from)
-            .to_vec(),
-        rows,
-    });
+    // One table per env, as on the overview ("no env" last), when any
+    // check has one; soonest expiry first within each.
+    let grouped = report.certificates.iter().any(|row| row.env.is_some());
+    let mut groups: std::collections::BTreeMap<(bool, String), Vec<&CertRow>> = Default::default();
+    for row in &report.certificates {
+        let key = match &row.env {
+            Some(env) => (false, format!("{GROUP_BY} = {env}")),
+            None => (true, format!("no {GROUP_BY}")),
+        };
+        groups.entry(key).or_default().push(row);
+    }
+    let no_group = (true, format!("no {GROUP_BY}"));
+    if !report.unseen.is_empty() {
+        groups.entry(no_group.clone()).or_default();
+    }
+    for (key, rows) in &groups {
+        if grouped {
+            blocks.push(Block::Heading(key.1.clone()));
+        }
+        let marked = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, row)| matches!(row.renewal, Renewal::Expired | Renewal::Overdue))
+            .map(|(i, _)| i)
+            .collect();
+        let mut cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|row| {
+                vec![
+                    row.check.clone(),
+                    row.host.clone(),
+                    row.days_left.to_string(),
+                    format_date(row.not_after),
+                    renewal_cell(row.renewal),
+                    issuer_cell(row),
+                ]
+            })
+            .collect();
+        // A check whose latest probe read no certificate keeps its row, last
+        // and marked "?": a certificate vigie cannot read can still expire.
+        if *key == no_group {
+            cells.extend(report.unseen.iter().map(|u| {
+                vec![
+                    u.check.clone(),
+                    host_of(&u.target),
+                    "?".to_string(),
+                    "-".to_string(),
+                    "unknown".to_string(),
+                    format!("no certificate seen: {}", u.reason),
+                ]
+            }));
+        }
+        blocks.push(Block::Table {
+            head: ["check", "host", "days", "not after", "renewal", "issuer"]
+                .map(String::from)
+                .to_vec(),
+            rows: cells,
+            marked,
+        });
+    }
     let notes: Vec<Item> = report
         .certificates
         .iter()
@@ -213,6 +244,64 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
     if !notes.is_empty() {
         blocks.push(Block::Items(notes));
     }
+}
+
+/// The renewal column: the two states that need someone now in capitals
+/// (their rows are also marked).
+fn renewal_cell(renewal: Renewal) -> String {
+    match renewal {
+        Renewal::Expired => "EXPIRED".to_string(),
+        Renewal::Overdue => "OVERDUE".to_string(),
+        other => other.as_str().to_string(),
+    }
+}
+
+/// "Incidents in the last 24 h": each one opened, resolved or still open,
+/// how long, and its first failure; open ones marked.
+fn incident_blocks(report: &Report, blocks: &mut Vec<Block>) {
+    blocks.push(Block::Section("Incidents in the last 24 h".to_string()));
+    if report.incidents.is_empty() {
+        blocks.push(Block::Para("None.".to_string()));
+        return;
+    }
+    let marked = report
+        .incidents
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.resolved_at.is_none())
+        .map(|(n, _)| n)
+        .collect();
+    let rows = report.incidents.iter().map(incident_row).collect();
+    blocks.push(Block::Table {
+        head: ["check", "opened", "resolved", "lasted", "first failure"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+        marked,
+    });
+}
+
+fn incident_row(incident: &IncidentRow) -> Vec<String> {
+    let lasted = span(time::Duration::seconds(
+        i64::try_from(incident.lasted_seconds).unwrap_or(i64::MAX),
+    ));
+    let first_failure = match &incident.held {
+        Some(held) => format!("{} (not paged: {held})", incident.first_failure),
+        None => incident.first_failure.clone(),
+    };
+    let check = match &incident.env {
+        Some(env) => format!("{} ({GROUP_BY} = {env})", incident.check),
+        None => incident.check.clone(),
+    };
+    vec![
+        check,
+        format_date(incident.since),
+        incident
+            .resolved_at
+            .map_or("still open".to_string(), format_date),
+        lasted,
+        first_failure,
+    ]
 }
 
 /// "2027-01-01 00:00 UTC to 2027-01-03 00:00 UTC (see URL)", or why the
