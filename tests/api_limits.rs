@@ -60,6 +60,31 @@ async fn raw_get(addr: std::net::SocketAddr, path: &str) -> Result<(u16, String)
     Ok((answer.status, answer.body))
 }
 
+/// `/healthz` on a fresh connection answers 200 (within 10 s, a connection
+/// evicted before its head was in tried again); panics saying `when`.
+async fn healthz_answers(api: std::net::SocketAddr, when: &str) {
+    let (status, body) = poll(
+        Duration::from_secs(10),
+        &format!("/healthz {when}"),
+        async || raw_get(api, "/healthz").await,
+    )
+    .await;
+    assert_eq!(status, 200, "/healthz {when}: {body}");
+}
+
+/// `vigie <args>` with `config`, which must exit 0 (else its stderr is
+/// shown).
+async fn cli_succeeds(config: &Path, args: &[&str]) -> std::process::Output {
+    let out = vigie_cli_async(config, args).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "vigie {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// An answer read to the end of the connection.
 #[derive(Debug)]
 struct Answer {
@@ -289,13 +314,7 @@ async fn a_thousand_slow_clients_starve_neither_probes_nor_healthz() {
     let until = tokio::time::Instant::now() + SLOW_FOR;
     let mut peak_open = 0.0f64;
     while tokio::time::Instant::now() < until {
-        let (status, body) = poll(
-            Duration::from_secs(10),
-            "/healthz during the flood",
-            async || raw_get(api, "/healthz").await,
-        )
-        .await;
-        assert_eq!(status, 200, "/healthz during the flood: {body}");
+        healthz_answers(api, "during the flood").await;
         answered += 1;
         if let Ok((200, text)) = raw_get(api, "/metrics").await {
             peak_open = peak_open.max(metric(&text, "vigie_api_connections"));
@@ -401,13 +420,7 @@ async fn sixty_four_clients_dripping_login_forms_leave_healthz_answering() {
     }
     let mut answered = 0;
     while tokio::time::Instant::now() < until {
-        let (status, body) = poll(
-            Duration::from_secs(10),
-            "/healthz while the forms drip",
-            async || raw_get(api, "/healthz").await,
-        )
-        .await;
-        assert_eq!(status, 200, "/healthz while the forms drip: {body}");
+        healthz_answers(api, "while the forms drip").await;
         answered += 1;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -501,13 +514,7 @@ async fn a_request_naming_another_host_gets_421() {
         assert_eq!(answer.status, 200, "{host}: {answer:?}");
     }
     // The CLI names the listen address.
-    let out = vigie_cli_async(&env.config_path(), &["report", "--json"]).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cli_succeeds(&env.config_path(), &["report", "--json"]).await;
     daemon.stop(STOP).await;
 }
 
@@ -926,13 +933,7 @@ async fn state_files_are_private_whatever_the_umask() {
     })
     .await;
     // A message into the maildir, written by the CLI beside the daemon.
-    let out = vigie_cli_async(&env.config_path(), &["test-email"]).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cli_succeeds(&env.config_path(), &["test-email"]).await;
     daemon.stop(STOP).await;
     // SAFETY: as above.
     unsafe { libc::umask(previous) };
