@@ -9,11 +9,18 @@
 //! `token_file`, and `/healthz` names no check or target, so a peer vigie in
 //! another region can watch it without learning anything.
 
+mod auth;
+mod body;
+mod deadline;
 mod history;
+mod host;
 mod pages;
 mod serve;
+mod session;
+mod throttle;
 mod tls;
 
+pub use auth::Token;
 pub use history::{HistoryView, DEFAULT_HISTORY_WINDOW, MAX_PAGE, MAX_UNPAGED_WINDOW};
 pub use serve::{serve, Limits, ServerSnapshot, ServerStats};
 pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};
@@ -23,7 +30,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::{Json, Router};
@@ -150,23 +157,17 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/silences/{pattern}", delete(remove_silence))
         .route("/api/v1/uptime/{name}", get(pages::uptime_json))
         .route("/api/v1/certificates/{name}", get(pages::certificates_json))
-        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
         .merge(pages::router(state.clone()))
+        // Outermost: a request naming another host reaches nothing.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            host::require_known_host,
+        ))
         .with_state(state)
-}
-
-/// The API token, swapped when a reload reads a new `token_file`.
-#[derive(Debug, Clone, Default)]
-pub struct Token(Arc<std::sync::RwLock<Option<Arc<str>>>>);
-
-impl Token {
-    pub fn set(&self, token: Option<Arc<str>>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = token;
-    }
-
-    fn current(&self) -> Option<Arc<str>> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
 }
 
 /// Why the API token cannot be read.
@@ -208,41 +209,6 @@ pub fn read_token(config: &crate::config::Config) -> Result<Option<Arc<str>>, To
         )));
     }
     Ok(Some(Arc::from(token)))
-}
-
-async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
-    let Some(token) = state.token.current() else {
-        return next.run(request).await;
-    };
-    if request.uri().path() == "/healthz" {
-        return next.run(request).await;
-    }
-    // The scheme name is case-insensitive (RFC 9110 section 11.1).
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim());
-    // A browser logged in to the pages reads the JSON behind them (the day
-    // bars' figures) with its session cookie; reading only.
-    if pages::has_session(&request, &token) {
-        return next.run(request).await;
-    }
-    match presented {
-        Some(p) if constant_time_eq(p.as_bytes(), token.as_bytes()) => next.run(request).await,
-        _ => error(
-            StatusCode::UNAUTHORIZED,
-            "this endpoint needs `Authorization: Bearer <token from [api] token_file>`",
-        ),
-    }
-}
-
-/// Compares without an early exit, so response timing does not reveal how
-/// much of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// What `/healthz` answers: the health verdict decides the code and lists
@@ -377,10 +343,26 @@ fn refuse_mutation(state: &ApiState) -> Option<Response> {
     }
 }
 
-async fn add_silence(State(state): State<ApiState>, Json(body): Json<SilenceRequest>) -> Response {
+async fn add_silence(State(state): State<ApiState>, request: Request) -> Response {
+    // Who asks is settled before the body is read: the token by
+    // `require_token`, its presence here.
     if let Some(refused) = refuse_mutation(&state) {
         return refused;
     }
+    let what = "POST /api/v1/silences";
+    let bytes = match body::read(request.into_body(), body::SILENCE_LIMIT, what).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused_body(refused),
+    };
+    let body: SilenceRequest = match serde_json::from_slice(&bytes) {
+        Ok(body) => body,
+        Err(err) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("the body is not a silence ({{\"pattern\", \"for\", \"reason\"}}): {err}"),
+            )
+        }
+    };
     let duration = match humantime::parse_duration(&body.duration) {
         Ok(d) => d,
         Err(err) => {
@@ -434,6 +416,19 @@ async fn remove_silence(State(state): State<ApiState>, Path(pattern): Path<Strin
 
 fn error(code: StatusCode, message: &str) -> Response {
     (code, Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// A body that was not read, as JSON; a late one also ends the connection
+/// (the rest of it may still be on its way).
+fn refused_body(refused: body::Refused) -> Response {
+    let mut response = error(refused.status, &refused.message);
+    if refused.status == StatusCode::REQUEST_TIMEOUT {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    response
 }
 
 async fn metrics(State(state): State<ApiState>) -> Response {
@@ -769,7 +764,7 @@ fn server_metrics(m: &mut Metrics, server: &ServerSnapshot) {
         ),
         (
             "timed_out",
-            "connections closed by the header-read or idle timeout",
+            "connections closed by the request deadline (head and body) or the idle timeout",
             server.timed_out_total,
         ),
     ];
@@ -778,6 +773,16 @@ fn server_metrics(m: &mut Metrics, server: &ServerSnapshot) {
         m.help(&name, "counter", help);
         m.sample(&name, &[], value as f64);
     }
+    m.help(
+        "vigie_api_requests_shed_total",
+        "counter",
+        "requests answered 503 at once: every place not held back for /healthz and the token was answering",
+    );
+    m.sample(
+        "vigie_api_requests_shed_total",
+        &[],
+        server.shed_total as f64,
+    );
 }
 
 fn mail_metrics(m: &mut Metrics, mail: &MailSnapshot, now: OffsetDateTime) {

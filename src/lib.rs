@@ -84,8 +84,12 @@
 //! - [`api`]: the local HTTP API (`/healthz`, `/metrics`, `/api/v1/*`);
 //!   reads the store, the scheduler's slots and health; silences go to
 //!   the alerter. `api/serve` is the listener (HTTP/1.1 only, connection
-//!   cap with eviction, header and idle timeouts), `api/tls` its HTTPS,
-//!   `api/history` the streamed, paged history.
+//!   cap with eviction and places held back for `/healthz` and the token,
+//!   one deadline per request, idle timeout), `api/deadline` the body
+//!   that fails past it, `api/body` the per-route body limits, `api/host`
+//!   the `Host` rule, `api/auth` the token and who may ask,
+//!   `api/session` browser sessions, `api/throttle` the login throttle,
+//!   `api/tls` its HTTPS, `api/history` the streamed, paged history.
 //!
 //! The wiring:
 //! - [`daemon`]: `vigie run`: builds every task from the config, runs each

@@ -1,8 +1,10 @@
 //! The API's limits against the real daemon (`vigie run`, a child process)
-//! on loopback: a thousand slow clients while probes run, the memory of a
-//! long history answer, cleartext HTTP/2 refused, silence reasons capped,
-//! HTTPS with the CLI as its client, and the modes of the files the daemon
-//! creates under a permissive umask.
+//! on loopback: a thousand slow clients while probes run, 64 clients
+//! dripping login forms, bodies over their route's limit, authentication
+//! before any body, the `Host` rule, sessions that expire and a login
+//! throttle, the memory of a long history answer, cleartext HTTP/2
+//! refused, silence reasons capped, HTTPS with the CLI as its client, and
+//! the modes of the files the daemon creates under a permissive umask.
 //!
 //! Every client here is a real TCP (or TLS) client of the real listener;
 //! every address is loopback.
@@ -37,31 +39,156 @@ fn write_token(env: &Env) -> std::path::PathBuf {
     path
 }
 
+/// A daemon with [`TOKEN`] in force and `extra` added to its `[api]`,
+/// healthy; its [`Env`] must outlive it.
+async fn daemon_with_token(extra: &str) -> (Env, Daemon) {
+    let api = free_addr();
+    let env = Env::new();
+    let token = write_token(&env);
+    env.append_config(&format!("{}{extra}", api_section(api, Some(&token))));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.token = Some(TOKEN.to_string());
+    daemon.wait_healthy(START).await;
+    (env, daemon)
+}
+
 /// One `GET path` on a fresh connection (`Connection: close`), read to the
 /// end: the status code and body, or why not.
 async fn raw_get(addr: std::net::SocketAddr, path: &str) -> Result<(u16, String), String> {
-    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: vigie\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let answer = raw_exchange(addr, &request).await?;
+    Ok((answer.status, answer.body))
+}
+
+/// `/healthz` on a fresh connection answers 200 (within 10 s, a connection
+/// evicted before its head was in tried again); panics saying `when`.
+async fn healthz_answers(api: std::net::SocketAddr, when: &str) {
+    let (status, body) = poll(
+        Duration::from_secs(10),
+        &format!("/healthz {when}"),
+        async || raw_get(api, "/healthz").await,
+    )
+    .await;
+    assert_eq!(status, 200, "/healthz {when}: {body}");
+}
+
+/// `vigie <args>` with `config`, which must exit 0 (else its stderr is
+/// shown).
+async fn cli_succeeds(config: &Path, args: &[&str]) -> std::process::Output {
+    let out = vigie_cli_async(config, args).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "vigie {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// An answer read to the end of the connection.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    /// The head, status line and headers.
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    /// The value of header `name` (lowercase), if present.
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name).then(|| value.trim())
+        })
+    }
+}
+
+/// `request` (the whole text) on a fresh connection to `addr`, read to
+/// the end.
+async fn raw_exchange(addr: std::net::SocketAddr, request: &str) -> Result<Answer, String> {
+    let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    exchange(stream, request).await
+}
+
+/// `request` on `stream`, read to the end (the request should say
+/// `Connection: close`).
+async fn exchange<S>(mut stream: S, request: &str) -> Result<Answer, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     stream
         .write_all(request.as_bytes())
         .await
         .map_err(|e| e.to_string())?;
     let mut answer = Vec::new();
-    stream
-        .read_to_end(&mut answer)
-        .await
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&answer).into_owned();
+    let read = stream.read_to_end(&mut answer).await;
+    // A TLS peer may close without close_notify once it has answered.
+    if let (Err(err), true) = (&read, answer.is_empty()) {
+        return Err(err.to_string());
+    }
+    parse_answer(&answer)
+}
+
+fn parse_answer(answer: &[u8]) -> Result<Answer, String> {
+    let text = String::from_utf8_lossy(answer).into_owned();
     let status = text
         .strip_prefix("HTTP/1.1 ")
         .and_then(|rest| rest.get(..3))
         .and_then(|code| code.parse().ok())
         .ok_or_else(|| format!("not an HTTP/1.1 answer: {text:?}"))?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    Ok((status, body))
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Ok(Answer {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    })
+}
+
+/// The text of a `POST /login` of `token`, as the form sends it.
+fn login_request(addr: std::net::SocketAddr, token: &str) -> String {
+    let form = format!("token={token}");
+    format!(
+        "POST /login HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    )
+}
+
+/// A `POST /login` of `token`, on a fresh connection.
+async fn login(addr: std::net::SocketAddr, token: &str) -> Answer {
+    raw_exchange(addr, &login_request(addr, token))
+        .await
+        .unwrap()
+}
+
+/// The head of the answer on `stream`, read until its blank line, for at
+/// most 10 s; what came if the connection ended first.
+async fn read_head(stream: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let reading = async {
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    let read = tokio::time::timeout(Duration::from_secs(10), reading).await;
+    assert!(
+        read.is_ok(),
+        "no answer within 10 s: {:?}",
+        String::from_utf8_lossy(&head)
+    );
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// `GET path` with `cookie`, on a fresh connection.
+async fn get_with_cookie(addr: std::net::SocketAddr, path: &str, cookie: &str) -> Answer {
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+    );
+    raw_exchange(addr, &request).await.unwrap()
 }
 
 /// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
@@ -187,13 +314,7 @@ async fn a_thousand_slow_clients_starve_neither_probes_nor_healthz() {
     let until = tokio::time::Instant::now() + SLOW_FOR;
     let mut peak_open = 0.0f64;
     while tokio::time::Instant::now() < until {
-        let (status, body) = poll(
-            Duration::from_secs(10),
-            "/healthz during the flood",
-            async || raw_get(api, "/healthz").await,
-        )
-        .await;
-        assert_eq!(status, 200, "/healthz during the flood: {body}");
+        healthz_answers(api, "during the flood").await;
         answered += 1;
         if let Ok((200, text)) = raw_get(api, "/metrics").await {
             peak_open = peak_open.max(metric(&text, "vigie_api_connections"));
@@ -236,6 +357,230 @@ async fn a_thousand_slow_clients_starve_neither_probes_nor_healthz() {
     }
     let log = daemon.log();
     assert!(!log.contains("Too many open files"), "{log}");
+    daemon.stop(STOP).await;
+}
+
+// ------------------------------------------------------- slow request bodies
+
+/// The attack as it was found: 64 clients, each sending a login form a
+/// byte at a time, for longer than the test's request deadline (2 s).
+const DRIPPERS: usize = 64;
+const DRIP_FOR: Duration = Duration::from_secs(8);
+
+/// One connection of a dripper: a login form announced at 1000 bytes, sent
+/// a byte every 250 ms until the daemon answers or closes, or `until`.
+/// The status it answered, if it did.
+async fn drip_login(api: std::net::SocketAddr, until: tokio::time::Instant) -> Option<u16> {
+    let mut stream = TcpStream::connect(api).await.ok()?;
+    let head = format!(
+        "POST /login HTTP/1.1\r\nHost: {api}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ntoken="
+    );
+    stream.write_all(head.as_bytes()).await.ok()?;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        tokio::select! {
+            read = stream.read(&mut chunk) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answer.extend_from_slice(&chunk[..n]);
+                    if answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+            },
+            () = tokio::time::sleep(Duration::from_millis(250)) => {
+                if tokio::time::Instant::now() >= until || stream.write_all(b"x").await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    parse_answer(&answer).ok().map(|a| a.status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_clients_dripping_login_forms_leave_healthz_answering() {
+    let (_env, mut daemon) = daemon_with_token("request_timeout = \"2s\"\n").await;
+    let api = daemon.api;
+
+    let answers = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let mut drippers = tokio::task::JoinSet::new();
+    let until = tokio::time::Instant::now() + DRIP_FOR;
+    for _ in 0..DRIPPERS {
+        let answers = answers.clone();
+        drippers.spawn(async move {
+            while tokio::time::Instant::now() < until {
+                if let Some(status) = drip_login(api, until).await {
+                    *answers.lock().unwrap().entry(status).or_insert(0usize) += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        });
+    }
+    let mut answered = 0;
+    while tokio::time::Instant::now() < until {
+        healthz_answers(api, "while the forms drip").await;
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    while drippers.join_next().await.is_some() {}
+    let answers = answers.lock().unwrap().clone();
+    println!("dripped login forms answered {answers:?}; /healthz answered {answered} times");
+    assert!(answered >= 5, "/healthz answered only {answered} times");
+    // The first forms ran into the request deadline; the next ones were
+    // throttled before a byte of their body was read.
+    assert!(answers.get(&408).is_some_and(|n| *n >= 1), "{answers:?}");
+    assert!(answers.get(&429).is_some_and(|n| *n >= 1), "{answers:?}");
+    assert!(
+        answers.keys().all(|status| [408, 429].contains(status)),
+        "{answers:?}"
+    );
+    daemon.stop(STOP).await;
+}
+
+// ---------------------------------------------------- bodies, auth, Host
+
+#[tokio::test]
+async fn bodies_are_bounded_per_route_and_read_only_after_authentication() {
+    let (_env, mut daemon) = daemon_with_token("").await;
+    let api = daemon.api;
+
+    // A silence of 17 KiB, with the token: 413, saying the limit.
+    let body =
+        serde_json::json!({ "pattern": "site", "for": "1h", "reason": "r".repeat(17 * 1024) });
+    let (status, text) = daemon.post("/api/v1/silences", &body).await.unwrap();
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("at most 16384 bytes"), "{text}");
+    // A login form of 5 KB: 413 too.
+    let answer = login(api, &"t".repeat(5000)).await;
+    assert_eq!(answer.status, 413, "{answer:?}");
+    assert!(answer.body.contains("at most 4096 bytes"), "{answer:?}");
+
+    // 10 MB announced without the token, or with a wrong one: the head
+    // alone is answered 401, and `Expect: 100-continue` gets no go-ahead,
+    // so not a byte of the body is asked for.
+    for authorization in ["", "Authorization: Bearer wrong-token\r\n"] {
+        let mut stream = TcpStream::connect(api).await.unwrap();
+        let head = format!(
+            "POST /api/v1/silences HTTP/1.1\r\nHost: {api}\r\n{authorization}Content-Type: application/json\r\nContent-Length: 10000000\r\nExpect: 100-continue\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let answer = read_head(&mut stream).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 401 "),
+            "{authorization:?}: {answer:?}"
+        );
+    }
+    // With the token, the same head is told to go on.
+    let mut stream = TcpStream::connect(api).await.unwrap();
+    let head = format!(
+        "POST /api/v1/silences HTTP/1.1\r\nHost: {api}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let answer = read_head(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 100 "), "{answer:?}");
+    daemon.stop(STOP).await;
+}
+
+#[tokio::test]
+async fn a_request_naming_another_host_gets_421() {
+    let (env, mut daemon) = daemon_with_token("hosts = [\"vigie.test\"]\n").await;
+    let api = daemon.api;
+    let port = api.port();
+    let ask = |host: String, path: &str, bearer: bool| {
+        let authorization = match bearer {
+            true => format!("Authorization: Bearer {TOKEN}\r\n"),
+            false => String::new(),
+        };
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{authorization}Connection: close\r\n\r\n")
+    };
+    // What a rebound page sends: its own name.
+    for path in ["/healthz", "/api/v1/checks", "/login"] {
+        let answer = raw_exchange(api, &ask(format!("evil.example:{port}"), path, true))
+            .await
+            .unwrap();
+        assert_eq!(answer.status, 421, "{path}: {answer:?}");
+        assert!(answer.body.contains("[api] hosts"), "{answer:?}");
+    }
+    for host in [
+        api.to_string(),
+        format!("localhost:{port}"),
+        "vigie.test".to_string(),
+    ] {
+        let answer = raw_exchange(api, &ask(host.clone(), "/api/v1/checks", true))
+            .await
+            .unwrap();
+        assert_eq!(answer.status, 200, "{host}: {answer:?}");
+    }
+    // The CLI names the listen address.
+    cli_succeeds(&env.config_path(), &["report", "--json"]).await;
+    daemon.stop(STOP).await;
+}
+
+#[tokio::test]
+async fn sessions_are_random_and_expire_and_logins_are_throttled() {
+    let (_env, mut daemon) = daemon_with_token("session_ttl = \"2s\"\n").await;
+    let api = daemon.api;
+
+    // The token in the address no longer logs in.
+    let answer = get_with_cookie(api, &format!("/incidents?token={TOKEN}"), "").await;
+    assert_eq!(answer.status, 303, "{answer:?}");
+    assert_eq!(answer.header("location"), Some("/login"), "{answer:?}");
+    assert_eq!(answer.header("set-cookie"), None, "{answer:?}");
+
+    // The form does, with a random id that expires.
+    let mut cookies = Vec::new();
+    for _ in 0..2 {
+        let answer = login(api, TOKEN).await;
+        assert_eq!(answer.status, 303, "{answer:?}");
+        assert_eq!(answer.header("location"), Some("/"), "{answer:?}");
+        let set = answer
+            .header("set-cookie")
+            .expect("a session cookie")
+            .to_string();
+        assert!(set.contains("; Max-Age=2;"), "{set}");
+        assert!(set.contains("; HttpOnly"), "{set}");
+        assert!(set.contains("; SameSite=Strict"), "{set}");
+        assert!(!set.contains("Secure"), "plain HTTP: {set}");
+        let pair = set.split(';').next().unwrap().to_string();
+        let id = pair.strip_prefix("vigie_session=").expect(&set);
+        assert!(
+            id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+        cookies.push(pair);
+    }
+    assert_ne!(cookies[0], cookies[1], "each login gets its own id");
+    let cookie = &cookies[0];
+    assert_eq!(get_with_cookie(api, "/", cookie).await.status, 200);
+    assert_eq!(
+        get_with_cookie(api, "/api/v1/checks", cookie).await.status,
+        200
+    );
+    poll(Duration::from_secs(10), "the session to end", async || {
+        let answer = get_with_cookie(api, "/", cookie).await;
+        match (answer.status, answer.header("location")) {
+            (303, Some("/login")) => Ok(()),
+            _ => Err(format!("{answer:?}")),
+        }
+    })
+    .await;
+    assert_eq!(
+        get_with_cookie(api, "/api/v1/checks", cookie).await.status,
+        401
+    );
+
+    // Two attempts so far this minute; three wrong ones make five, and the
+    // sixth is refused before its form is read, the right token or not.
+    for _ in 0..3 {
+        assert_eq!(login(api, "wrong").await.status, 401);
+    }
+    let refused = login(api, TOKEN).await;
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert!(refused.header("retry-after").is_some(), "{refused:?}");
+    assert!(refused.body.contains("Too many attempts"), "{refused:?}");
+    assert_eq!(refused.header("set-cookie"), None);
     daemon.stop(STOP).await;
 }
 
@@ -373,13 +718,8 @@ async fn a_ten_year_history_is_paged_and_streamed_within_a_memory_bound() {
 
 #[tokio::test]
 async fn cleartext_http2_is_refused_and_long_silence_reasons_too() {
-    let api = free_addr();
-    let env = Env::new();
-    let token = write_token(&env);
-    env.append_config(&api_section(api, Some(&token)));
-    let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.token = Some(TOKEN.to_string());
-    daemon.wait_healthy(START).await;
+    let (env, mut daemon) = daemon_with_token("").await;
+    let api = daemon.api;
 
     // HTTP/2 with prior knowledge: the preface, then an empty SETTINGS.
     let mut stream = TcpStream::connect(api).await.unwrap();
@@ -505,7 +845,16 @@ async fn the_cli_asks_an_https_api_and_plain_http_gets_no_answer() {
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
     let stream = connector.connect(name, tcp).await.unwrap();
     assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
-    drop(stream);
+    // Over TLS the session cookie is Secure and `__Host-` prefixed.
+    let answer = exchange(stream, &login_request(api, TOKEN)).await.unwrap();
+    assert_eq!(answer.status, 303, "{answer:?}");
+    let set = answer.header("set-cookie").expect("a session cookie");
+    assert!(set.starts_with("__Host-vigie_session="), "{set}");
+    assert!(
+        set.contains("; Path=/;") && set.ends_with("; Secure"),
+        "{set}"
+    );
+    assert!(!set.contains("Domain"), "{set}");
 
     // The CLI, trusting [api] ca_file; then, without it, the certificate
     // file itself. The daemon holds the store, so an answer came through
@@ -584,13 +933,7 @@ async fn state_files_are_private_whatever_the_umask() {
     })
     .await;
     // A message into the maildir, written by the CLI beside the daemon.
-    let out = vigie_cli_async(&env.config_path(), &["test-email"]).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cli_succeeds(&env.config_path(), &["test-email"]).await;
     daemon.stop(STOP).await;
     // SAFETY: as above.
     unsafe { libc::umask(previous) };

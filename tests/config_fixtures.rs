@@ -94,6 +94,11 @@ fn the_valid_case_loads_every_section() {
     );
     assert!(config.api.tls.is_some());
     assert!(config.api.ca_file.is_some());
+    assert_eq!(config.api.hosts, ["vigie.example.com", "10.0.0.5"]);
+    assert_eq!(
+        (config.api.request_timeout, config.api.session_ttl),
+        (Duration::from_secs(5), Duration::from_secs(8 * 3600))
+    );
     assert!(!config.connectivity.canaries.is_empty());
     assert!(config.alerting.from.is_some());
     assert!(config

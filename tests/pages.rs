@@ -69,6 +69,35 @@ fn sha256(der: &[u8]) -> String {
         .collect()
 }
 
+/// Fills the login form the browser is on with `token` and sends it; waits
+/// for the overview.
+async fn log_in(browser: &Browser, token: &str) {
+    let client = &browser.client;
+    client
+        .find(Locator::Css("input#token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    poll(
+        Duration::from_secs(10),
+        "the overview after login",
+        async || {
+            let url = client.current_url().await.map_err(|e| e.to_string())?;
+            (url.path() == "/").then_some(()).ok_or(url.to_string())
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_pages_in_a_real_browser() {
     let before = valid_leaf();
@@ -139,29 +168,7 @@ async fn the_pages_in_a_real_browser() {
     // Without a session, a page sends the browser to the login form.
     client.goto(&format!("{origin}/")).await.unwrap();
     assert_eq!(client.current_url().await.unwrap().path(), "/login");
-    client
-        .find(Locator::Css("input#token"))
-        .await
-        .unwrap()
-        .send_keys(TOKEN)
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    poll(
-        Duration::from_secs(10),
-        "the overview after login",
-        async || {
-            let url = client.current_url().await.map_err(|e| e.to_string())?;
-            (url.path() == "/").then_some(()).ok_or(url.to_string())
-        },
-    )
-    .await;
+    log_in(&browser, TOKEN).await;
 
     // The overview: every check with its status in words, grouped by env.
     let cards = texts(&browser, "li.check").await;
@@ -317,14 +324,31 @@ async fn the_pages_in_a_real_browser() {
         .collect();
     assert!(errors.is_empty(), "console errors: {errors:?}");
 
-    // `?token=` logs in too, and leaves the address bar clean.
+    // The session is a random id that expires, in an HttpOnly,
+    // SameSite=Strict cookie (plain HTTP here: no `Secure`).
+    let cookie = client.get_named_cookie("vigie_session").await.unwrap();
+    assert_eq!(cookie.value().len(), 64, "{cookie:?}");
+    assert!(!cookie.value().contains(TOKEN), "{cookie:?}");
+    assert_eq!(cookie.http_only(), Some(true), "{cookie:?}");
+    assert_eq!(
+        format!("{:?}", cookie.same_site()),
+        "Some(Strict)",
+        "{cookie:?}"
+    );
+    assert!(cookie.expires().is_some(), "an expiry: {cookie:?}");
+
+    // `?token=` no longer logs in: the token must not sit in the history.
     client.delete_all_cookies().await.unwrap();
     client
         .goto(&format!("{origin}/incidents?token={TOKEN}"))
         .await
         .unwrap();
     let url = client.current_url().await.unwrap();
-    assert_eq!((url.path(), url.query()), ("/incidents", None));
+    assert_eq!(url.path(), "/login", "{url}");
+    assert!(client.get_all_cookies().await.unwrap().is_empty());
+    // The form it lands on does.
+    log_in(&browser, TOKEN).await;
+    client.goto(&format!("{origin}/incidents")).await.unwrap();
     assert!(count(&browser, "table.incidents").await == 1);
 
     browser.close().await;

@@ -15,14 +15,25 @@
 //!   the newcomer is closed at once. A flood of clients that never finish
 //!   their headers thus never locks out `/healthz` or the CLI, and a client
 //!   in the middle of a response is never cut off for a newcomer;
+//! - [`Limits::reserved`] of those places are held back for `/healthz` and
+//!   requests carrying a bearer token (the CLI, a scraper): other requests
+//!   in flight at once are at most `max_connections - reserved`, and one
+//!   more is answered 503 at once. Without this, 64 clients each sending
+//!   a login form one byte every 5 s made every connection busy, so none
+//!   could be evicted and every `/healthz` failed. A wrong bearer token
+//!   cannot hold a held-back place: authentication runs before any body
+//!   is read, so it is refused as soon as its head is in;
 //! - an evicted connection's socket closes when its task next runs, so a
 //!   burst of newcomers could outrun the closing: the listener accepts only
 //!   while fewer than twice `max_connections` sockets are open, counting
 //!   those on their way out, and otherwise leaves newcomers in the
 //!   kernel's queue for the moment it takes;
-//! - a request head (and a TLS handshake) must arrive whole within
-//!   [`Limits::header_read_timeout`], counted from the connection's start or
-//!   the end of the previous response, which also bounds keep-alive idling;
+//! - a request, head and body together (and a TLS handshake), must arrive
+//!   whole within [`Limits::request_timeout`], counted from the
+//!   connection's start or the end of the previous response, which also
+//!   bounds keep-alive idling: hyper enforces it on the head, the
+//!   [`Deadline`] wrapper on the body (a handler reading past it gets an
+//!   error and answers 408);
 //! - a connection on which no byte moves either way for
 //!   [`Limits::idle_timeout`] is closed (a client that stopped reading its
 //!   response).
@@ -50,14 +61,18 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use super::deadline::Deadline;
 use super::tls::ServerTls;
 
 /// How long and how many; see the module docs for what each bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    pub header_read_timeout: Duration,
+    pub request_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_connections: usize,
+    /// Places among `max_connections` that only `/healthz` and requests
+    /// with a bearer token may hold while they are answered.
+    pub reserved: usize,
 }
 
 impl Limits {
@@ -65,11 +80,14 @@ impl Limits {
     /// browsers need a handful; 64 descriptors are a small share of the
     /// unit's `LimitNOFILE=65536` and of a shell's 1024. 10 s for a request
     /// head is ages for any real client on the networks an API is opened
-    /// to; 30 s without a byte is a client that went away.
+    /// to; 30 s without a byte is a client that went away. 4 held-back
+    /// places let `/healthz`, the CLI and a scrape through together while
+    /// 60 others are in flight.
     pub const DEFAULT: Limits = Limits {
-        header_read_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(30),
         max_connections: 64,
+        reserved: 4,
     };
 }
 
@@ -81,6 +99,7 @@ pub struct ServerStats {
     refused: AtomicU64,
     evicted: AtomicU64,
     timed_out: AtomicU64,
+    shed: AtomicU64,
 }
 
 /// A copy of [`ServerStats`] at one instant.
@@ -93,8 +112,11 @@ pub struct ServerSnapshot {
     pub refused_total: u64,
     /// Closed to make room for a newcomer (no request in flight).
     pub evicted_total: u64,
-    /// Closed by the header-read or idle timeout.
+    /// Closed by the request deadline or the idle timeout.
     pub timed_out_total: u64,
+    /// Requests answered 503 at once: every place not held back for
+    /// `/healthz` and bearer-token requests was answering.
+    pub shed_total: u64,
 }
 
 impl ServerStats {
@@ -106,16 +128,30 @@ impl ServerStats {
             refused_total: load(&self.refused),
             evicted_total: load(&self.evicted),
             timed_out_total: load(&self.timed_out),
+            shed_total: load(&self.shed),
         }
     }
 
     fn count(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    pub(super) fn count_timed_out(&self) {
+        Self::count(&self.timed_out);
+    }
+}
+
+/// Who sent a request, for the router: the peer's address (the login
+/// throttle counts by it) and whether the connection is TLS (the session
+/// cookie is then `Secure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Peer {
+    pub addr: std::net::SocketAddr,
+    pub tls: bool,
 }
 
 /// Serves `router` on `listener` until `shutdown`, then lets requests in
-/// flight finish for up to [`Limits::header_read_timeout`].
+/// flight finish for up to [`Limits::request_timeout`].
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -124,7 +160,11 @@ pub async fn serve(
     stats: Arc<ServerStats>,
     shutdown: CancellationToken,
 ) {
-    let table = Arc::new(Table::new(limits.max_connections, stats.clone()));
+    let table = Arc::new(Table::new(
+        limits.max_connections,
+        limits.reserved,
+        stats.clone(),
+    ));
     let sockets = Arc::new(Semaphore::new(2 * limits.max_connections.max(1)));
     let tracker = TaskTracker::new();
     loop {
@@ -140,8 +180,8 @@ pub async fn serve(
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(err) => {
                 // Out of descriptors (EMFILE) or a connection reset before
                 // it was accepted: pause instead of spinning on the error.
@@ -158,6 +198,7 @@ pub async fn serve(
         ServerStats::count(&stats.accepted);
         let connection = Connection {
             _socket: socket,
+            peer,
             slot,
             router: router.clone(),
             limits,
@@ -167,7 +208,7 @@ pub async fn serve(
         tracker.spawn(connection.run(stream, tls.current()));
     }
     tracker.close();
-    let grace = limits.header_read_timeout;
+    let grace = limits.request_timeout;
     if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!("API connections still open {grace:?} after shutdown; closing them");
     }
@@ -177,6 +218,7 @@ pub async fn serve(
 struct Connection {
     /// Held until the task ends and its socket is closed.
     _socket: OwnedSemaphorePermit,
+    peer: std::net::SocketAddr,
     slot: Slot,
     router: Router,
     limits: Limits,
@@ -193,10 +235,9 @@ impl Connection {
             activity: activity.clone(),
         };
         let Some(acceptor) = tls else {
-            return self.http(stream, activity).await;
+            return self.http(stream, activity, false).await;
         };
-        let handshake =
-            tokio::time::timeout(self.limits.header_read_timeout, acceptor.accept(stream));
+        let handshake = tokio::time::timeout(self.limits.request_timeout, acceptor.accept(stream));
         let evicted = self.slot.live.evicted.clone();
         let stream = tokio::select! {
             () = evicted.cancelled() => return,
@@ -213,21 +254,37 @@ impl Connection {
                 }
             },
         };
-        self.http(stream, activity).await;
+        self.http(stream, activity, true).await;
     }
 
     /// HTTP/1.1 on `io` until the client leaves, a limit closes it, it is
     /// evicted, or the daemon stops.
-    async fn http<S>(self, io: S, activity: Arc<Activity>)
+    async fn http<S>(self, io: S, activity: Arc<Activity>, tls: bool)
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let live = self.slot.live.clone();
+        let table = self.slot.table.clone();
         let router = self.router.clone();
-        let service = hyper::service::service_fn(move |request| {
-            let busy = Busy::enter(live.clone());
+        let peer = Peer {
+            addr: self.peer,
+            tls,
+        };
+        let (timeout, stats) = (self.limits.request_timeout, self.stats.clone());
+        let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+            let busy = table.enter(&live, held_back_for(&request));
+            let deadline = live.ready_since() + timeout;
+            let stats = stats.clone();
+            let mut request = request.map(|body: hyper::body::Incoming| {
+                axum::body::Body::new(Deadline::new(body, deadline, timeout, stats.clone()))
+            });
+            request.extensions_mut().insert(peer);
             let router = router.clone();
             async move {
+                let Some(busy) = busy else {
+                    ServerStats::count(&stats.shed);
+                    return Ok(shed());
+                };
                 let response = router.oneshot(request).await?;
                 // The request counts as in flight until its body is sent
                 // (or dropped): a streamed history is never evicted.
@@ -242,7 +299,7 @@ impl Connection {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(self.limits.header_read_timeout)
+            .header_read_timeout(self.limits.request_timeout)
             .keep_alive(true);
         let connection = builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(connection);
@@ -276,9 +333,33 @@ impl Connection {
     }
 }
 
+/// Whether a request may take a held-back place: `/healthz`, and one
+/// with a bearer token (checked before its body is read, so a wrong one is
+/// answered at once and holds nothing).
+fn held_back_for<B>(request: &hyper::Request<B>) -> bool {
+    request.uri().path() == "/healthz" || super::auth::bearer(request.headers()).is_some()
+}
+
+/// The answer to a request beyond the places not held back.
+fn shed() -> axum::response::Response {
+    let body = r#"{"error":"the API is answering as many requests as it takes at once; /healthz and requests with the token still get through; retry in a moment"}"#;
+    axum::http::Response::builder()
+        .status(axum::http::StatusCode::SERVICE_UNAVAILABLE)
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .header(axum::http::header::RETRY_AFTER, "1")
+        .header(axum::http::header::CONNECTION, "close")
+        .body(axum::body::Body::from(body))
+        // Invariant: static, valid header names and values.
+        .expect("a static response builds")
+}
+
 /// The open connections, oldest first, and how many may be.
 struct Table {
     cap: usize,
+    /// Of `cap`, the places only held-back requests may hold while busy.
+    reserved: usize,
+    /// Requests in flight that are not held back ones.
+    ordinary_busy: AtomicUsize,
     stats: Arc<ServerStats>,
     inner: Mutex<TableInner>,
 }
@@ -290,12 +371,28 @@ struct TableInner {
 }
 
 /// What the table knows of one connection.
-#[derive(Default)]
 struct Live {
     /// Requests whose response is not yet sent.
     busy: AtomicUsize,
     /// Cancelled to close the connection for a newcomer.
     evicted: CancellationToken,
+    /// The connection's start, then the end of its last response: where
+    /// the next request's deadline counts from.
+    ready_since: Mutex<Instant>,
+}
+
+impl Live {
+    fn new() -> Live {
+        Live {
+            busy: AtomicUsize::new(0),
+            evicted: CancellationToken::new(),
+            ready_since: Mutex::new(Instant::now()),
+        }
+    }
+
+    fn ready_since(&self) -> Instant {
+        *self.ready_since.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// A connection's place in the table; leaving it frees the place.
@@ -306,12 +403,31 @@ struct Slot {
 }
 
 impl Table {
-    fn new(cap: usize, stats: Arc<ServerStats>) -> Table {
+    fn new(cap: usize, reserved: usize, stats: Arc<ServerStats>) -> Table {
+        let cap = cap.max(1);
         Table {
-            cap: cap.max(1),
+            cap,
+            reserved: reserved.min(cap - 1),
+            ordinary_busy: AtomicUsize::new(0),
             stats,
             inner: Mutex::new(TableInner::default()),
         }
+    }
+
+    /// A request in flight on `live`; `None` for an ordinary request when
+    /// every place not held back is busy answering.
+    fn enter(self: &Arc<Self>, live: &Arc<Live>, held_back: bool) -> Option<Busy> {
+        if held_back {
+            return Some(Busy::enter(live.clone(), None));
+        }
+        let most = self.cap - self.reserved;
+        let taken = self
+            .ordinary_busy
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < most).then_some(n + 1)
+            });
+        taken.ok()?;
+        Some(Busy::enter(live.clone(), Some(self.clone())))
     }
 
     /// A place for a newcomer: a free one, else the oldest connection with
@@ -331,7 +447,7 @@ impl Table {
         }
         let id = inner.next;
         inner.next += 1;
-        let live = Arc::new(Live::default());
+        let live = Arc::new(Live::new());
         inner.live.insert(id, live.clone());
         self.stats
             .open
@@ -356,19 +472,31 @@ impl Drop for Slot {
 }
 
 /// One request in flight on a connection, from its head to the end of its
-/// response body.
-struct Busy(Arc<Live>);
+/// response body; an ordinary one also holds its place in the table's
+/// count.
+struct Busy {
+    live: Arc<Live>,
+    ordinary: Option<Arc<Table>>,
+}
 
 impl Busy {
-    fn enter(live: Arc<Live>) -> Busy {
+    fn enter(live: Arc<Live>, ordinary: Option<Arc<Table>>) -> Busy {
         live.busy.fetch_add(1, Ordering::AcqRel);
-        Busy(live)
+        Busy { live, ordinary }
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+        *self
+            .live
+            .ready_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.live.busy.fetch_sub(1, Ordering::AcqRel);
+        if let Some(table) = &self.ordinary {
+            table.ordinary_busy.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -465,7 +593,7 @@ mod tests {
     use super::*;
 
     fn table(cap: usize) -> Arc<Table> {
-        Arc::new(Table::new(cap, Arc::new(ServerStats::default())))
+        Arc::new(Table::new(cap, 0, Arc::new(ServerStats::default())))
     }
 
     #[test]
@@ -489,11 +617,11 @@ mod tests {
         let table = table(2);
         let first = table.admit().unwrap();
         let second = table.admit().unwrap();
-        let _answering = Busy::enter(first.live.clone());
+        let _answering = Busy::enter(first.live.clone(), None);
         let third = table.admit().unwrap();
         assert!(!first.live.evicted.is_cancelled());
         assert!(second.live.evicted.is_cancelled());
-        let _also = Busy::enter(third.live.clone());
+        let _also = Busy::enter(third.live.clone(), None);
         assert!(table.admit().is_none());
         drop(_answering);
         let fourth = table.admit().unwrap();
@@ -502,10 +630,29 @@ mod tests {
     }
 
     #[test]
+    fn ordinary_requests_leave_the_held_back_places_to_healthz_and_the_cli() {
+        let table = Arc::new(Table::new(4, 1, Arc::new(ServerStats::default())));
+        let slots: Vec<Slot> = (0..4).map(|_| table.admit().unwrap()).collect();
+        let uploads: Vec<Busy> = slots[..3]
+            .iter()
+            .map(|slot| table.enter(&slot.live, false).unwrap())
+            .collect();
+        // A fourth slow upload is refused; the health check is not, and
+        // the slot it came on stays evictable until then.
+        assert!(table.enter(&slots[3].live, false).is_none());
+        let newcomer = table.admit().expect("the idle connection makes room");
+        assert!(slots[3].live.evicted.is_cancelled());
+        let health = table.enter(&newcomer.live, true).expect("held back");
+        drop(health);
+        drop(uploads);
+        assert!(table.enter(&newcomer.live, false).is_some());
+    }
+
+    #[test]
     fn leaving_frees_the_place() {
         let table = table(1);
         let only = table.admit().unwrap();
-        let _busy = Busy::enter(only.live.clone());
+        let _busy = Busy::enter(only.live.clone(), None);
         assert!(table.admit().is_none());
         drop(_busy);
         drop(only);

@@ -79,6 +79,19 @@ pub const MAX_HEARTBEAT_INTERVAL: Duration = DAY;
 /// cache no browser keeps.
 pub const MAX_MIN_MAX_AGE: Duration = DAY;
 
+/// The shortest `[api] request_timeout`: below a second a TLS handshake
+/// over a slow link fails.
+pub(crate) const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// `[api] request_timeout`: a request head and body of a few KiB take
+/// milliseconds on any network an API is opened to; past a minute a slow
+/// client holds a connection slot for nothing.
+pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `[api] session_ttl`: a browser session is a credential left in a cookie
+/// jar; past a month it outlives any reason to keep it.
+pub const MAX_SESSION_TTL: Duration = Duration::from_secs(30 * 86_400);
+
 /// The shortest `[api] token_file` accepted when `listen` is not
 /// loopback: 32 bytes is 256 bits when drawn at random (`openssl rand -hex
 /// 32` writes 64 characters), beyond guessing at any request rate; a
@@ -102,6 +115,8 @@ mod tests {
         assert_eq!(text(MAX_REPLICATION_INTERVAL), "1day");
         assert_eq!(text(MAX_HEARTBEAT_INTERVAL), "1day");
         assert_eq!(text(MAX_MIN_MAX_AGE), "1day");
+        assert_eq!(text(MAX_REQUEST_TIMEOUT), "1m");
+        assert_eq!(text(MAX_SESSION_TTL), "30days");
         assert_eq!(humantime::parse_duration("1y").ok(), Some(MAX_HOLD));
         assert_eq!(humantime::parse_duration("10y").ok(), Some(MAX_RETENTION));
     }

@@ -106,6 +106,14 @@ pub struct ApiConfig {
     /// What the CLI trusts when it asks a TLS API (besides the Mozilla
     /// roots); `None`: the certificates of `tls_cert_file` themselves.
     pub ca_file: Option<PathBuf>,
+    /// Names a `Host` header may carry besides the listen address and
+    /// `localhost` (a DNS name the API is reached by), lowercase, without
+    /// a trailing dot.
+    pub hosts: Vec<String>,
+    /// One deadline for a request's head and body together.
+    pub request_timeout: Duration,
+    /// How long a browser session made at `/login` lasts.
+    pub session_ttl: Duration,
 }
 
 /// `[api] tls_cert_file` and `tls_key_file`: PEM files that exist.

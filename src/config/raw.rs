@@ -65,6 +65,9 @@ pub(crate) struct RawApi {
     pub tls_cert_file: Option<Spanned<String>>,
     pub tls_key_file: Option<Spanned<String>>,
     pub ca_file: Option<Spanned<String>>,
+    pub hosts: Option<Vec<Spanned<String>>>,
+    pub request_timeout: Option<Spanned<DurationText>>,
+    pub session_ttl: Option<Spanned<DurationText>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -38,7 +38,8 @@ use super::decode::{Decoded, RawConfig};
 use super::error::Diagnostics;
 use super::limits::{
     MAX_GROUP_WINDOW, MAX_HEARTBEAT_INTERVAL, MAX_HOLD, MAX_REPEAT, MAX_REPLICATION_INTERVAL,
-    MAX_RETENTION, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE, MIN_REMOTE_TOKEN_BYTES,
+    MAX_REQUEST_TIMEOUT, MAX_RETENTION, MAX_SESSION_TTL, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE,
+    MIN_REMOTE_TOKEN_BYTES, MIN_REQUEST_TIMEOUT,
 };
 use super::raw::{
     DurationText, RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance,
@@ -67,6 +68,11 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Loopback only: the API must never be reachable from elsewhere unless the
 /// user writes so.
 const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9464);
+/// A request head and a body of a few KiB: ages on any real network.
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// A working day: a browser logged in in the morning is asked again the
+/// next day, and a cookie copied off a machine stops working by then.
+const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 const DEFAULT_THRESHOLD: u32 = 2;
 /// Reminder while down: a few per working day, not a flood.
 const DEFAULT_REPEAT: Duration = Duration::from_secs(4 * 3600);
@@ -254,12 +260,66 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
             remote_api_rules(cx, spanned, raw, token_file.as_deref(), cert_file.is_some());
         }
     }
+    let hosts = raw
+        .and_then(|r| r.hosts.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, host)| api_host(cx, &format!("hosts[{i}]"), host))
+        .collect();
+    let request_timeout = cx.duration_or(
+        "request_timeout",
+        raw.and_then(|r| r.request_timeout.as_ref()),
+        DEFAULT_REQUEST_TIMEOUT,
+        MIN_REQUEST_TIMEOUT,
+        MAX_REQUEST_TIMEOUT,
+    );
+    let session_ttl = cx.duration_or(
+        "session_ttl",
+        raw.and_then(|r| r.session_ttl.as_ref()),
+        DEFAULT_SESSION_TTL,
+        MIN_POSITIVE,
+        MAX_SESSION_TTL,
+    );
     ApiConfig {
         listen,
         token_file,
         tls,
         ca_file,
+        hosts,
+        request_timeout,
+        session_ttl,
     }
+}
+
+/// One of `[api] hosts`: a DNS name or an IP address as a `Host` header
+/// carries it, without scheme or port; kept lowercase without a trailing
+/// dot, the form the API compares.
+fn api_host(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<String> {
+    let text = value
+        .get_ref()
+        .trim()
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let unbracketed = text.trim_start_matches('[').trim_end_matches(']');
+    let is_ip = unbracketed.parse::<IpAddr>().is_ok();
+    let is_name = !text.is_empty()
+        && !text.starts_with(['.', '-'])
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    if is_ip {
+        return Some(unbracketed.to_string());
+    }
+    if is_name {
+        return Some(text);
+    }
+    let message = format!(
+        "{:?} is not a host name: a DNS name or an IP address, without scheme or port (e.g. \"vigie.example.com\")",
+        value.get_ref()
+    );
+    cx.error(&value.span(), key, message);
+    None
 }
 
 /// A `listen` that is not loopback: a token long enough not to be guessed,

@@ -380,6 +380,10 @@ async fn run_once(
         vantage: config.vantage.as_ref().map(|_| vantage_stats.clone()),
     });
     let listen = config.api.listen;
+    let limits = crate::api::Limits {
+        request_timeout: config.api.request_timeout,
+        ..crate::api::Limits::DEFAULT
+    };
     let bound = Arc::new(std::sync::Mutex::new(Some(listener)));
     supervisor.spawn("api", Progress::Unwatched, shutdown.clone(), {
         let shutdown = shutdown.clone();
@@ -398,7 +402,6 @@ async fn run_once(
                         Err(err) => panic!("cannot listen on {listen} again: {err}"),
                     },
                 };
-                let limits = crate::api::Limits::DEFAULT;
                 crate::api::serve(listener, api, server_tls, limits, stats, shutdown).await;
             }
         }

@@ -85,8 +85,13 @@ pub fn reload(
     let token = crate::api::read_token(&fresh).map_err(|err| err.to_string())?;
     let tls = crate::api::acceptor(fresh.api.tls.as_ref()).map_err(|err| err.to_string())?;
     let delivery = crate::mail::Delivery::from_config(&fresh).map_err(|err| err.to_string())?;
-    if fresh.api.listen != old.api.listen || fresh.state_dir != old.state_dir {
-        tracing::warn!("[api] listen and state_dir changes take effect at the next restart");
+    if fresh.api.listen != old.api.listen
+        || fresh.api.request_timeout != old.api.request_timeout
+        || fresh.state_dir != old.state_dir
+    {
+        tracing::warn!(
+            "[api] listen, [api] request_timeout and state_dir changes take effect at the next restart"
+        );
     }
     if fresh.replication != old.replication
         || fresh.heartbeat != old.heartbeat

@@ -4,38 +4,39 @@
 //! timeline), `/incidents`, and `/login`; the JSON behind them is
 //! `/api/v1/uptime/{name}` and `/api/v1/certificates/{name}`.
 //!
-//! With a token configured, a browser logs in with the form at `/login` or
-//! once with `?token=...`; either sets an HttpOnly, SameSite=Strict cookie
-//! holding a digest of the token (never the token itself), accepted for
-//! reading pages only (GET and HEAD), so a page cannot be made to change
-//! anything. Every page carries a strict Content-Security-Policy: nothing
-//! loads from another origin, no inline script or style.
+//! With a token configured, a browser logs in with the form at `/login`
+//! (never with the token in the address, which browser history would
+//! keep): a session cookie (`session.rs`), accepted for reading pages only
+//! (GET and HEAD), so a page cannot be made to change anything. Logins are
+//! throttled per client (`throttle.rs`); `login.rs` holds both. Every page
+//! carries a strict Content-Security-Policy: nothing loads from another
+//! origin, no inline script or style.
 
 mod build;
 mod chart;
+mod login;
 mod render;
 mod view;
 
 use std::collections::HashMap;
 
-use axum::extract::{Form, Path, Query, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use maud::Markup;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use serde::Serialize;
 use time::{Duration, OffsetDateTime};
 
-use super::{constant_time_eq, error, ApiState};
+use super::{error, ApiState};
 use crate::alert::maintenance_end;
 use crate::store::Granularity;
+use login::{login, login_form, require_session};
 
 /// The label checks are grouped by on the overview.
 const GROUP_BY: &str = "env";
-const COOKIE: &str = "vigie_session";
 const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
                    connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
@@ -51,102 +52,8 @@ pub(super) fn router(state: ApiState) -> Router<ApiState> {
         .route("/assets/favicon.svg", get(favicon))
 }
 
-/// What the session cookie holds: a digest of the token, so the cookie
-/// jar never keeps the bearer token itself.
-fn session_of(token: &str) -> String {
-    let digest = Sha256::digest(format!("vigie-session:{token}").as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
-        .map(|(_, value)| value.to_string())
-}
-
-fn set_session(token: &str, to: &str) -> Response {
-    let cookie = format!(
-        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
-        session_of(token)
-    );
-    let mut response = Redirect::to(to).into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
-    response
-}
-
-async fn require_session(State(state): State<ApiState>, request: Request, next: Next) -> Response {
-    let Some(token) = state.token.current() else {
-        return next.run(request).await;
-    };
-    let reading = matches!(*request.method(), Method::GET | Method::HEAD);
-    let query_token = request.uri().query().and_then(|q| {
-        url::form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "token")
-            .map(|(_, v)| v.into_owned())
-    });
-    if let Some(offered) = query_token {
-        if reading && constant_time_eq(offered.as_bytes(), token.as_bytes()) {
-            // The token leaves the address bar (and the history) at once.
-            return set_session(&token, request.uri().path());
-        }
-        return unauthorised(true);
-    }
-    let by_cookie = has_session(&request, &token);
-    let by_bearer = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .is_some_and(|(_, t)| constant_time_eq(t.trim().as_bytes(), token.as_bytes()));
-    match by_cookie || by_bearer {
-        true => next.run(request).await,
-        false => unauthorised(false),
-    }
-}
-
-/// A GET or HEAD carrying the session cookie of `token`.
-pub(super) fn has_session(request: &Request, token: &str) -> bool {
-    matches!(*request.method(), Method::GET | Method::HEAD)
-        && cookie(request.headers(), COOKIE)
-            .is_some_and(|c| constant_time_eq(c.as_bytes(), session_of(token).as_bytes()))
-}
-
-fn unauthorised(wrong_token: bool) -> Response {
-    match wrong_token {
-        true => page(StatusCode::UNAUTHORIZED, render::login(true)),
-        false => Redirect::to("/login").into_response(),
-    }
-}
-
-async fn login_form() -> Response {
-    page(StatusCode::OK, render::login(false))
-}
-
-#[derive(Deserialize)]
-struct LoginForm {
-    token: String,
-}
-
-async fn login(State(state): State<ApiState>, Form(form): Form<LoginForm>) -> Response {
-    match state.token.current() {
-        Some(token) if constant_time_eq(form.token.trim().as_bytes(), token.as_bytes()) => {
-            set_session(&token, "/")
-        }
-        Some(_) => page(StatusCode::UNAUTHORIZED, render::login(true)),
-        None => Redirect::to("/").into_response(),
-    }
-}
-
 /// An HTML page with the headers every page carries.
-fn page(code: StatusCode, markup: Markup) -> Response {
+pub(super) fn page(code: StatusCode, markup: Markup) -> Response {
     let mut response = (code, markup).into_response();
     let headers = response.headers_mut();
     headers.insert(

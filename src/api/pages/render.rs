@@ -281,8 +281,9 @@ pub fn incidents_page(
     layout("Incidents", Nav::Incidents, footer, main)
 }
 
-/// `/login`: the token form. `failed` after a wrong token.
-pub fn login(failed: bool) -> Markup {
+/// `/login`: the token form, with what went wrong last time (a wrong
+/// token, too many attempts, a body too large).
+pub fn login(problem: Option<&str>) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -295,7 +296,7 @@ pub fn login(failed: bool) -> Markup {
                         input #token type="password" name="token" autocomplete="current-password" required;
                         button type="submit" { "Log in" }
                     }
-                    @if failed { p.bad role="alert" { "That is not the token." } }
+                    @if let Some(problem) = problem { p.bad role="alert" { (problem) } }
                 }
             }
         }

@@ -1,0 +1,150 @@
+//! Who may ask: the bearer token of `[api] token_file`, and the browser
+//! sessions opened with it at `/login` (reading only). [`Token`] holds the
+//! token in force, the sessions made from it (all ended when a reload
+//! brings another token) and the login throttle.
+//!
+//! Every check here reads headers only. A request's body is read by its
+//! handler after this middleware let it through, so a client without the
+//! token never makes the daemon read one.
+
+use std::sync::{Arc, RwLock};
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::serve::Peer;
+use super::session::{self, Sessions};
+use super::throttle::Throttle;
+use super::{error, ApiState};
+
+/// The API token, swapped when a reload reads a new `token_file`, with the
+/// sessions and login attempts that go with it. Its `Debug` never shows
+/// the token.
+#[derive(Clone, Default)]
+pub struct Token(Arc<Credentials>);
+
+#[derive(Default)]
+struct Credentials {
+    token: RwLock<Option<Arc<str>>>,
+    sessions: Sessions,
+    logins: Throttle,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token([redacted])")
+    }
+}
+
+impl Token {
+    /// Puts `token` in force; a different one ends every session.
+    pub fn set(&self, token: Option<Arc<str>>) {
+        let mut current = self.0.token.write().unwrap_or_else(|p| p.into_inner());
+        if *current != token {
+            self.0.sessions.clear();
+        }
+        *current = token;
+    }
+
+    pub(super) fn current(&self) -> Option<Arc<str>> {
+        self.0
+            .token
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(super) fn sessions(&self) -> &Sessions {
+        &self.0.sessions
+    }
+
+    pub(super) fn logins(&self) -> &Throttle {
+        &self.0.logins
+    }
+
+    /// Whether `offered` is the token in force.
+    pub(super) fn matches(&self, offered: &str) -> bool {
+        self.current()
+            .is_some_and(|token| constant_time_eq(offered.trim().as_bytes(), token.as_bytes()))
+    }
+}
+
+/// The token of an `Authorization: Bearer ...` header. The scheme name is
+/// case-insensitive (RFC 9110 section 11.1).
+pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+}
+
+/// A GET or HEAD carrying an open session's cookie (a token must be in
+/// force: sessions exist only with one).
+pub(super) fn has_session(request: &Request, token: &Token) -> bool {
+    let tls = request.extensions().get::<Peer>().is_some_and(|p| p.tls);
+    matches!(*request.method(), Method::GET | Method::HEAD)
+        && token.current().is_some()
+        && session::presented(request.headers(), tls).is_some_and(|id| token.sessions().is_open(id))
+}
+
+/// The JSON endpoints' rule: with a token in force, every one but
+/// `/healthz` needs it, or, for reading, a browser session.
+pub(super) async fn require_token(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if state.token.current().is_none() || request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    // A browser logged in to the pages reads the JSON behind them (the day
+    // bars' figures) with its session cookie; reading only.
+    if has_session(&request, &state.token) {
+        return next.run(request).await;
+    }
+    match bearer(request.headers()) {
+        Some(offered) if state.token.matches(offered) => next.run(request).await,
+        _ => error(
+            StatusCode::UNAUTHORIZED,
+            "this endpoint needs `Authorization: Bearer <token from [api] token_file>`",
+        ),
+    }
+}
+
+/// Compares without an early exit, so response timing does not reveal how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_token() {
+        let token = Token::default();
+        token.set(Some(Arc::from("s3cret-token")));
+        assert_eq!(format!("{token:?}"), "Token([redacted])");
+        assert!(token.matches(" s3cret-token\n"));
+        assert!(!token.matches("s3cret-toke"));
+    }
+
+    #[tokio::test]
+    async fn a_new_token_ends_the_sessions_of_the_old_one() {
+        let token = Token::default();
+        token.set(Some(Arc::from("one")));
+        let id = token
+            .sessions()
+            .open(std::time::Duration::from_secs(60))
+            .unwrap();
+        token.set(Some(Arc::from("one")));
+        assert!(token.sessions().is_open(&id), "the same token again");
+        token.set(Some(Arc::from("two")));
+        assert!(!token.sessions().is_open(&id));
+    }
+}
