@@ -136,6 +136,20 @@ pub struct Alerter {
     unsaved: HeldStates,
     vantage: Option<VantageLink>,
     waiting: HashMap<String, Waiting>,
+    /// Events another vantage claimed whose state does not show them yet.
+    unbacked: Vec<Unbacked>,
+}
+
+/// An event another vantage claimed, not yet backed by its own state: it
+/// is recorded as sent by it once its state shows the incident, and sent
+/// from here if that does not show within `stale_after` (a claim alone
+/// may be forged, or left by a node that died before sending).
+#[derive(Debug, Clone)]
+struct Unbacked {
+    event: alert::Event,
+    by: String,
+    message_id: String,
+    claimed_at: OffsetDateTime,
 }
 
 struct Run {
@@ -230,6 +244,7 @@ impl Alerter {
             unsaved: parts.held.clone(),
             vantage: parts.vantage.clone(),
             waiting: HashMap::new(),
+            unbacked: Vec::new(),
         }
     }
 
@@ -391,6 +406,29 @@ impl Alerter {
         if changed {
             v.wanted.publish_now();
         }
+    }
+
+    /// A peer's liveness in the state this node publishes, like a check's:
+    /// the others check a claim on its "silent" page against it.
+    fn record_peer_view(&self, check: &str, now: OffsetDateTime) {
+        let (Some(v), Some(state)) = (&self.vantage, self.engine.state(check)) else {
+            return;
+        };
+        let firing = state.is_firing();
+        let status = match firing {
+            true => ViewStatus::Down,
+            false => ViewStatus::Up,
+        };
+        let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
+        vantage::published::record(
+            &mut view,
+            check,
+            status,
+            now,
+            state.failing_since(),
+            None,
+            firing,
+        );
     }
 
     fn round(&mut self, run: &mut Run, round: Round) {
@@ -682,6 +720,7 @@ impl Alerter {
             {
                 self.save(&[state]);
             }
+            self.record_peer_view(&check, now);
         }
     }
 
@@ -717,7 +756,8 @@ impl Alerter {
                 tracing::warn!(check = %check, vantages = %waiting.words, "not paged: the other vantages do not confirm it");
             }
         }
-        v.wanted.set_pending(!self.waiting.is_empty());
+        v.wanted
+            .set_pending(!self.waiting.is_empty() || !self.unbacked.is_empty());
         self.status.set_fleet_notes(
             self.waiting
                 .iter()
@@ -794,11 +834,14 @@ impl Alerter {
                     by,
                     message_id,
                 }) => {
-                    tracing::info!(check = %event.check, incident = %key, sent_by = %by, "sent by another vantage");
-                    v.stats.add_sent_elsewhere(1);
-                    if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
-                        self.save(&[state]);
-                    }
+                    tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
+                    self.unbacked.push(Unbacked {
+                        event,
+                        by,
+                        message_id,
+                        claimed_at: now,
+                    });
+                    v.wanted.set_pending(true);
                 }
                 Err(why) => {
                     tracing::warn!(check = %event.check, reason = %why, "vantages cannot coordinate: this page goes out on this node's judgment alone");
@@ -821,7 +864,7 @@ impl Alerter {
     async fn send_due(&mut self) {
         let now = self.clock.now();
         let notifications = self.engine.poll_notifications(now);
-        if notifications.is_empty() {
+        if notifications.is_empty() && self.unbacked.is_empty() {
             return;
         }
         let mut due: Vec<Outbound> = Vec::new();
@@ -835,6 +878,10 @@ impl Alerter {
                     }
                     Coordination::Unavailable { why } => Some(why.clone()),
                 });
+        // Already claimed (by another node, whose state did not back it).
+        for notification in self.settle_unbacked(now) {
+            due.push(self.engine.outbound(&notification, now));
+        }
         for mut notification in notifications {
             if let Some(v) = self.vantage.clone() {
                 self.claim(&v, &mut notification, &mut unavailable, now)
@@ -867,6 +914,55 @@ impl Alerter {
                 self.outbox.wake();
             }
         }
+    }
+}
+
+impl Alerter {
+    /// Goes through the events other vantages claimed: those their
+    /// claimant's state now shows are recorded as sent by it; those it has
+    /// not shown within `stale_after` come back as mails of their own,
+    /// marked as sent over an unconfirmed claim.
+    fn settle_unbacked(&mut self, now: OffsetDateTime) -> Vec<Notification> {
+        let Some(v) = self.vantage.clone() else {
+            return Vec::new();
+        };
+        let fleet = v.fleet.borrow().clone();
+        let mut out = Vec::new();
+        for claim in std::mem::take(&mut self.unbacked) {
+            let Unbacked {
+                mut event,
+                by,
+                message_id,
+                claimed_at,
+            } = claim;
+            let resolved = event.kind == EventKind::Resolved;
+            if fleet.backs_claim(&by, &event.check, resolved, claimed_at, now) {
+                tracing::info!(check = %event.check, sent_by = %by, "sent by another vantage (its state shows it)");
+                v.stats.add_sent_elsewhere(1);
+                if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
+                    self.save(&[state]);
+                }
+            } else if now >= saturating_add(claimed_at, fleet.stale_after) {
+                let words = vantage::unbacked_claim_words(&by, v.coordinator.node());
+                tracing::warn!(check = %event.check, claimed_by = %by, "{words}");
+                v.stats.sent_over_claim(&event.check, &words, now);
+                event.vantage = Some(words);
+                out.push(Notification {
+                    kind: event.kind,
+                    to: event.to.clone(),
+                    opened: now,
+                    events: vec![event],
+                });
+            } else {
+                self.unbacked.push(Unbacked {
+                    event,
+                    by,
+                    message_id,
+                    claimed_at,
+                });
+            }
+        }
+        out
     }
 }
 
