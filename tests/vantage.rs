@@ -14,7 +14,9 @@ use std::time::Duration;
 use common::daemon::{poll, Daemon};
 use common::env::Env;
 use common::smtp::{SmtpOpts, SmtpServer};
-use common::vantage::{body, metric, subjects, wait_mails, with_subject, Fleet, MAIL};
+use common::vantage::{
+    body, metric, subjects, wait_mails, with_subject, Fleet, FleetKeys, MAIL,
+};
 
 const ALERTING: &str = "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n";
 
@@ -262,12 +264,14 @@ fn lone_vantage(endpoint: &str, bucket: &str, smtp: &SmtpServer) -> (Env, std::n
     let env = Env::with_config(&common::daemon::api_section(api, None));
     let (id, secret) = common::s3_auth::write_keys(env.path(), "any", "thing");
     env.append_config(&smtp.alerting_sections(ALERTING));
+    let keys = FleetKeys::new_in(&env.path().join("keys"), &["eu-par", "fra"]);
     env.append_config(&format!(
         "[replication]\nurl = \"s3://{bucket}/eu-par\"\nendpoint = \"{endpoint}\"\n\
          access_key_id_file = {:?}\nsecret_access_key_file = {:?}\ninterval = \"1h\"\n\
-         [vantage]\npeers = [\"fra\"]\npublish_every = \"1s\"\nstale_after = \"5s\"\n",
+         {}publish_every = \"1s\"\nstale_after = \"5s\"\n",
         id.display().to_string(),
         secret.display().to_string(),
+        keys.section("eu-par"),
     ));
     // Nothing listens there: the check fails from the start.
     let nowhere = common::servers::refused_addr();
