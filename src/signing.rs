@@ -173,7 +173,9 @@ mod tests {
 
     #[test]
     fn bad_texts_say_what_to_write() {
-        assert!(PublicKey::parse("fra").unwrap_err().contains("ed25519:BASE64"));
+        assert!(PublicKey::parse("fra")
+            .unwrap_err()
+            .contains("ed25519:BASE64"));
         assert!(PublicKey::parse("ed25519:AAAA").unwrap_err().contains("32"));
         assert!(SigningKey::from_pem("nope").unwrap_err().contains("keygen"));
     }

@@ -32,8 +32,7 @@ pub fn keygen(node: &str, out: &Path) -> Result<Made, String> {
             "{node:?} is not a valid vantage name (1 to 64 of a-z, 0-9, '.', '_' and '-')"
         ));
     }
-    std::fs::create_dir_all(out)
-        .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let (key, pem) = SigningKey::generate()?;
     let key_file = out.join(format!("{node}.key"));
     let mut file = OpenOptions::new()
@@ -67,7 +66,10 @@ mod tests {
     fn the_key_is_private_and_its_entry_reads_back() {
         let dir = std::env::temp_dir().join(format!("vigie-keygen-{}", std::process::id()));
         let made = keygen("fra", &dir).unwrap();
-        let mode = std::fs::metadata(&made.key_file).unwrap().permissions().mode();
+        let mode = std::fs::metadata(&made.key_file)
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         let text = std::fs::read_to_string(&made.key_file).unwrap();
         let key = SigningKey::from_pem(&text).unwrap();

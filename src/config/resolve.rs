@@ -701,7 +701,11 @@ fn vantage(
             let message = format!("{name:?} is this vantage's own node; list only the others");
             cx.error(&peer_span(raw, name), "peers", message);
         } else if peers.iter().any(|p| p.name == *name) {
-            cx.error(&peer_span(raw, name), "peers", format!("{name:?} is listed twice"));
+            cx.error(
+                &peer_span(raw, name),
+                "peers",
+                format!("{name:?} is listed twice"),
+            );
         } else {
             peers.push(peer);
         }

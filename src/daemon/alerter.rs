@@ -34,8 +34,8 @@ use crate::schedule::next_after;
 use crate::store::{AlertStore, Latest};
 use crate::supervise::Stage;
 use crate::vantage::{
-    self, ClaimRequest, Claimed, Coordination, Coordinator, Fleet, LocalView, VantageStats,
-    ViewStatus,
+    self, BackedClaim, ClaimRequest, Claimed, Coordination, Coordinator, Fleet, LocalView,
+    VantageStats, ViewStatus,
 };
 
 /// How often the engine is ticked (reminders, released holds, grouping
@@ -140,15 +140,17 @@ pub struct Alerter {
     unbacked: Vec<Unbacked>,
 }
 
-/// An event another vantage claimed, not yet backed by its own state: it
-/// is recorded as sent by it once its state shows the incident, and sent
-/// from here if that does not show within `stale_after` (a claim alone
-/// may be forged, or left by a node that died before sending).
+/// An event another vantage claimed, not yet backed by its own state. It
+/// is recorded as sent by that node at once (so the engine goes on with
+/// the incident), and sent from here after all if that node's state does
+/// not show it within `stale_after`: a claim alone may be forged, or left
+/// by a node that died before sending.
 #[derive(Debug, Clone)]
 struct Unbacked {
     event: alert::Event,
     by: String,
-    message_id: String,
+    /// The claim's name in the bucket.
+    name: String,
     claimed_at: OffsetDateTime,
 }
 
@@ -822,6 +824,8 @@ impl Alerter {
             match claimed {
                 Ok(Claimed::Won { key }) => {
                     tracing::info!(check = %event.check, incident = %key, "this vantage sends the mail");
+                    // The state listing the claim backs it for the others.
+                    v.wanted.publish_now();
                     event.vantage = fleet_words(&fleet, &event, now);
                     if event.kind == EventKind::Down && !event.check.starts_with("vigie:") {
                         v.stats.add_confirmations(1);
@@ -833,12 +837,16 @@ impl Alerter {
                     key,
                     by,
                     message_id,
+                    name,
                 }) => {
                     tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
+                    if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
+                        self.save(&[state]);
+                    }
                     self.unbacked.push(Unbacked {
                         event,
                         by,
-                        message_id,
+                        name,
                         claimed_at: now,
                     });
                     v.wanted.set_pending(true);
@@ -919,9 +927,9 @@ impl Alerter {
 
 impl Alerter {
     /// Goes through the events other vantages claimed: those their
-    /// claimant's state now shows are recorded as sent by it; those it has
-    /// not shown within `stale_after` come back as mails of their own,
-    /// marked as sent over an unconfirmed claim.
+    /// claimant's state now backs are done with; those it has not backed
+    /// within `stale_after` come back as mails of their own, marked as
+    /// sent over an unconfirmed claim.
     fn settle_unbacked(&mut self, now: OffsetDateTime) -> Vec<Notification> {
         let Some(v) = self.vantage.clone() else {
             return Vec::new();
@@ -929,20 +937,24 @@ impl Alerter {
         let fleet = v.fleet.borrow().clone();
         let mut out = Vec::new();
         for claim in std::mem::take(&mut self.unbacked) {
+            let backed = BackedClaim {
+                check: &claim.event.check,
+                name: &claim.name,
+                resolved: claim.event.kind == EventKind::Resolved,
+                claimed_at: claim.claimed_at,
+            };
+            if fleet.backs_claim(&claim.by, &backed, now) {
+                tracing::info!(check = %claim.event.check, sent_by = %claim.by, "sent by another vantage (its state shows it)");
+                v.stats.add_sent_elsewhere(1);
+                continue;
+            }
             let Unbacked {
                 mut event,
                 by,
-                message_id,
+                name,
                 claimed_at,
             } = claim;
-            let resolved = event.kind == EventKind::Resolved;
-            if fleet.backs_claim(&by, &event.check, resolved, claimed_at, now) {
-                tracing::info!(check = %event.check, sent_by = %by, "sent by another vantage (its state shows it)");
-                v.stats.add_sent_elsewhere(1);
-                if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
-                    self.save(&[state]);
-                }
-            } else if now >= saturating_add(claimed_at, fleet.stale_after) {
+            if now >= saturating_add(claimed_at, fleet.stale_after) {
                 let words = vantage::unbacked_claim_words(&by, v.coordinator.node());
                 tracing::warn!(check = %event.check, claimed_by = %by, "{words}");
                 v.stats.sent_over_claim(&event.check, &words, now);
@@ -957,7 +969,7 @@ impl Alerter {
                 self.unbacked.push(Unbacked {
                     event,
                     by,
-                    message_id,
+                    name,
                     claimed_at,
                 });
             }

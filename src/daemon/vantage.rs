@@ -30,8 +30,8 @@ use crate::clock::{unix_millis, Clock};
 use crate::config::VantageConfig;
 use crate::supervise::Stage;
 use crate::vantage::{
-    Conditional, Coordination, Coordinator, Fleet, LocalView, NodeHealth, NodeState, Peer,
-    Signed, VantageStats,
+    Conditional, Coordination, Coordinator, Fleet, LocalView, NodeHealth, NodeState, Peer, Signed,
+    VantageStats,
 };
 
 /// How often the peers are read while a check waits for its first
@@ -160,6 +160,7 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone(),
+                claims: parts.coordinator.won_claims(),
             };
             match parts.coordinator.publish(&state).await {
                 Ok(()) => parts.stats.published(true),

@@ -31,8 +31,7 @@ use object_store::client::{HttpClient, HttpConnector};
 use object_store::path::Path as ObjectPath;
 use object_store::{
     BackoffConfig, ClientOptions, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
-    PutPayload,
-    RetryConfig, UpdateVersion,
+    PutPayload, RetryConfig, UpdateVersion,
 };
 use time::OffsetDateTime;
 use url::Url;

@@ -18,7 +18,7 @@
 //! that cannot answer within seconds is unavailable, and vigie pages
 //! without it rather than wait.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +40,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// that an attacker writing many names cannot grow it without end.
 const MAX_REMEMBERED: usize = 1024;
 
+/// Claims won that a state lists: enough for every mail of a few minutes,
+/// a few kilobytes at most.
+const MAX_WON_LISTED: usize = 64;
+
 /// The coordination bucket as one node uses it.
 #[derive(Debug, Clone)]
 pub struct Coordinator {
@@ -50,6 +54,8 @@ pub struct Coordinator {
     stats: Arc<VantageStats>,
     /// Refused objects by name: their version (with the ETag) and why.
     refused: Arc<Mutex<HashMap<String, (ObjectVersion, Rejection)>>>,
+    /// The claims this node won lately, newest last, for its state.
+    won: Arc<Mutex<VecDeque<String>>>,
 }
 
 /// What the conditional-write test found.
@@ -97,6 +103,7 @@ impl Coordinator {
             max_clock_skew: vantage.max_clock_skew,
             stats,
             refused: Arc::default(),
+            won: Arc::default(),
         })
     }
 
@@ -237,7 +244,9 @@ impl Coordinator {
         author: impl Fn(&T) -> &str,
     ) -> Result<Signed<T>, ReplicateError> {
         let known = self.remembered(name);
-        let etag = known.as_ref().and_then(|(v, _)| v.etag().map(str::to_string));
+        let etag = known
+            .as_ref()
+            .and_then(|(v, _)| v.etag().map(str::to_string));
         self.stats.add_requests(1);
         let got = self.bucket.get_capped(name, cap, etag.as_deref()).await?;
         Ok(match got {
@@ -247,7 +256,10 @@ impl Coordinator {
                     // The caller counts refusals it is told about; this one
                     // was counted when first seen.
                     return Ok(Signed::Refused {
-                        why: Rejection { repeated: true, ..why },
+                        why: Rejection {
+                            repeated: true,
+                            ..why
+                        },
                         version,
                     });
                 }
@@ -291,6 +303,21 @@ impl Coordinator {
     fn forget(&self, name: &str) {
         let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
         refused.remove(name);
+    }
+
+    /// This node won the claim `name`: its next states list it.
+    pub(super) fn won(&self, name: &str) {
+        let mut won = self.won.lock().unwrap_or_else(|p| p.into_inner());
+        if won.len() >= MAX_WON_LISTED {
+            won.pop_front();
+        }
+        won.push_back(name.to_string());
+    }
+
+    /// The claims this node won lately, oldest first.
+    pub fn won_claims(&self) -> Vec<String> {
+        let won = self.won.lock().unwrap_or_else(|p| p.into_inner());
+        won.iter().cloned().collect()
     }
 
     /// Creates `name` with `value` signed, unless it exists

@@ -55,6 +55,9 @@ pub enum Claimed {
         key: String,
         by: String,
         message_id: String,
+        /// The claim's name in the bucket, which `by`'s state lists if it
+        /// really sent it.
+        name: String,
     },
 }
 
@@ -100,7 +103,10 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
         // A forged claim is replaced once; if another node replaced it
         // first, its claim is read in the second round.
         for round in 0..2 {
-            match c.read_claim(&name, request.now, |b: &ClaimBody| &b.node).await? {
+            match c
+                .read_claim(&name, request.now, |b: &ClaimBody| &b.node)
+                .await?
+            {
                 // Our own create, retried after its answer was lost.
                 Signed::Valid { value, .. } if value.node == c.node() => {}
                 Signed::Valid { value, .. } => {
@@ -108,6 +114,7 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
                         key: key.clone(),
                         by: value.node,
                         message_id: value.message_id,
+                        name: name.clone(),
                     };
                 }
                 Signed::Refused { version, .. } if round == 0 => {
@@ -120,6 +127,9 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
             }
             break;
         }
+    }
+    if let Claimed::Won { .. } = claimed {
+        c.won(&name);
     }
     if request.kind == EventKind::Resolved {
         close(c, request, &key).await?;
@@ -151,20 +161,20 @@ async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String
     for _ in 0..CAS_ROUNDS {
         // A refused pointer is as good as none, but is replaced with
         // If-Match (its version), like a real one.
-        let (current, version) =
-            match c.read_claim(&name, request.now, |p: &Pointer| &p.written_by).await? {
-                Signed::Missing => (None, None),
-                Signed::Valid { value, version, .. } => (Some(value), Some(version)),
-                Signed::Refused { version, .. } => (None, Some(version)),
-            };
+        let (current, version) = match c
+            .read_claim(&name, request.now, |p: &Pointer| &p.written_by)
+            .await?
+        {
+            Signed::Missing => (None, None),
+            Signed::Valid { value, version, .. } => (Some(value), Some(version)),
+            Signed::Refused { version, .. } => (None, Some(version)),
+        };
         if let Some(pointer) = &current {
             let adopt = match request.kind {
                 // A reminder or RESOLVED is about the incident the fleet
                 // announced, closed or not.
                 EventKind::Reminder | EventKind::Resolved => true,
-                EventKind::Down => {
-                    pointer.open && !resolved(c, request, &pointer.key).await?
-                }
+                EventKind::Down => pointer.open && !resolved(c, request, &pointer.key).await?,
             };
             if adopt {
                 return Ok(pointer.key.clone());

@@ -31,7 +31,9 @@ mod timeline;
 pub use bucket::{Conditional, Coordinator, Signed};
 pub use claim::{claim, ClaimRequest, Claimed};
 pub use published::{CheckView, LocalView, NodeHealth, NodeState, ViewStatus};
-pub use quorum::{silent_words, unbacked_claim_words, Coordination, Fleet, Judgment, Peer};
+pub use quorum::{
+    silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet, Judgment, Peer,
+};
 pub use signed::{Reason, Rejection};
 pub use stats::{VantageSnapshot, VantageStats};
 

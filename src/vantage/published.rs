@@ -60,6 +60,10 @@ pub struct NodeState {
     pub health: NodeHealth,
     /// Every check this node probes, by name.
     pub checks: BTreeMap<String, CheckView>,
+    /// The claims this node won lately (their names under the prefix,
+    /// newest last): what another node checks a claim it lost against.
+    #[serde(default)]
+    pub claims: Vec<String>,
 }
 
 /// The node's own health, as its `/healthz` says it.
@@ -179,6 +183,7 @@ mod tests {
                     firing: true,
                 },
             )]),
+            claims: vec!["incidents/site/20261201T071230Z/down".into()],
         };
         let json = state.to_json();
         assert_eq!(NodeState::from_json(&json).unwrap(), state);

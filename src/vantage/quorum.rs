@@ -107,7 +107,10 @@ impl Fleet {
         let oldest = saturating_sub(now, self.stale_after);
         peer.refused.is_none()
             && peer.modified.is_some_and(|at| at >= oldest)
-            && peer.state.as_ref().is_some_and(|s| s.published_at >= oldest)
+            && peer
+                .state
+                .as_ref()
+                .is_some_and(|s| s.published_at >= oldest)
     }
 
     pub fn alive(&self, now: OffsetDateTime) -> usize {
@@ -200,23 +203,38 @@ impl Fleet {
     /// claim on `check`: the incident firing there (for a DOWN or a
     /// reminder), or over (for a RESOLVED)? A claim is only a name in the
     /// bucket; the claimant's state is what says it is really paging.
-    pub fn backs_claim(
-        &self,
-        by: &str,
-        check: &str,
-        resolved: bool,
-        claimed_at: OffsetDateTime,
-        now: OffsetDateTime,
-    ) -> bool {
+    ///
+    /// The state also lists the claims its node won lately (`claim`, its
+    /// name under the prefix): that backs it too, so that a check that
+    /// flaps faster than the states are read is not paged twice.
+    pub fn backs_claim(&self, by: &str, claim: &BackedClaim<'_>, now: OffsetDateTime) -> bool {
         let Some(peer) = self.peers.iter().find(|p| p.node == by) else {
             return false;
         };
-        if !self.is_alive(peer, now) || peer.fetched_at.is_none_or(|at| at < claimed_at) {
+        if !self.is_alive(peer, now) || peer.fetched_at.is_none_or(|at| at < claim.claimed_at) {
             return false;
         }
-        let view = peer.state.as_ref().and_then(|s| s.checks.get(check));
-        view.is_some_and(|v| v.firing != resolved)
+        let Some(state) = peer.state.as_ref() else {
+            return false;
+        };
+        let listed = state
+            .claims
+            .iter()
+            .any(|c| claim.name.ends_with(c.as_str()));
+        let view = state.checks.get(claim.check);
+        listed || view.is_some_and(|v| v.firing != claim.resolved)
     }
+}
+
+/// A claim another node won, as [`Fleet::backs_claim`] checks it.
+#[derive(Debug, Clone)]
+pub struct BackedClaim<'a> {
+    pub check: &'a str,
+    /// The claim object's name in the bucket.
+    pub name: &'a str,
+    /// A RESOLVED (backed by the incident being over there).
+    pub resolved: bool,
+    pub claimed_at: OffsetDateTime,
 }
 
 /// "claimed by fra, not confirmed by fra's state: sent from eu-par": the
@@ -308,7 +326,10 @@ impl Judgment {
 /// in the bucket" for a peer that never published.
 pub fn silent_words(peer: &Peer) -> String {
     if let Some(why) = &peer.refused {
-        return format!("vantage {} silent: its state in the bucket is refused: {why}", peer.node);
+        return format!(
+            "vantage {} silent: its state in the bucket is refused: {why}",
+            peer.node
+        );
     }
     match peer.modified {
         Some(at) => format!("vantage {} silent since {}", peer.node, format_date(at)),
@@ -351,6 +372,7 @@ mod tests {
                     (name.to_string(), view)
                 })
                 .collect::<BTreeMap<_, _>>(),
+            claims: Vec::new(),
         })
     }
 
@@ -538,11 +560,28 @@ mod tests {
             .get_mut("site")
             .unwrap()
             .firing = true;
-        assert!(f.backs_claim("fra", "site", false, t(5), t(11)));
-        assert!(!f.backs_claim("fra", "site", true, t(5), t(11)), "not over");
-        assert!(!f.backs_claim("fra", "site", false, t(12), t(13)), "read before");
-        assert!(!f.backs_claim("fra", "other", false, t(5), t(11)));
-        assert!(!f.backs_claim("ams", "site", false, t(5), t(11)));
+        let claim = |check, resolved, at| BackedClaim {
+            check,
+            name: "v/incidents/site/K/down",
+            resolved,
+            claimed_at: t(at),
+        };
+        assert!(f.backs_claim("fra", &claim("site", false, 5), t(11)));
+        assert!(
+            !f.backs_claim("fra", &claim("site", true, 5), t(11)),
+            "not over"
+        );
+        assert!(
+            !f.backs_claim("fra", &claim("site", false, 12), t(13)),
+            "read before"
+        );
+        assert!(!f.backs_claim("fra", &claim("other", false, 5), t(11)));
+        assert!(!f.backs_claim("ams", &claim("site", false, 5), t(11)));
+        // Over again already, but its state lists the claim.
+        Arc::make_mut(f.peers[0].state.as_mut().unwrap())
+            .claims
+            .push("v/incidents/site/K/down".into());
+        assert!(f.backs_claim("fra", &claim("site", true, 5), t(11)));
         assert_eq!(
             unbacked_claim_words("fra", "eu-par"),
             "claimed by fra, not confirmed by fra's state: sent from eu-par"

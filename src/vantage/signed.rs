@@ -139,18 +139,7 @@ impl Keys {
 
     /// `value` as this node's signed object named `name`.
     pub fn seal<T: Serialize>(&self, name: &str, value: &T) -> Vec<u8> {
-        // Serialising vigie's own structs cannot fail (no maps with
-        // non-string keys, no failing Serialize impls).
-        let Ok(signed) = serde_json::value::to_raw_value(value) else {
-            return Vec::new();
-        };
-        let signature = self.key.sign(&message(name, signed.get()));
-        serde_json::to_vec(&SealedOut {
-            signer: &self.node,
-            signature,
-            signed: &signed,
-        })
-        .unwrap_or_default()
+        seal_as(&self.key, &self.node, name, value)
     }
 
     /// The value of the signed object `name`, and its signer, if it
@@ -200,6 +189,22 @@ impl Keys {
             false => "unknown",
         }
     }
+}
+
+/// `value` signed by `signer` with `key`, as the object named `name`.
+pub fn seal_as<T: Serialize>(key: &SigningKey, signer: &str, name: &str, value: &T) -> Vec<u8> {
+    // Serialising vigie's own structs cannot fail (no maps with non-string
+    // keys, no failing Serialize impls).
+    let Ok(signed) = serde_json::value::to_raw_value(value) else {
+        return Vec::new();
+    };
+    let signature = key.sign(&message(name, signed.get()));
+    serde_json::to_vec(&SealedOut {
+        signer,
+        signature,
+        signed: &signed,
+    })
+    .unwrap_or_default()
 }
 
 fn message(name: &str, signed: &str) -> Vec<u8> {
