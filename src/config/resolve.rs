@@ -692,20 +692,16 @@ fn vantage(
         }
     };
     let mut peers: Vec<VantagePeer> = Vec::new();
-    for peer in raw.peers.iter().flat_map(|p| p.get_ref()) {
-        let Some(peer) = vantage_peer(cx, peer) else {
+    for entry in raw.peers.iter().flat_map(|p| p.get_ref()) {
+        let Some(peer) = vantage_peer(cx, entry) else {
             continue;
         };
         let name = &peer.name;
         if Some(name) == node.as_ref() {
             let message = format!("{name:?} is this vantage's own node; list only the others");
-            cx.error(&peer_span(raw, name), "peers", message);
+            cx.error(&entry.span(), "peers", message);
         } else if peers.iter().any(|p| p.name == *name) {
-            cx.error(
-                &peer_span(raw, name),
-                "peers",
-                format!("{name:?} is listed twice"),
-            );
+            cx.error(&entry.span(), "peers", format!("{name:?} is listed twice"));
         } else {
             peers.push(peer);
         }
@@ -846,16 +842,6 @@ fn vantage_peer(cx: &mut Cx<'_>, value: &Spanned<RawPeer>) -> Option<VantagePeer
             None
         }
     }
-}
-
-/// Where the entry of `peers` naming `name` is.
-fn peer_span(raw: &RawVantage, name: &str) -> std::ops::Range<usize> {
-    let entries = raw.peers.iter().flat_map(|p| p.get_ref());
-    entries
-        .filter(|e| matches!(e.get_ref(), RawPeer::Keyed(k) if k.name == name))
-        .map(|e| e.span())
-        .last()
-        .unwrap_or_default()
 }
 
 fn is_vantage_name(name: &str) -> bool {
