@@ -206,6 +206,7 @@ fn state_size() {
         checks: (0..1000)
             .map(|i| (format!("check-{i:04}"), view(i)))
             .collect::<BTreeMap<_, _>>(),
+        claims: Vec::new(),
     };
     let rounds = 200;
     let started = targets::cpu_time();

@@ -20,6 +20,8 @@
 //! - [`outcome`]: the facts and verdict of one probe; the JSON contract.
 //! - [`redact`]: URLs without userinfo or query, error reasons reduced to
 //!   their kind, for everything shown.
+//! - [`signing`]: the vantages' Ed25519 keys (key files, `ed25519:` public
+//!   keys, signatures).
 //! - [`sanitize`]: text from targets made safe to keep and show: control
 //!   characters escaped, values capped at 256 bytes, header values
 //!   redacted by rule (cookies, credentials, URL queries, a check's
@@ -123,6 +125,7 @@ pub mod runner;
 pub mod sanitize;
 pub mod schedule;
 pub mod scheduler;
+pub mod signing;
 pub mod store;
 pub mod supervise;
 pub mod vantage;

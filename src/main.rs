@@ -104,6 +104,23 @@ enum Command {
         #[command(subcommand)]
         action: StoreAction,
     },
+    /// Several vantages: their keys.
+    Vantage {
+        #[command(subcommand)]
+        action: VantageAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum VantageAction {
+    /// Write DIR/NODE.key (mode 0600) and print NODE's `peers` entry, last.
+    Keygen {
+        /// The vantage's name (its `[vantage] node`).
+        node: String,
+        /// Where to write NODE.key.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -139,6 +156,27 @@ fn main() -> ExitCode {
         } => silence(&cli.config, &pattern, duration, &reason),
         Command::Unsilence { pattern } => unsilence(&cli.config, &pattern),
         Command::TestEmail => test_email(&cli.config),
+        Command::Vantage {
+            action: VantageAction::Keygen { node, out },
+        } => keygen(&node, &out),
+    }
+}
+
+fn keygen(node: &str, out: &std::path::Path) -> ExitCode {
+    match cli::keygen::keygen(node, out) {
+        Ok(made) => {
+            println!(
+                "wrote {}: on {node}, set `[vantage] signing_key_file` to it",
+                made.key_file.display()
+            );
+            println!("on every other vantage, add this entry to `[vantage] peers`:");
+            println!("{}", made.peer_entry);
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("vigie vantage keygen: {why}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
     }
 }
 

@@ -87,7 +87,13 @@ fn the_valid_case_loads_every_section() {
         ),
         ("eu-par", "vigie-coordination", "prod")
     );
-    assert_eq!(vantage.peers, ["eu-ams", "fra"]);
+    let peers: Vec<&str> = vantage.peers.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(peers, ["eu-ams", "fra"]);
+    assert_eq!(
+        vantage.peers[1].public_key.to_string(),
+        "ed25519:lEFOvYlLttrKSI+GJigITJB90saJbwmTbzHUUv7uIuk="
+    );
+    assert_eq!(vantage.max_clock_skew, std::time::Duration::from_secs(30));
     assert_eq!(
         (vantage.quorum, vantage.publish_every, vantage.stale_after),
         (Some(2), Duration::from_secs(10), Duration::from_secs(60))

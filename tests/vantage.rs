@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::daemon::{poll, Daemon};
 use common::env::Env;
 use common::smtp::{SmtpOpts, SmtpServer};
-use common::vantage::{body, metric, subjects, wait_mails, with_subject, Fleet, MAIL};
+use common::vantage::{body, metric, subjects, wait_mails, with_subject, Fleet, FleetKeys, MAIL};
 
 const ALERTING: &str = "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n";
 
@@ -45,8 +45,14 @@ async fn one_vantage_alone_does_not_page_and_all_three_page_exactly_once() {
     assert_eq!(
         fleet.smtp.count(),
         0,
-        "paged for fra alone: {:?} (report {report})",
-        subjects(&fleet.smtp.received())
+        "paged for fra alone: {:?} (report {report}); {}",
+        subjects(&fleet.smtp.received()),
+        fleet
+            .smtp
+            .received()
+            .iter()
+            .map(|m| format!("{}\n{}", body(m), fleet.daemon("fra").log()))
+            .collect::<String>()
     );
     let (_, page) = fra.get("/").await.unwrap();
     assert!(
@@ -262,12 +268,14 @@ fn lone_vantage(endpoint: &str, bucket: &str, smtp: &SmtpServer) -> (Env, std::n
     let env = Env::with_config(&common::daemon::api_section(api, None));
     let (id, secret) = common::s3_auth::write_keys(env.path(), "any", "thing");
     env.append_config(&smtp.alerting_sections(ALERTING));
+    let keys = FleetKeys::new_in(&env.path().join("keys"), &["eu-par", "fra"]);
     env.append_config(&format!(
         "[replication]\nurl = \"s3://{bucket}/eu-par\"\nendpoint = \"{endpoint}\"\n\
          access_key_id_file = {:?}\nsecret_access_key_file = {:?}\ninterval = \"1h\"\n\
-         [vantage]\npeers = [\"fra\"]\npublish_every = \"1s\"\nstale_after = \"5s\"\n",
+         {}publish_every = \"1s\"\nstale_after = \"5s\"\n",
         id.display().to_string(),
         secret.display().to_string(),
+        keys.section("eu-par"),
     ));
     // Nothing listens there: the check fails from the start.
     let nowhere = common::servers::refused_addr();
@@ -345,5 +353,275 @@ async fn a_bucket_that_never_answers_neither_stalls_vigie_nor_holds_the_page() {
     let (status, health) = daemon.get("/healthz").await.unwrap();
     assert_eq!(status, 200, "{health}");
     assert!(health.contains("\"status\":\"ok\""), "{health}");
+    daemon.stop(common::vantage::STOP).await;
+}
+
+/// Someone who can write the vantage prefix and holds no vantage's key
+/// (the README's bucket policy before vantages signed gave every node
+/// that): writes straight to the bucket, as `aws s3 cp` would.
+struct Attacker {
+    bucket: vigie::replicate::bucket::Bucket,
+}
+
+impl Attacker {
+    fn of(env: &Env) -> Attacker {
+        let config = env.load();
+        let (r, v) = (config.replication.unwrap(), config.vantage.unwrap());
+        let settings = vigie::replicate::bucket::BucketSettings::from_config(&r, None)
+            .with_url(&format!("s3://{}/{}", v.bucket, v.prefix))
+            .unwrap();
+        Attacker {
+            bucket: vigie::replicate::bucket::Bucket::open(&settings).unwrap(),
+        }
+    }
+
+    async fn put(&self, name: &str, body: Vec<u8>) {
+        self.bucket.put(name, body).await.unwrap();
+    }
+
+    /// `signed` in the envelope vigie writes, with a signature of no key.
+    fn forged(signer: &str, signed: serde_json::Value) -> Vec<u8> {
+        let signature = format!("ed25519:{}==", "A".repeat(86));
+        serde_json::to_vec(&serde_json::json!({
+            "signer": signer, "signature": signature, "signed": signed,
+        }))
+        .unwrap()
+    }
+
+    /// The incident keys of every second from `from` for `seconds`.
+    fn keys_from(from: time::OffsetDateTime, seconds: i64) -> Vec<String> {
+        (0..seconds)
+            .map(|s| vigie::vantage::claim::incident_key(from + time::Duration::seconds(s)))
+            .collect()
+    }
+}
+
+/// A claim body as a vantage writes it.
+fn claim_body(node: &str) -> serde_json::Value {
+    serde_json::json!({
+        "node": node,
+        "message_id": format!("<forged@{node}>"),
+        "at": time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    })
+}
+
+/// Waits until `/healthz`'s `degraded` has a line with every one of `words`.
+async fn wait_degraded_with(daemon: &Daemon, words: &[&str]) -> String {
+    poll(MAIL, &format!("degraded naming {words:?}"), async || {
+        let health = daemon.get_json("/healthz").await?;
+        let lines = health["degraded"].as_array().cloned().unwrap_or_default();
+        let line = lines
+            .iter()
+            .filter_map(|l| l.as_str())
+            .find(|l| words.iter().all(|w| l.contains(w)));
+        match line {
+            Some(line) => Ok(line.to_string()),
+            None => Err(health["degraded"].to_string()),
+        }
+    })
+    .await
+}
+
+/// The value of `vigie_vantage_rejected_total{peer,reason}`.
+fn rejected(metrics: &str, peer: &str, reason: &str) -> Option<f64> {
+    let name = format!("vigie_vantage_rejected_total{{peer=\"{peer}\",reason=\"{reason}\"}}");
+    metric(metrics, &name)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_up_state_for_a_peer_that_never_ran_vetoes_nothing() {
+    let s3 = common::s3_auth::AuthS3::shared();
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
+    s3.write_keys(env.path());
+    // fra never runs; its place holds an "up" kept fresh every second.
+    let attacker = Attacker::of(&env);
+    let forger = tokio::spawn(async move {
+        loop {
+            let now = time::OffsetDateTime::now_utc();
+            let at = now
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap();
+            let state = serde_json::json!({
+                "node": "fra", "version": "0.1.0", "published_at": at,
+                "health": {"status": "ok", "degraded": []},
+                "checks": {"site": {"status": "up", "since": at, "last_probe": at, "firing": false}},
+            });
+            attacker
+                .put("vantage/fra/state.json", Attacker::forged("fra", state))
+                .await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(common::vantage::START).await;
+    let down = wait_mails(&smtp, "DOWN site", 1).await;
+    assert!(
+        body(&down[0]).contains("confirmed down from 1 of 1 vantages (eu-par)"),
+        "{}",
+        body(&down[0])
+    );
+    let line = wait_degraded_with(&daemon, &["from fra refused", "signature"]).await;
+    assert!(
+        line.contains("does not verify with fra's public key"),
+        "{line}"
+    );
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert!(
+        rejected(&metrics, "fra", "signature").is_some_and(|n| n >= 1.0),
+        "{metrics}"
+    );
+    assert_eq!(metric(&metrics, "vigie_vantage_peers_alive"), Some(0.0));
+    // And fra, whose place was taken, is paged as silent.
+    let silent = wait_mails(&smtp, "vigie:vantage:fra", 1).await;
+    assert!(
+        body(&silent[0]).contains("vantage fra silent"),
+        "{}",
+        body(&silent[0])
+    );
+    forger.abort();
+    daemon.stop(common::vantage::STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forged_claims_made_before_the_incident_silence_neither_the_page_nor_the_silent_peer() {
+    let s3 = common::s3_auth::AuthS3::shared();
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
+    s3.write_keys(env.path());
+    // Every second the incident can start at, for the check and for the
+    // page saying fra is silent: claimed "by fra".
+    let attacker = Attacker::of(&env);
+    let start = time::OffsetDateTime::now_utc() - time::Duration::seconds(2);
+    for key in Attacker::keys_from(start, 40) {
+        for dir in ["site", "VIGIE-vantage-fra"] {
+            let name = format!("vantage/incidents/{dir}/{key}/down");
+            attacker
+                .put(&name, Attacker::forged("fra", claim_body("fra")))
+                .await;
+        }
+    }
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(common::vantage::START).await;
+    wait_mails(&smtp, "DOWN site", 1).await;
+    wait_mails(&smtp, "vigie:vantage:fra", 1).await;
+    let line = wait_degraded_with(&daemon, &["from fra refused", "signature"]).await;
+    assert!(line.contains("/down does not verify"), "{line}");
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert!(
+        rejected(&metrics, "fra", "signature").is_some_and(|n| n >= 2.0),
+        "{metrics}"
+    );
+    daemon.stop(common::vantage::STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_pointer_to_a_forged_incident_does_not_silence_the_page() {
+    let s3 = common::s3_auth::AuthS3::shared();
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
+    s3.write_keys(env.path());
+    let attacker = Attacker::of(&env);
+    let now = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let pointer = serde_json::json!({
+        "key": "FORGED", "opened_by": "fra", "written_by": "fra", "opened_at": now, "open": true,
+    });
+    attacker
+        .put(
+            "vantage/incidents/site/current.json",
+            Attacker::forged("fra", pointer),
+        )
+        .await;
+    attacker
+        .put(
+            "vantage/incidents/site/FORGED/down",
+            Attacker::forged("fra", claim_body("fra")),
+        )
+        .await;
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(common::vantage::START).await;
+    wait_mails(&smtp, "DOWN site", 1).await;
+    let line = wait_degraded_with(&daemon, &["from fra refused", "signature"]).await;
+    assert!(line.contains("current.json does not verify"), "{line}");
+    daemon.stop(common::vantage::STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_genuine_claim_its_claimant_s_state_never_backs_is_sent_from_here_and_says_so() {
+    let s3 = common::s3_auth::AuthS3::shared();
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
+    s3.write_keys(env.path());
+    // Claims fra really signed (a key leaked, or fra died right after
+    // claiming), for an incident fra's state never shows: fra never runs.
+    let fra = std::fs::read_to_string(env.path().join("keys/fra.key")).unwrap();
+    let fra = vigie::signing::SigningKey::from_pem(&fra).unwrap();
+    let attacker = Attacker::of(&env);
+    let start = time::OffsetDateTime::now_utc() - time::Duration::seconds(2);
+    for key in Attacker::keys_from(start, 40) {
+        let name = format!("vantage/incidents/site/{key}/down");
+        let sealed = vigie::vantage::signed::seal_as(&fra, "fra", &name, &claim_body("fra"));
+        attacker.put(&name, sealed).await;
+    }
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(common::vantage::START).await;
+    let down = wait_mails(&smtp, "DOWN site", 1).await;
+    let words = "claimed by fra, not confirmed by fra's state: sent from eu-par";
+    assert!(body(&down[0]).contains(words), "{}", body(&down[0]));
+    let line = wait_degraded_with(&daemon, &["site", words]).await;
+    assert!(line.starts_with("vantage: "), "{line}");
+    daemon.stop(common::vantage::STOP).await;
+}
+
+/// The peak resident memory of process `pid`, in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024.0
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oversized_state_is_refused_before_it_is_downloaded_and_not_fetched_again() {
+    let s3 = common::s3_auth::AuthS3::shared();
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
+    s3.write_keys(env.path());
+    const STATE_MIB: usize = 160;
+    Attacker::of(&env)
+        .put("vantage/fra/state.json", vec![b' '; STATE_MIB << 20])
+        .await;
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(common::vantage::START).await;
+    let line = wait_degraded_with(&daemon, &["from fra refused", "oversized"]).await;
+    assert!(
+        line.contains(&format!(
+            "has {} bytes, more than the 8388608",
+            STATE_MIB << 20
+        )),
+        "{line}"
+    );
+    // Several liveness rounds later (every 2.5 s here): still refused once,
+    // not downloaded again.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert_eq!(
+        rejected(&metrics, "fra", "oversized"),
+        Some(1.0),
+        "{metrics}"
+    );
+    wait_mails(&smtp, "DOWN site", 1).await;
+    let peak = peak_rss_mib(daemon.pid());
+    assert!(
+        peak < (STATE_MIB / 2) as f64,
+        "peak RSS {peak:.1} MiB with a {STATE_MIB} MiB state in the bucket"
+    );
     daemon.stop(common::vantage::STOP).await;
 }

@@ -11,8 +11,15 @@ use time::OffsetDateTime;
 
 use common::env::Env;
 use common::s3_auth::AuthS3;
+use common::vantage::FleetKeys;
 use vigie::alert::EventKind;
 use vigie::vantage::{claim, ClaimRequest, Claimed, Conditional, Coordinator, VantageStats};
+
+/// The fleet every coordinator of these tests belongs to.
+fn fleet_keys() -> &'static FleetKeys {
+    static KEYS: std::sync::OnceLock<FleetKeys> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| FleetKeys::new(&["eu-par", "fra", "other"]))
+}
 
 /// A coordinator for `node` on `bucket`, built from config as the daemon
 /// builds it.
@@ -21,11 +28,11 @@ fn coordinator(s3: &AuthS3, bucket: &str, node: &str) -> (Env, Coordinator) {
     let (id, secret) = s3.write_keys(env.path());
     env.append_config(&format!(
         "[replication]\nurl = \"s3://{bucket}/{node}\"\nendpoint = \"{}\"\n\
-         access_key_id_file = {:?}\nsecret_access_key_file = {:?}\n\
-         [vantage]\npeers = [\"other\"]\n",
+         access_key_id_file = {:?}\nsecret_access_key_file = {:?}\n{}",
         s3.endpoint(),
         id.display().to_string(),
         secret.display().to_string(),
+        fleet_keys().section(node),
     ));
     let config = env.load();
     let c = Coordinator::open(

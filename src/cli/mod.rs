@@ -1,5 +1,6 @@
 //! The client side of the commands that read or change what the daemon
-//! keeps (`history`, `report`, `silence`, `unsilence`, `restore`), and the
+//! keeps (`history`, `report`, `silence`, `unsilence`, `restore`), a
+//! vantage's key (`vantage keygen`), and the
 //! terminal output of `vigie check` ([`render`]).
 //!
 //! sled allows one process per database: while the daemon runs, these
@@ -7,6 +8,7 @@
 //! answers, they open the store themselves.
 
 pub mod history;
+pub mod keygen;
 pub mod render;
 pub mod report;
 pub mod restore;

@@ -304,8 +304,14 @@ pub struct HeartbeatConfig {
 pub struct VantageConfig {
     /// This vantage's name in the bucket and in mails.
     pub node: String,
-    /// The other vantages' names; empty: this node pages alone.
-    pub peers: Vec<String>,
+    /// The other vantages, each with its public key; empty: this node
+    /// pages alone.
+    pub peers: Vec<VantagePeer>,
+    /// This node's key: it signs the state and the claims it writes.
+    pub signing_key: crate::signing::SigningKey,
+    /// A peer's state whose probes are further ahead of this node's clock
+    /// than this is refused (a clock, or a signer, gone wrong).
+    pub max_clock_skew: Duration,
     /// The coordination bucket.
     pub bucket: String,
     /// Key prefix in the bucket, without a trailing `/` (`vantage`).
@@ -316,6 +322,13 @@ pub struct VantageConfig {
     pub quorum: Option<u32>,
     /// A peer whose state is older than this is dead.
     pub stale_after: Duration,
+}
+
+/// One entry of `[vantage] peers`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VantagePeer {
+    pub name: String,
+    pub public_key: crate::signing::PublicKey,
 }
 
 /// One `[[maintenance]]` entry: a recurring quiet window.

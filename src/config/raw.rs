@@ -129,11 +129,30 @@ pub(crate) struct RawReplication {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawVantage {
     pub node: Option<Spanned<String>>,
-    pub peers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub peers: Option<Spanned<Vec<Spanned<RawPeer>>>>,
     pub bucket: Option<Spanned<String>>,
     pub publish_every: Option<Spanned<DurationText>>,
     pub quorum: Option<Spanned<u64>>,
     pub stale_after: Option<Spanned<DurationText>>,
+    pub signing_key_file: Option<Spanned<String>>,
+    pub max_clock_skew: Option<Spanned<DurationText>>,
+}
+
+/// One entry of `[vantage] peers`: `{ name, public_key }`, or a bare name
+/// (what vigie took before vantages signed; `resolve` refuses it and says
+/// how to make keys).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawPeer {
+    Bare(String),
+    Keyed(RawPeerKey),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPeerKey {
+    pub name: String,
+    pub public_key: String,
 }
 
 #[derive(Debug, Deserialize)]

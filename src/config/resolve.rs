@@ -43,16 +43,17 @@ use super::limits::{
 };
 use super::raw::{
     DurationText, RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance,
-    RawReplication, RawReport, RawSmtp, RawVantage,
+    RawPeer, RawPeerKey, RawReplication, RawReport, RawSmtp, RawVantage,
 };
 use super::source::Source;
 use super::{
     Addressing, AlertingConfig, ApiConfig, ApiTls, Config, ConnectivityConfig, Credentials,
     HeartbeatConfig, HistoryConfig, MaintenanceWindow, ReplicationConfig, ReportConfig, SmtpConfig,
-    SmtpTls, VantageConfig,
+    SmtpTls, VantageConfig, VantagePeer,
 };
 #[cfg(doc)]
 use crate::check::Check;
+use crate::signing::{PublicKey, SigningKey};
 use check::is_name_char;
 use cx::Cx;
 
@@ -92,6 +93,9 @@ const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_secs(10);
 /// Six missed publications: a peer restarting (a deploy, a reboot) is not
 /// paged as silent, one that is gone is within a minute.
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(60);
+/// A peer's probes may be this far ahead of this node's clock (NTP keeps
+/// them within milliseconds; this is for a clock gone wrong).
+const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(30);
 const MAX_PUBLISH_EVERY: Duration = Duration::from_secs(600);
 const MAX_STALE_AFTER: Duration = Duration::from_secs(86_400);
 /// Vantages in one fleet: each reads every peer's state, so the cost grows
@@ -750,18 +754,19 @@ fn vantage(
             None
         }
     };
-    let mut peers: Vec<String> = Vec::new();
-    for peer in raw.peers.iter().flat_map(|p| p.get_ref()) {
-        let Some(name) = vantage_name(cx, "peers", peer) else {
+    let mut peers: Vec<VantagePeer> = Vec::new();
+    for entry in raw.peers.iter().flat_map(|p| p.get_ref()) {
+        let Some(peer) = vantage_peer(cx, entry) else {
             continue;
         };
-        if Some(&name) == node.as_ref() {
+        let name = &peer.name;
+        if Some(name) == node.as_ref() {
             let message = format!("{name:?} is this vantage's own node; list only the others");
-            cx.error(&peer.span(), "peers", message);
-        } else if peers.contains(&name) {
-            cx.error(&peer.span(), "peers", format!("{name:?} is listed twice"));
+            cx.error(&entry.span(), "peers", message);
+        } else if peers.iter().any(|p| p.name == *name) {
+            cx.error(&entry.span(), "peers", format!("{name:?} is listed twice"));
         } else {
-            peers.push(name);
+            peers.push(peer);
         }
     }
     if peers.len() + 1 > MAX_VANTAGES {
@@ -835,15 +840,71 @@ fn vantage(
             None
         }
     });
+    let signing_key = signing_key(cx, d);
+    let max_clock_skew = cx.duration_or(
+        "max_clock_skew",
+        raw.max_clock_skew.as_ref(),
+        DEFAULT_MAX_CLOCK_SKEW,
+        Duration::from_secs(1),
+        MAX_STALE_AFTER,
+    );
     Some(VantageConfig {
         node: node?,
         peers,
+        signing_key: signing_key?,
+        max_clock_skew,
         bucket: bucket?,
         prefix,
         publish_every,
         quorum,
         stale_after,
     })
+}
+
+/// How keys are made, for every message about a missing or bad one.
+const KEYGEN_HELP: &str = "make each node's key with `vigie vantage keygen NODE --out DIR`, set `signing_key_file` to DIR/NODE.key on that node, and paste the line it prints into the other nodes' `peers`";
+
+/// `signing_key_file`, read and parsed: a node that cannot sign cannot
+/// coordinate, better said by `validate` than at the first publication.
+fn signing_key(cx: &mut Cx<'_>, d: &Decoded<RawVantage>) -> Option<SigningKey> {
+    let Some(value) = &d.value.signing_key_file else {
+        let message =
+            format!("missing key `vantage.signing_key_file`: this node signs its state and claims; {KEYGEN_HELP}");
+        cx.report(&d.span, message);
+        return None;
+    };
+    let path = cx.file("signing_key_file", value)?;
+    let problem = match fs::read_to_string(&path) {
+        Ok(text) => match SigningKey::from_pem(&text) {
+            Ok(key) => return Some(key),
+            Err(why) => format!("{} {why}", path.display()),
+        },
+        Err(e) => format!("cannot read {}: {e}", path.display()),
+    };
+    cx.error(&value.span(), "signing_key_file", problem);
+    None
+}
+
+/// One `peers` entry: `{ name = "fra", public_key = "ed25519:..." }`.
+fn vantage_peer(cx: &mut Cx<'_>, value: &Spanned<RawPeer>) -> Option<VantagePeer> {
+    let (name, key) = match value.get_ref() {
+        RawPeer::Bare(name) => {
+            let message = format!(
+                "{name:?} names a peer without its public key: write {{ name = {name:?}, public_key = \"ed25519:BASE64\" }}; {KEYGEN_HELP}"
+            );
+            cx.error(&value.span(), "peers", message);
+            return None;
+        }
+        RawPeer::Keyed(RawPeerKey { name, public_key }) => (name, public_key),
+    };
+    let name = vantage_name(cx, "peers", &Spanned::new(value.span(), name.clone()))?;
+    match PublicKey::parse(key) {
+        Ok(public_key) => Some(VantagePeer { name, public_key }),
+        Err(why) => {
+            cx.error(&value.span(), "peers", format!("{name:?}: {why}"));
+            None
+        }
+    }
 }
 
 fn is_vantage_name(name: &str) -> bool {

@@ -34,8 +34,8 @@ use crate::schedule::next_after;
 use crate::store::{AlertStore, Latest};
 use crate::supervise::Stage;
 use crate::vantage::{
-    self, ClaimRequest, Claimed, Coordination, Coordinator, Fleet, LocalView, VantageStats,
-    ViewStatus,
+    self, BackedClaim, ClaimRequest, Claimed, Coordination, Coordinator, Fleet, LocalView,
+    VantageStats, ViewStatus,
 };
 
 /// How often the engine is ticked (reminders, released holds, grouping
@@ -136,6 +136,22 @@ pub struct Alerter {
     unsaved: HeldStates,
     vantage: Option<VantageLink>,
     waiting: HashMap<String, Waiting>,
+    /// Events another vantage claimed whose state does not show them yet.
+    unbacked: Vec<Unbacked>,
+}
+
+/// An event another vantage claimed, not yet backed by its own state. It
+/// is recorded as sent by that node at once (so the engine goes on with
+/// the incident), and sent from here after all if that node's state does
+/// not show it within `stale_after`: a claim alone may be forged, or left
+/// by a node that died before sending.
+#[derive(Debug, Clone)]
+struct Unbacked {
+    event: alert::Event,
+    by: String,
+    /// The claim's name in the bucket.
+    name: String,
+    claimed_at: OffsetDateTime,
 }
 
 struct Run {
@@ -230,6 +246,7 @@ impl Alerter {
             unsaved: parts.held.clone(),
             vantage: parts.vantage.clone(),
             waiting: HashMap::new(),
+            unbacked: Vec::new(),
         }
     }
 
@@ -391,6 +408,29 @@ impl Alerter {
         if changed {
             v.wanted.publish_now();
         }
+    }
+
+    /// A peer's liveness in the state this node publishes, like a check's:
+    /// the others check a claim on its "silent" page against it.
+    fn record_peer_view(&self, check: &str, now: OffsetDateTime) {
+        let (Some(v), Some(state)) = (&self.vantage, self.engine.state(check)) else {
+            return;
+        };
+        let firing = state.is_firing();
+        let status = match firing {
+            true => ViewStatus::Down,
+            false => ViewStatus::Up,
+        };
+        let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
+        vantage::published::record(
+            &mut view,
+            check,
+            status,
+            now,
+            state.failing_since(),
+            None,
+            firing,
+        );
     }
 
     fn round(&mut self, run: &mut Run, round: Round) {
@@ -683,6 +723,7 @@ impl Alerter {
             {
                 self.save(&[state]);
             }
+            self.record_peer_view(&check, now);
         }
     }
 
@@ -718,7 +759,8 @@ impl Alerter {
                 tracing::warn!(check = %check, vantages = %waiting.words, "not paged: the other vantages do not confirm it");
             }
         }
-        v.wanted.set_pending(!self.waiting.is_empty());
+        v.wanted
+            .set_pending(!self.waiting.is_empty() || !self.unbacked.is_empty());
         self.status.set_fleet_notes(
             self.waiting
                 .iter()
@@ -783,6 +825,8 @@ impl Alerter {
             match claimed {
                 Ok(Claimed::Won { key }) => {
                     tracing::info!(check = %event.check, incident = %key, "this vantage sends the mail");
+                    // The state listing the claim backs it for the others.
+                    v.wanted.publish_now();
                     event.vantage = fleet_words(&fleet, &event, now);
                     if event.kind == EventKind::Down && !event.check.starts_with("vigie:") {
                         v.stats.add_confirmations(1);
@@ -794,12 +838,19 @@ impl Alerter {
                     key,
                     by,
                     message_id,
+                    name,
                 }) => {
-                    tracing::info!(check = %event.check, incident = %key, sent_by = %by, "sent by another vantage");
-                    v.stats.add_sent_elsewhere(1);
+                    tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
                     if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
                         self.save(&[state]);
                     }
+                    self.unbacked.push(Unbacked {
+                        event,
+                        by,
+                        name,
+                        claimed_at: now,
+                    });
+                    v.wanted.set_pending(true);
                 }
                 Err(why) => {
                     tracing::warn!(check = %event.check, reason = %why, "vantages cannot coordinate: this page goes out on this node's judgment alone");
@@ -822,7 +873,7 @@ impl Alerter {
     async fn send_due(&mut self) {
         let now = self.clock.now();
         let notifications = self.engine.poll_notifications(now);
-        if notifications.is_empty() {
+        if notifications.is_empty() && self.unbacked.is_empty() {
             return;
         }
         let mut due: Vec<Outbound> = Vec::new();
@@ -836,6 +887,10 @@ impl Alerter {
                     }
                     Coordination::Unavailable { why } => Some(why.clone()),
                 });
+        // Already claimed (by another node, whose state did not back it).
+        for notification in self.settle_unbacked(now) {
+            due.push(self.engine.outbound(&notification, now));
+        }
         for mut notification in notifications {
             if let Some(v) = self.vantage.clone() {
                 self.claim(&v, &mut notification, &mut unavailable, now)
@@ -868,6 +923,59 @@ impl Alerter {
                 self.outbox.wake();
             }
         }
+    }
+}
+
+impl Alerter {
+    /// Goes through the events other vantages claimed: those their
+    /// claimant's state now backs are done with; those it has not backed
+    /// within `stale_after` come back as mails of their own, marked as
+    /// sent over an unconfirmed claim.
+    fn settle_unbacked(&mut self, now: OffsetDateTime) -> Vec<Notification> {
+        let Some(v) = self.vantage.clone() else {
+            return Vec::new();
+        };
+        let fleet = v.fleet.borrow().clone();
+        let mut out = Vec::new();
+        for claim in std::mem::take(&mut self.unbacked) {
+            let backed = BackedClaim {
+                check: &claim.event.check,
+                name: &claim.name,
+                resolved: claim.event.kind == EventKind::Resolved,
+                claimed_at: claim.claimed_at,
+            };
+            if fleet.backs_claim(&claim.by, &backed, now) {
+                tracing::info!(check = %claim.event.check, sent_by = %claim.by, "sent by another vantage (its state shows it)");
+                v.stats.add_sent_elsewhere(1);
+                continue;
+            }
+            let Unbacked {
+                mut event,
+                by,
+                name,
+                claimed_at,
+            } = claim;
+            if now >= saturating_add(claimed_at, fleet.stale_after) {
+                let words = vantage::unbacked_claim_words(&by, v.coordinator.node());
+                tracing::warn!(check = %event.check, claimed_by = %by, "{words}");
+                v.stats.sent_over_claim(&event.check, &words, now);
+                event.vantage = Some(words);
+                out.push(Notification {
+                    kind: event.kind,
+                    to: event.to.clone(),
+                    opened: now,
+                    events: vec![event],
+                });
+            } else {
+                self.unbacked.push(Unbacked {
+                    event,
+                    by,
+                    name,
+                    claimed_at,
+                });
+            }
+        }
+        out
     }
 }
 

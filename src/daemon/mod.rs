@@ -655,7 +655,8 @@ fn start_vantage(
         let shutdown = shutdown.clone();
         move |stage| vantage::run(parts.clone(), stage, shutdown.clone())
     });
-    tracing::info!(node = %v.node, peers = ?v.peers, bucket = %coordinator.shown(), "vantage: coordinating through the bucket");
+    let peers: Vec<&str> = v.peers.iter().map(|p| p.name.as_str()).collect();
+    tracing::info!(node = %v.node, peers = ?peers, bucket = %coordinator.shown(), "vantage: coordinating through the bucket");
     Ok(alerter::VantageLink {
         coordinator,
         fleet: fleet_rx,

@@ -2,14 +2,17 @@
 //! the bucket honours conditional writes, publishes this node's state
 //! every `publish_every` (at once when the alerter asks: a check just
 //! changed between down and not), looks up each peer's state (HEAD) for
-//! liveness, and reads the peers' states (GET) only while the alerter
-//! waits for a confirmation: every second for one publication after a
-//! check first waits, then once a publication. What it learns goes out as
-//! one [`Fleet`] on a watch channel, which the alerter judges by.
+//! liveness, and reads (GET) each state that changed since it was last
+//! read: a peer is alive only while its state verifies, so liveness needs
+//! the state itself, not only its date. While the alerter waits for a
+//! confirmation it does so every second for one publication after a check
+//! first waits, then once a publication. What it learns goes out as one
+//! [`Fleet`] on a watch channel, which the alerter judges by.
 //!
 //! Requests per hour at the defaults, with two peers and nothing waiting:
-//! 360 PUTs, and 2 HEADs every 30 s (240): about 600, whatever the number
-//! of checks (the state grows by about 150 bytes a check).
+//! 360 PUTs, and every 30 s a HEAD and a GET per peer (480): about 840,
+//! whatever the number of checks (the state grows by about 150 bytes a
+//! check). A refused state is not downloaded again until it changes.
 //!
 //! A round that fails makes coordination unavailable until one succeeds:
 //! the alerter then pages on this node's judgment alone, and says so.
@@ -27,7 +30,7 @@ use crate::clock::{unix_millis, Clock};
 use crate::config::VantageConfig;
 use crate::supervise::Stage;
 use crate::vantage::{
-    Conditional, Coordination, Coordinator, Fleet, LocalView, NodeHealth, NodeState, Peer,
+    Conditional, Coordination, Coordinator, Fleet, LocalView, NodeHealth, NodeState, Peer, Signed,
     VantageStats,
 };
 
@@ -97,7 +100,7 @@ pub fn initial_fleet(config: &VantageConfig) -> Fleet {
         fresh_for: config.publish_every.saturating_mul(2),
         coordination: Coordination::Starting,
         up_since: None,
-        peers: config.peers.iter().map(|p| Peer::new(p)).collect(),
+        peers: config.peers.iter().map(|p| Peer::new(&p.name)).collect(),
     }
 }
 
@@ -157,6 +160,7 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone(),
+                claims: parts.coordinator.won_claims(),
             };
             match parts.coordinator.publish(&state).await {
                 Ok(()) => parts.stats.published(true),
@@ -173,7 +177,7 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
         let read = (urgent || pending) && Instant::now() >= next_read;
         if trouble.is_none() && (read || Instant::now() >= next_liveness) {
             next_liveness = Instant::now() + liveness_every;
-            if let Err(err) = look_up_peers(&parts, &mut fleet, read).await {
+            if let Err(err) = look_up_peers(&parts, &mut fleet).await {
                 trouble.get_or_insert(err);
             }
             if read {
@@ -220,9 +224,10 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
     }
 }
 
-/// HEADs every peer's state; with `read`, GETs those that changed since
-/// they were last read (or were not read lately).
-async fn look_up_peers(parts: &VantageParts, fleet: &mut Fleet, read: bool) -> Result<(), String> {
+/// HEADs every peer's state, and GETs those that changed since they were
+/// last read (refused ones included: a refused state is not read again
+/// until its ETag changes).
+async fn look_up_peers(parts: &VantageParts, fleet: &mut Fleet) -> Result<(), String> {
     for peer in &mut fleet.peers {
         let (modified, etag) = match parts.coordinator.state_modified(&peer.node).await {
             Ok(Some((at, etag))) => (Some(at), etag),
@@ -232,23 +237,34 @@ async fn look_up_peers(parts: &VantageParts, fleet: &mut Fleet, read: bool) -> R
         peer.modified = modified;
         peer.etag = etag;
         let now = parts.clock.now();
-        if !read || modified.is_none() {
+        if modified.is_none() {
+            peer.state = None;
+            peer.refused = None;
             continue;
         }
-        if peer.state.is_some() && peer.etag.is_some() && peer.etag == peer.read_etag {
-            // Unchanged since it was read: still this peer's current view.
-            peer.fetched_at = Some(now);
-            continue;
-        }
-        match parts.coordinator.fetch_state(&peer.node).await {
-            Ok(Ok(state)) => {
-                peer.state = Some(Arc::new(state));
+        if peer.etag.is_some() && peer.etag == peer.read_etag {
+            // Unchanged since it was read: still this peer's current view
+            // (or still refused).
+            if peer.state.is_some() {
                 peer.fetched_at = Some(now);
-                peer.read_etag = peer.etag.clone();
             }
-            Ok(Err(why)) => {
-                tracing::warn!(peer = %peer.node, reason = %why, "cannot use a peer vantage's state");
+            continue;
+        }
+        match parts.coordinator.fetch_state(&peer.node, now).await {
+            Ok(Signed::Valid { value, version, .. }) => {
+                peer.state = Some(Arc::new(value));
+                peer.fetched_at = Some(now);
+                peer.read_etag = version.etag().map(str::to_string).or(peer.etag.clone());
+                peer.refused = None;
+            }
+            Ok(Signed::Refused { why, version }) => {
                 peer.state = None;
+                peer.read_etag = version.etag().map(str::to_string).or(peer.etag.clone());
+                peer.refused = Some(why.to_string());
+            }
+            Ok(Signed::Missing) => {
+                peer.state = None;
+                peer.refused = None;
             }
             Err(err) => return Err(format!("cannot read {}'s state: {err}", peer.node)),
         }

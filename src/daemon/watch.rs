@@ -222,6 +222,9 @@ pub fn degradations(parts: &Degraders, now: OffsetDateTime) -> Vec<String> {
                 .to_string(),
         );
     }
+    if let Some(v) = &parts.vantage {
+        out.extend(v.snapshot().degradations(now));
+    }
     if parts.alerts.blind() {
         out.push("vigie is blind: every canary fails, network failures are not judged".to_string());
     }

@@ -30,8 +30,8 @@ use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
 use object_store::client::{HttpClient, HttpConnector};
 use object_store::path::Path as ObjectPath;
 use object_store::{
-    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
-    RetryConfig, UpdateVersion,
+    BackoffConfig, ClientOptions, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
+    PutPayload, RetryConfig, UpdateVersion,
 };
 use time::OffsetDateTime;
 use url::Url;
@@ -298,23 +298,56 @@ impl Bucket {
         }
     }
 
-    /// Reads one object with its version (ETag), `None` if there is none.
-    pub async fn get_versioned(
+    /// Reads `name` if it is at most `cap` bytes: the size the server
+    /// announces is checked before any of the body is read, and the body
+    /// is counted as it comes in case that size lied. With `unless_etag`
+    /// (`If-None-Match`), an object still at that ETag is not downloaded
+    /// again: what was unusable stays unusable until it changes.
+    pub async fn get_capped(
         &self,
         name: &str,
-    ) -> Result<Option<(Bytes, ObjectVersion)>, ReplicateError> {
+        cap: u64,
+        unless_etag: Option<&str>,
+    ) -> Result<Capped, ReplicateError> {
         let action = format!("downloading {name}");
-        let got = match self.store.get(&ObjectPath::from(name)).await {
+        let options = GetOptions {
+            if_none_match: unless_etag.map(str::to_string),
+            ..GetOptions::default()
+        };
+        let got = match self.store.get_opts(&ObjectPath::from(name), options).await {
             Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(object_store::Error::NotFound { .. }) => return Ok(Capped::Missing),
+            Err(object_store::Error::NotModified { .. }) => return Ok(Capped::Unchanged),
             Err(e) => return Err(self.error(&action, e)),
         };
         let version = ObjectVersion(UpdateVersion {
             e_tag: got.meta.e_tag.clone(),
             version: got.meta.version.clone(),
         });
-        let bytes = got.bytes().await.map_err(|e| self.error(&action, e))?;
-        Ok(Some((bytes, version)))
+        let announced = got.meta.size;
+        if announced > cap {
+            // Dropping the response unread closes the connection.
+            return Ok(Capped::Oversized {
+                size: announced,
+                version,
+            });
+        }
+        let mut body = Vec::with_capacity(announced as usize);
+        let mut stream = got.into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.error(&action, e))?;
+            if (body.len() + chunk.len()) as u64 > cap {
+                return Ok(Capped::Oversized {
+                    size: (body.len() + chunk.len()) as u64,
+                    version,
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Capped::Found {
+            bytes: Bytes::from(body),
+            version,
+        })
     }
 
     /// Rewrites `name` only if it is still at `version` (`If-Match`):
@@ -408,6 +441,30 @@ impl Bucket {
 /// The version of an object a conditional write compares against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectVersion(UpdateVersion);
+
+impl ObjectVersion {
+    /// The ETag, to ask for the object only if it changed.
+    pub fn etag(&self) -> Option<&str> {
+        self.0.e_tag.as_deref()
+    }
+}
+
+/// What [`Bucket::get_capped`] found.
+#[derive(Debug)]
+pub enum Capped {
+    Missing,
+    /// Still at the ETag given: not downloaded.
+    Unchanged,
+    Found {
+        bytes: Bytes,
+        version: ObjectVersion,
+    },
+    /// Over the cap (`size`: announced, or counted so far); not read.
+    Oversized {
+        size: u64,
+        version: ObjectVersion,
+    },
+}
 
 /// Where the bucket's keys come from, decided before anything is sent.
 #[derive(Debug, PartialEq, Eq)]

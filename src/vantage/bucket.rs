@@ -7,32 +7,55 @@
 //!   bucket honours `If-None-Match: *` (one object per node, rewritten);
 //! - `<prefix>/incidents/<check>/...`: the claims (`claim.rs`).
 //!
+//! Every object is signed by the node that wrote it (`signed.rs`) and read
+//! under a size cap (8 MiB for a state, 4 KiB for a claim or pointer)
+//! checked before its body is: what does not verify, or is too big, is
+//! refused, counted in `vigie_vantage_rejected_total` and remembered by
+//! its ETag, so that it is not downloaded again until it changes.
+//!
 //! The client is `replicate::bucket::Bucket` with `[replication]`'s
 //! endpoint, region and keys, and a short request budget: coordination
 //! that cannot answer within seconds is unavailable, and vigie pages
 //! without it rather than wait.
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use time::OffsetDateTime;
 
 use super::published::NodeState;
+use super::signed::{Keys, Reason, Rejection, MAX_CLAIM_BYTES, MAX_STATE_BYTES};
 use super::stats::VantageStats;
 use crate::config::{ReplicationConfig, VantageConfig};
-use crate::replicate::bucket::{Bucket, BucketSettings, ObjectVersion};
+use crate::replicate::bucket::{Bucket, BucketSettings, Capped, ObjectVersion};
 use crate::replicate::ReplicateError;
 
 /// One request, connect to last byte.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Refused objects remembered by name (each with its ETag): a bound, so
+/// that an attacker writing many names cannot grow it without end.
+const MAX_REMEMBERED: usize = 1024;
+
+/// Claims won that a state lists: enough for every mail of a few minutes,
+/// a few kilobytes at most.
+const MAX_WON_LISTED: usize = 64;
 
 /// The coordination bucket as one node uses it.
 #[derive(Debug, Clone)]
 pub struct Coordinator {
     bucket: Bucket,
     prefix: String,
-    node: String,
+    keys: Keys,
+    max_clock_skew: Duration,
     stats: Arc<VantageStats>,
+    /// Refused objects by name: their version (with the ETag) and why.
+    refused: Arc<Mutex<HashMap<String, (ObjectVersion, Rejection)>>>,
+    /// The claims this node won lately, newest last, for its state.
+    won: Arc<Mutex<VecDeque<String>>>,
 }
 
 /// What the conditional-write test found.
@@ -41,6 +64,23 @@ pub enum Conditional {
     Honoured,
     /// The bucket accepted a create over an existing object.
     Ignored,
+}
+
+/// A signed object as read from the bucket.
+#[derive(Debug)]
+pub enum Signed<T> {
+    Missing,
+    /// Verified: written by `signer`.
+    Valid {
+        value: T,
+        signer: String,
+        version: ObjectVersion,
+    },
+    /// There, but refused (already counted).
+    Refused {
+        why: Rejection,
+        version: ObjectVersion,
+    },
 }
 
 impl Coordinator {
@@ -59,8 +99,11 @@ impl Coordinator {
         Ok(Coordinator {
             bucket: Bucket::open(&settings)?,
             prefix: vantage.prefix.clone(),
-            node: vantage.node.clone(),
+            keys: Keys::of(vantage),
+            max_clock_skew: vantage.max_clock_skew,
             stats,
+            refused: Arc::default(),
+            won: Arc::default(),
         })
     }
 
@@ -69,7 +112,7 @@ impl Coordinator {
     }
 
     pub fn node(&self) -> &str {
-        &self.node
+        self.keys.node()
     }
 
     /// `s3://bucket/prefix`, for messages.
@@ -99,7 +142,7 @@ impl Coordinator {
         &self,
         now: OffsetDateTime,
     ) -> Result<Conditional, ReplicateError> {
-        let name = format!("{}/{}/conditional-probe", self.prefix, self.node);
+        let name = format!("{}/{}/conditional-probe", self.prefix, self.node());
         let body = format!(
             "vigie conditional-write probe {}\n",
             now.unix_timestamp_nanos()
@@ -114,9 +157,8 @@ impl Coordinator {
 
     pub async fn publish(&self, state: &NodeState) -> Result<(), ReplicateError> {
         self.stats.add_requests(1);
-        self.bucket
-            .put(&self.state_name(&self.node), state.to_json())
-            .await
+        let name = self.state_name(self.node());
+        self.bucket.put(&name, self.keys.seal(&name, state)).await
     }
 
     /// When the bucket last wrote `node`'s state (one HEAD; not a
@@ -131,38 +173,174 @@ impl Coordinator {
         self.bucket.modified(&self.state_name(node)).await
     }
 
-    /// A peer's state; `Ok(Err(why))` when what is there is not one.
+    /// `node`'s state, if it is `node`'s: signed by it, at most 8 MiB, with
+    /// no probe further ahead of `now` than `max_clock_skew`.
     pub async fn fetch_state(
         &self,
         node: &str,
-    ) -> Result<Result<NodeState, String>, ReplicateError> {
-        self.stats.add_requests(1);
-        match self.bucket.get_versioned(&self.state_name(node)).await? {
-            Some((bytes, _)) => Ok(NodeState::from_json(&bytes)),
-            None => Ok(Err("no state in the bucket".to_string())),
+        now: OffsetDateTime,
+    ) -> Result<Signed<NodeState>, ReplicateError> {
+        let name = self.state_name(node);
+        let read = self
+            .read_signed(&name, MAX_STATE_BYTES, |s: &NodeState| &s.node)
+            .await?;
+        let read = match read {
+            Signed::Valid { value, version, .. } if value.node != node => {
+                let why = Rejection::new(
+                    Reason::Signer,
+                    format!("{name} holds the state of {}", value.node),
+                );
+                self.refuse(&name, version, why)
+            }
+            Signed::Valid { value, version, .. } => {
+                match value.ahead_of(now, self.max_clock_skew) {
+                    Some(ahead) => {
+                        let why = Rejection::new(Reason::ClockSkew, ahead);
+                        self.refuse(&name, version, why)
+                    }
+                    None => Signed::Valid {
+                        value,
+                        signer: node.to_string(),
+                        version,
+                    },
+                }
+            }
+            other => other,
+        };
+        if let Signed::Refused { why, .. } = &read {
+            // Counted against the node whose place it took.
+            if !why.repeated {
+                self.stats.rejected(node, why, now);
+            }
         }
+        Ok(read)
     }
 
-    pub(super) async fn create(&self, name: &str, body: Vec<u8>) -> Result<bool, ReplicateError> {
-        self.stats.add_requests(1);
-        self.bucket.create(name, body).await
-    }
-
-    pub(super) async fn read(
+    /// A claim or pointer named `name`; `author` is the node it says it is
+    /// from, which must have signed it.
+    pub(super) async fn read_claim<T: DeserializeOwned>(
         &self,
         name: &str,
-    ) -> Result<Option<(bytes::Bytes, ObjectVersion)>, ReplicateError> {
-        self.stats.add_requests(1);
-        self.bucket.get_versioned(name).await
+        now: OffsetDateTime,
+        author: impl Fn(&T) -> &str,
+    ) -> Result<Signed<T>, ReplicateError> {
+        let read = self.read_signed(name, MAX_CLAIM_BYTES, author).await?;
+        if let Signed::Refused { why, .. } = &read {
+            if !why.repeated {
+                self.stats
+                    .rejected(self.keys.fleet_name(&why.signer), why, now);
+            }
+        }
+        Ok(read)
     }
 
-    pub(super) async fn update(
+    /// One capped, verified read. A refused object's ETag is sent as
+    /// `If-None-Match`: while it is unchanged it is not downloaded again,
+    /// and the earlier refusal stands (not counted twice).
+    async fn read_signed<T: DeserializeOwned>(
         &self,
         name: &str,
-        body: Vec<u8>,
+        cap: u64,
+        author: impl Fn(&T) -> &str,
+    ) -> Result<Signed<T>, ReplicateError> {
+        let known = self.remembered(name);
+        let etag = known
+            .as_ref()
+            .and_then(|(v, _)| v.etag().map(str::to_string));
+        self.stats.add_requests(1);
+        let got = self.bucket.get_capped(name, cap, etag.as_deref()).await?;
+        Ok(match got {
+            Capped::Missing => Signed::Missing,
+            Capped::Unchanged => match known {
+                Some((version, why)) => {
+                    // The caller counts refusals it is told about; this one
+                    // was counted when first seen.
+                    return Ok(Signed::Refused {
+                        why: Rejection {
+                            repeated: true,
+                            ..why
+                        },
+                        version,
+                    });
+                }
+                None => Signed::Missing,
+            },
+            Capped::Oversized { size, version } => {
+                let why = Rejection::new(
+                    Reason::Oversized,
+                    format!("{name} has {size} bytes, more than the {cap} it may have"),
+                );
+                self.refuse(name, version, why)
+            }
+            Capped::Found { bytes, version } => match self.keys.open(name, &bytes, author) {
+                Ok((signer, value)) => {
+                    self.forget(name);
+                    Signed::Valid {
+                        value,
+                        signer,
+                        version,
+                    }
+                }
+                Err(why) => self.refuse(name, version, why),
+            },
+        })
+    }
+
+    fn refuse<T>(&self, name: &str, version: ObjectVersion, why: Rejection) -> Signed<T> {
+        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        if refused.len() >= MAX_REMEMBERED && !refused.contains_key(name) {
+            refused.clear();
+        }
+        refused.insert(name.to_string(), (version.clone(), why.clone()));
+        Signed::Refused { why, version }
+    }
+
+    fn remembered(&self, name: &str) -> Option<(ObjectVersion, Rejection)> {
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        refused.get(name).cloned()
+    }
+
+    fn forget(&self, name: &str) {
+        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        refused.remove(name);
+    }
+
+    /// This node won the claim `name`: its next states list it.
+    pub(super) fn won(&self, name: &str) {
+        let mut won = self.won.lock().unwrap_or_else(|p| p.into_inner());
+        if won.len() >= MAX_WON_LISTED {
+            won.pop_front();
+        }
+        won.push_back(name.to_string());
+    }
+
+    /// The claims this node won lately, oldest first.
+    pub fn won_claims(&self) -> Vec<String> {
+        let won = self.won.lock().unwrap_or_else(|p| p.into_inner());
+        won.iter().cloned().collect()
+    }
+
+    /// Creates `name` with `value` signed, unless it exists
+    /// (`If-None-Match: *`): `false` if it did.
+    pub(super) async fn create<T: Serialize>(
+        &self,
+        name: &str,
+        value: &T,
+    ) -> Result<bool, ReplicateError> {
+        self.stats.add_requests(1);
+        self.bucket.create(name, self.keys.seal(name, value)).await
+    }
+
+    /// Rewrites `name` with `value` signed if it is still at `version`.
+    pub(super) async fn update<T: Serialize>(
+        &self,
+        name: &str,
+        value: &T,
         version: &ObjectVersion,
     ) -> Result<bool, ReplicateError> {
         self.stats.add_requests(1);
-        self.bucket.update(name, body, version).await
+        self.bucket
+            .update(name, self.keys.seal(name, value), version)
+            .await
     }
 }

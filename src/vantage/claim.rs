@@ -16,11 +16,18 @@
 //! an incident adopts the open key; an incident is open until a RESOLVED is
 //! claimed for it (the pointer is then closed, and a later DOWN opens a new
 //! key even if closing the pointer failed).
+//!
+//! Claims and pointers are signed by the node that wrote them. One that
+//! does not verify (anyone with write access to the prefix could have put
+//! it there) is not believed: it is replaced with `If-Match` by this
+//! node's own, so a forged claim neither silences the page nor lets two
+//! honest nodes both send it. A claim lost to a genuine peer is checked
+//! later against that peer's own state (`daemon/alerter.rs`).
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::bucket::Coordinator;
+use super::bucket::{Coordinator, Signed};
 use crate::alert::EventKind;
 use crate::replicate::ReplicateError;
 
@@ -48,6 +55,9 @@ pub enum Claimed {
         key: String,
         by: String,
         message_id: String,
+        /// The claim's name in the bucket, which `by`'s state lists if it
+        /// really sent it.
+        name: String,
     },
 }
 
@@ -55,6 +65,9 @@ pub enum Claimed {
 struct Pointer {
     key: String,
     opened_by: String,
+    /// The node that last wrote it (and signed it): the opener, or the
+    /// node that closed it.
+    written_by: String,
     #[serde(with = "time::serde::rfc3339")]
     opened_at: OffsetDateTime,
     open: bool,
@@ -85,27 +98,39 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
         message_id: request.message_id.to_string(),
         at: request.now,
     };
-    let won = c.create(&name, json(&body)).await?;
-    let claimed = match won {
-        true => Claimed::Won { key: key.clone() },
-        false => match c.read(&name).await? {
-            // Our own create, retried after its answer was lost.
-            Some((bytes, _)) => match serde_json::from_slice::<ClaimBody>(&bytes) {
-                Ok(b) if b.node == c.node() => Claimed::Won { key: key.clone() },
-                Ok(b) => Claimed::Lost {
-                    key: key.clone(),
-                    by: b.node,
-                    message_id: b.message_id,
-                },
-                Err(_) => Claimed::Lost {
-                    key: key.clone(),
-                    by: "another vantage".to_string(),
-                    message_id: String::new(),
-                },
-            },
-            None => Claimed::Won { key: key.clone() },
-        },
-    };
+    let mut claimed = Claimed::Won { key: key.clone() };
+    if !c.create(&name, &body).await? {
+        // A forged claim is replaced once; if another node replaced it
+        // first, its claim is read in the second round.
+        for round in 0..2 {
+            match c
+                .read_claim(&name, request.now, |b: &ClaimBody| &b.node)
+                .await?
+            {
+                // Our own create, retried after its answer was lost.
+                Signed::Valid { value, .. } if value.node == c.node() => {}
+                Signed::Valid { value, .. } => {
+                    claimed = Claimed::Lost {
+                        key: key.clone(),
+                        by: value.node,
+                        message_id: value.message_id,
+                        name: name.clone(),
+                    };
+                }
+                Signed::Refused { version, .. } if round == 0 => {
+                    if !c.update(&name, &body, &version).await? {
+                        continue;
+                    }
+                }
+                // Refused again, or gone: this node sends.
+                Signed::Refused { .. } | Signed::Missing => {}
+            }
+            break;
+        }
+    }
+    if let Claimed::Won { .. } = claimed {
+        c.won(&name);
+    }
     if request.kind == EventKind::Resolved {
         close(c, request, &key).await?;
     }
@@ -129,27 +154,27 @@ fn pointer_name(c: &Coordinator, check: &str) -> String {
     format!("{}/current.json", c.incident_dir(check))
 }
 
-fn json<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_default()
-}
-
 /// The fleet's key for the incident `request` is about: the open one, or
 /// a new one this node opens.
 async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String, ReplicateError> {
     let name = pointer_name(c, request.check);
     for _ in 0..CAS_ROUNDS {
-        let read = c.read(&name).await?;
-        let current = read
-            .as_ref()
-            .and_then(|(bytes, _)| serde_json::from_slice::<Pointer>(bytes).ok());
+        // A refused pointer is as good as none, but is replaced with
+        // If-Match (its version), like a real one.
+        let (current, version) = match c
+            .read_claim(&name, request.now, |p: &Pointer| &p.written_by)
+            .await?
+        {
+            Signed::Missing => (None, None),
+            Signed::Valid { value, version, .. } => (Some(value), Some(version)),
+            Signed::Refused { version, .. } => (None, Some(version)),
+        };
         if let Some(pointer) = &current {
             let adopt = match request.kind {
                 // A reminder or RESOLVED is about the incident the fleet
                 // announced, closed or not.
                 EventKind::Reminder | EventKind::Resolved => true,
-                EventKind::Down => {
-                    pointer.open && !resolved(c, request.check, &pointer.key).await?
-                }
+                EventKind::Down => pointer.open && !resolved(c, request, &pointer.key).await?,
             };
             if adopt {
                 return Ok(pointer.key.clone());
@@ -162,12 +187,13 @@ async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String
         let pointer = Pointer {
             key: key.clone(),
             opened_by: c.node().to_string(),
+            written_by: c.node().to_string(),
             opened_at: request.now,
             open: true,
         };
-        let written = match &read {
-            None => c.create(&name, json(&pointer)).await?,
-            Some((_, version)) => c.update(&name, json(&pointer), version).await?,
+        let written = match &version {
+            None => c.create(&name, &pointer).await?,
+            Some(version) => c.update(&name, &pointer, version).await?,
         };
         if written {
             return Ok(key);
@@ -182,9 +208,18 @@ async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String
     })
 }
 
-async fn resolved(c: &Coordinator, check: &str, key: &str) -> Result<bool, ReplicateError> {
-    let name = format!("{}/{key}/resolved", c.incident_dir(check));
-    Ok(c.read(&name).await?.is_some())
+/// A RESOLVED claimed (and signed) for `key`: a forged one does not close
+/// an incident.
+async fn resolved(
+    c: &Coordinator,
+    request: &ClaimRequest<'_>,
+    key: &str,
+) -> Result<bool, ReplicateError> {
+    let name = format!("{}/{key}/resolved", c.incident_dir(request.check));
+    let read = c
+        .read_claim(&name, request.now, |b: &ClaimBody| &b.node)
+        .await?;
+    Ok(matches!(read, Signed::Valid { .. }))
 }
 
 /// Marks the pointer closed if it still names `key`.
@@ -195,17 +230,23 @@ async fn close(
 ) -> Result<(), ReplicateError> {
     let name = pointer_name(c, request.check);
     for _ in 0..CAS_ROUNDS {
-        let Some((bytes, version)) = c.read(&name).await? else {
-            return Ok(());
-        };
-        let Ok(mut pointer) = serde_json::from_slice::<Pointer>(&bytes) else {
+        let read = c
+            .read_claim(&name, request.now, |p: &Pointer| &p.written_by)
+            .await?;
+        let Signed::Valid {
+            value: mut pointer,
+            version,
+            ..
+        } = read
+        else {
             return Ok(());
         };
         if pointer.key != key || !pointer.open {
             return Ok(());
         }
         pointer.open = false;
-        if c.update(&name, json(&pointer), &version).await? {
+        pointer.written_by = c.node().to_string();
+        if c.update(&name, &pointer, &version).await? {
             return Ok(());
         }
     }

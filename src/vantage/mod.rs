@@ -14,6 +14,7 @@
 //! - `quorum`: the rule, pure (timeline tests in the file).
 //! - `bucket`: [`Coordinator`], every request to the bucket.
 //! - `claim`: the incident key and the claims.
+//! - `signed`: the signed envelope of every object, and why one is refused.
 //!
 //! The daemon's side (the task that publishes and reads, the alerter's
 //! holds and claims) is in `daemon/vantage.rs` and `daemon/alerter.rs`.
@@ -22,14 +23,18 @@ pub mod bucket;
 pub mod claim;
 pub mod published;
 pub mod quorum;
+pub mod signed;
 pub mod stats;
 #[cfg(test)]
 mod timeline;
 
-pub use bucket::{Conditional, Coordinator};
+pub use bucket::{Conditional, Coordinator, Signed};
 pub use claim::{claim, ClaimRequest, Claimed};
 pub use published::{CheckView, LocalView, NodeHealth, NodeState, ViewStatus};
-pub use quorum::{silent_words, Coordination, Fleet, Judgment, Peer};
+pub use quorum::{
+    silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet, Judgment, Peer,
+};
+pub use signed::{Reason, Rejection};
 pub use stats::{VantageSnapshot, VantageStats};
 
 /// The alert engine's name for the pseudo-check "this peer is alive":

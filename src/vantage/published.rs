@@ -7,15 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::clock::saturating_add;
 use crate::outcome::Status;
-
-/// The most of a peer's state vigie reads: 1,000 checks take about
-/// 150 KB; anything far beyond is not a vigie's state.
-pub const MAX_STATE_BYTES: usize = 8 << 20;
 
 /// This node's checks as its alerter last judged them, which the vantage
 /// task publishes.
@@ -62,6 +60,10 @@ pub struct NodeState {
     pub health: NodeHealth,
     /// Every check this node probes, by name.
     pub checks: BTreeMap<String, CheckView>,
+    /// The claims this node won lately (their names under the prefix,
+    /// newest last): what another node checks a claim it lost against.
+    #[serde(default)]
+    pub claims: Vec<String>,
 }
 
 /// The node's own health, as its `/healthz` says it.
@@ -128,16 +130,31 @@ impl NodeState {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// A peer's state as read from the bucket; `Err` says why it cannot be
-    /// used.
+    /// A peer's state as read from the bucket (its signature already
+    /// checked); `Err` says why it cannot be used.
     pub fn from_json(bytes: &[u8]) -> Result<NodeState, String> {
-        if bytes.len() > MAX_STATE_BYTES {
-            return Err(format!(
-                "{} bytes, more than the {MAX_STATE_BYTES} a vantage's state may have",
-                bytes.len()
-            ));
-        }
         serde_json::from_slice(bytes).map_err(|e| format!("not a vantage state: {e}"))
+    }
+
+    /// A state whose probes (or publication) are more than `skew` ahead of
+    /// `now` is refused: a peer with a clock far ahead would otherwise
+    /// look current long after it stopped, and its votes with it.
+    pub fn ahead_of(&self, now: OffsetDateTime, skew: Duration) -> Option<String> {
+        let limit = saturating_add(now, skew);
+        let latest = self
+            .checks
+            .values()
+            .map(|c| c.last_probe)
+            .chain([self.published_at])
+            .max()?;
+        (latest > limit).then(|| {
+            format!(
+                "{}'s state has a probe at {}, more than {} ahead of this node's clock",
+                self.node,
+                crate::cert::format_date(latest),
+                humantime::format_duration(skew)
+            )
+        })
     }
 }
 
@@ -166,6 +183,7 @@ mod tests {
                     firing: true,
                 },
             )]),
+            claims: vec!["incidents/site/20261201T071230Z/down".into()],
         };
         let json = state.to_json();
         assert_eq!(NodeState::from_json(&json).unwrap(), state);
@@ -174,5 +192,10 @@ mod tests {
         let newer = text.replacen("{", r#"{"added":1,"#, 1);
         assert_eq!(NodeState::from_json(newer.as_bytes()).unwrap(), state);
         assert!(NodeState::from_json(b"<html>").is_err());
+        let skew = Duration::from_secs(30);
+        assert_eq!(state.ahead_of(at, skew), None);
+        assert_eq!(state.ahead_of(at - Duration::from_secs(29), skew), None);
+        let ahead = state.ahead_of(at - Duration::from_secs(31), skew).unwrap();
+        assert!(ahead.contains("more than 30s ahead"), "{ahead}");
     }
 }

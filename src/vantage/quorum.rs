@@ -1,10 +1,12 @@
 //! The quorum rule, pure: given what this node sees of a check and the
 //! peers' published states, is the check down for the fleet?
 //!
-//! - A peer is *alive* while the bucket's Last-Modified of its state is at
-//!   most `stale_after` old (by this node's clock: keep the clocks in NTP
-//!   sync). A dead peer is not counted at all, so a node whose peers are all
-//!   dead pages alone.
+//! - A peer is *alive* while its state in the bucket verifies (signed by
+//!   it: `signed.rs`) and both the bucket's Last-Modified of it and the
+//!   time it was published at are at most `stale_after` old (by this
+//!   node's clock: keep the clocks in NTP sync). A dead peer is not counted
+//!   at all, so a node whose peers are all dead pages alone; so is one
+//!   whose state is forged, or an old one of its put back.
 //! - A live peer *judges* a check by the state this node last read of it,
 //!   if that read is recent ([`Fleet::fresh_for`]) and the check's latest
 //!   probe in it is at most `stale_after` old: `down`, or `up`/`warn`.
@@ -40,6 +42,9 @@ pub struct Peer {
     /// Its state as last read, and when it was last known current.
     pub state: Option<Arc<NodeState>>,
     pub fetched_at: Option<OffsetDateTime>,
+    /// Why what is in the bucket in its place is not its state (a
+    /// signature that does not verify, a size over the cap...).
+    pub refused: Option<String>,
 }
 
 impl Peer {
@@ -51,6 +56,7 @@ impl Peer {
             read_etag: None,
             state: None,
             fetched_at: None,
+            refused: None,
         }
     }
 }
@@ -98,8 +104,13 @@ pub struct Judgment {
 
 impl Fleet {
     pub fn is_alive(&self, peer: &Peer, now: OffsetDateTime) -> bool {
-        peer.modified
-            .is_some_and(|at| at >= saturating_sub(now, self.stale_after))
+        let oldest = saturating_sub(now, self.stale_after);
+        peer.refused.is_none()
+            && peer.modified.is_some_and(|at| at >= oldest)
+            && peer
+                .state
+                .as_ref()
+                .is_some_and(|s| s.published_at >= oldest)
     }
 
     pub fn alive(&self, now: OffsetDateTime) -> usize {
@@ -187,6 +198,51 @@ impl Fleet {
     }
 }
 
+impl Fleet {
+    /// Does `by`'s own signed state, read since `claimed_at`, back its
+    /// claim on `check`: the incident firing there (for a DOWN or a
+    /// reminder), or over (for a RESOLVED)? A claim is only a name in the
+    /// bucket; the claimant's state is what says it is really paging.
+    ///
+    /// The state also lists the claims its node won lately (`claim`, its
+    /// name under the prefix): that backs it too, so that a check that
+    /// flaps faster than the states are read is not paged twice.
+    pub fn backs_claim(&self, by: &str, claim: &BackedClaim<'_>, now: OffsetDateTime) -> bool {
+        let Some(peer) = self.peers.iter().find(|p| p.node == by) else {
+            return false;
+        };
+        if !self.is_alive(peer, now) || peer.fetched_at.is_none_or(|at| at < claim.claimed_at) {
+            return false;
+        }
+        let Some(state) = peer.state.as_ref() else {
+            return false;
+        };
+        let listed = state
+            .claims
+            .iter()
+            .any(|c| claim.name.ends_with(c.as_str()));
+        let view = state.checks.get(claim.check);
+        listed || view.is_some_and(|v| v.firing != claim.resolved)
+    }
+}
+
+/// A claim another node won, as [`Fleet::backs_claim`] checks it.
+#[derive(Debug, Clone)]
+pub struct BackedClaim<'a> {
+    pub check: &'a str,
+    /// The claim object's name in the bucket.
+    pub name: &'a str,
+    /// A RESOLVED (backed by the incident being over there).
+    pub resolved: bool,
+    pub claimed_at: OffsetDateTime,
+}
+
+/// "claimed by fra, not confirmed by fra's state: sent from eu-par": the
+/// words of a page this node sent over a claim it could not check.
+pub fn unbacked_claim_words(by: &str, node: &str) -> String {
+    format!("claimed by {by}, not confirmed by {by}'s state: sent from {node}")
+}
+
 impl Judgment {
     pub fn confirms_down(&self) -> bool {
         self.down.len() >= self.quorum
@@ -269,6 +325,12 @@ impl Judgment {
 /// "vantage fra silent since 07:12 UTC", or "vantage fra silent: no state
 /// in the bucket" for a peer that never published.
 pub fn silent_words(peer: &Peer) -> String {
+    if let Some(why) = &peer.refused {
+        return format!(
+            "vantage {} silent: its state in the bucket is refused: {why}",
+            peer.node
+        );
+    }
     match peer.modified {
         Some(at) => format!("vantage {} silent since {}", peer.node, format_date(at)),
         None => format!("vantage {} silent: no state in the bucket", peer.node),
@@ -310,6 +372,7 @@ mod tests {
                     (name.to_string(), view)
                 })
                 .collect::<BTreeMap<_, _>>(),
+            claims: Vec::new(),
         })
     }
 
@@ -322,6 +385,7 @@ mod tests {
             read_etag: None,
             state: Some(state(node, at, checks)),
             fetched_at: Some(t(at)),
+            refused: None,
         }
     }
 
@@ -470,6 +534,58 @@ mod tests {
         f.quorum = Some(3);
         let j = f.judge("site", true, t(100));
         assert_eq!((j.vantages, j.quorum), (1, 1), "alone: pages alone");
+    }
+
+    #[test]
+    fn a_refused_or_replayed_state_is_not_a_live_peer() {
+        let mut f = fleet(vec![
+            peer("eu-ams", 0, &[("site", Up)]),
+            peer("fra", 0, &[("site", Up)]),
+        ]);
+        f.peers[0].refused = Some("does not verify".into());
+        // An old state of fra's put back: the bucket's date is new, the
+        // state's own is not.
+        f.peers[1].modified = Some(t(100));
+        let j = f.judge("site", true, t(101));
+        assert_eq!((j.vantages, j.quorum), (1, 1));
+        assert!(j.confirms_down());
+        assert!(silent_words(&f.peers[0]).contains("refused: does not verify"));
+    }
+
+    #[test]
+    fn a_claim_is_backed_only_by_the_claimant_s_state_read_since() {
+        let mut f = fleet(vec![peer("fra", 10, &[("site", Down)])]);
+        Arc::make_mut(f.peers[0].state.as_mut().unwrap())
+            .checks
+            .get_mut("site")
+            .unwrap()
+            .firing = true;
+        let claim = |check, resolved, at| BackedClaim {
+            check,
+            name: "v/incidents/site/K/down",
+            resolved,
+            claimed_at: t(at),
+        };
+        assert!(f.backs_claim("fra", &claim("site", false, 5), t(11)));
+        assert!(
+            !f.backs_claim("fra", &claim("site", true, 5), t(11)),
+            "not over"
+        );
+        assert!(
+            !f.backs_claim("fra", &claim("site", false, 12), t(13)),
+            "read before"
+        );
+        assert!(!f.backs_claim("fra", &claim("other", false, 5), t(11)));
+        assert!(!f.backs_claim("ams", &claim("site", false, 5), t(11)));
+        // Over again already, but its state lists the claim.
+        Arc::make_mut(f.peers[0].state.as_mut().unwrap())
+            .claims
+            .push("v/incidents/site/K/down".into());
+        assert!(f.backs_claim("fra", &claim("site", true, 5), t(11)));
+        assert_eq!(
+            unbacked_claim_words("fra", "eu-par"),
+            "claimed by fra, not confirmed by fra's state: sent from eu-par"
+        );
     }
 
     #[test]

@@ -1,8 +1,19 @@
 //! What the vantage task and the alerter count, for `/metrics`, `/healthz`
 //! and the benchmark.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::signed::{Reason, Rejection};
+use crate::clock::saturating_sub;
+
+/// How long a refused object, or a page sent over a claim its claimant's
+/// state did not confirm, stays listed under `/healthz`'s `degraded`.
+const SHOWN_FOR: Duration = Duration::from_secs(3600);
 
 /// Shared by the vantage task (bucket side) and the alerter (pages side).
 #[derive(Debug, Default)]
@@ -18,6 +29,19 @@ pub struct VantageStats {
     uncoordinated_pages: AtomicU64,
     /// Why the vantages cannot coordinate, while they cannot.
     unavailable: Mutex<Option<String>>,
+    /// Objects refused, by (peer, reason): how many, the latest in words.
+    rejected: Mutex<BTreeMap<(String, Reason), Refused>>,
+    /// Pages this node sent over another's claim, by check: the words and
+    /// when.
+    unconfirmed_claims: Mutex<BTreeMap<String, (String, OffsetDateTime)>>,
+}
+
+/// Refused objects of one peer for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub count: u64,
+    pub latest: String,
+    pub at: OffsetDateTime,
 }
 
 /// One reading of [`VantageStats`].
@@ -32,6 +56,8 @@ pub struct VantageSnapshot {
     pub sent_elsewhere: u64,
     pub uncoordinated_pages: u64,
     pub unavailable: Option<String>,
+    pub rejected: BTreeMap<(String, Reason), Refused>,
+    pub unconfirmed_claims: BTreeMap<String, (String, OffsetDateTime)>,
 }
 
 macro_rules! counter {
@@ -64,6 +90,31 @@ impl VantageStats {
         *self.unavailable.lock().unwrap_or_else(|p| p.into_inner()) = why;
     }
 
+    /// An object of `peer`'s refused: counted, logged, and listed under
+    /// `degraded` for a while.
+    pub fn rejected(&self, peer: &str, why: &Rejection, now: OffsetDateTime) {
+        tracing::warn!(peer = %peer, reason = why.reason.as_str(), detail = %why.detail, "vantage object refused");
+        let mut rejected = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = rejected
+            .entry((peer.to_string(), why.reason))
+            .or_insert(Refused {
+                count: 0,
+                latest: String::new(),
+                at: now,
+            });
+        entry.count += 1;
+        entry.latest = why.detail.clone();
+        entry.at = now;
+    }
+
+    /// This node sent `check`'s page over another node's claim.
+    pub fn sent_over_claim(&self, check: &str, words: &str, now: OffsetDateTime) {
+        self.unconfirmed_claims
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(check.to_string(), (words.to_string(), now));
+    }
+
     pub fn snapshot(&self) -> VantageSnapshot {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         VantageSnapshot {
@@ -77,6 +128,16 @@ impl VantageStats {
             uncoordinated_pages: load(&self.uncoordinated_pages),
             unavailable: self
                 .unavailable
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            rejected: self
+                .rejected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            unconfirmed_claims: self
+                .unconfirmed_claims
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
@@ -105,5 +166,61 @@ impl VantageSnapshot {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         }
+        let name = "vigie_vantage_rejected_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Objects in the bucket refused (signature, signer, clock_skew, oversized, malformed), by the peer they claim to be from.\n# TYPE {name} counter"
+        );
+        for ((peer, reason), refused) in &self.rejected {
+            let _ = writeln!(
+                out,
+                "{name}{{peer=\"{}\",reason=\"{}\"}} {}",
+                label(peer),
+                reason.as_str(),
+                refused.count
+            );
+        }
     }
+
+    /// The `degraded` lines: objects refused and pages sent over an
+    /// unconfirmed claim within the last hour. Each names the peer and the
+    /// cause, not the bucket.
+    pub fn degradations(&self, now: OffsetDateTime) -> Vec<String> {
+        let since = saturating_sub(now, SHOWN_FOR);
+        let mut out = Vec::new();
+        for ((peer, reason), refused) in &self.rejected {
+            if refused.at >= since {
+                out.push(format!(
+                    "vantage: {} object(s) claiming to be from {peer} refused ({}), the latest at {}: {}",
+                    refused.count,
+                    reason.as_str(),
+                    crate::cert::format_date(refused.at),
+                    refused.latest
+                ));
+            }
+        }
+        for (check, (words, at)) in &self.unconfirmed_claims {
+            if *at >= since {
+                out.push(format!(
+                    "vantage: {check}: {words} (at {})",
+                    crate::cert::format_date(*at)
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// A label value: peer names come from config or from a refused object,
+/// which may hold anything.
+fn label(value: &str) -> String {
+    value
+        .chars()
+        .take(64)
+        .map(|c| match c {
+            '"' | '\\' | '\n' => '_',
+            c if c.is_control() => '_',
+            c => c,
+        })
+        .collect()
 }

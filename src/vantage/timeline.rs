@@ -71,6 +71,7 @@ impl World {
                     degraded: Vec::new(),
                 },
                 checks: BTreeMap::from([("site".to_string(), view)]),
+                claims: Vec::new(),
             }));
         }
     }

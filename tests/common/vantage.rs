@@ -35,6 +35,8 @@ pub struct Fleet {
     pub nodes: Vec<Node>,
     pub smtp: SmtpServer,
     pub bucket_gate: Gate,
+    /// Every node's key, as `vigie vantage keygen` made them.
+    pub keys: FleetKeys,
     _target: TlsServer,
 }
 
@@ -74,6 +76,7 @@ impl Fleet {
         let target =
             TlsServer::start_leaf(&issue(&LeafSpec::new(["localhost"])), TlsOpts::default());
         let mut nodes = Vec::new();
+        let keys = FleetKeys::new(names);
         for name in names {
             let gate = Gate::start(target.addr).await;
             let api = free_addr();
@@ -87,16 +90,8 @@ impl Fleet {
                 id.display().to_string(),
                 secret.display().to_string(),
             ));
-            if let Some(keys) = spec.vantage {
-                let peers: Vec<String> = names
-                    .iter()
-                    .filter(|n| *n != name)
-                    .map(|n| format!("{n:?}"))
-                    .collect();
-                env.append_config(&format!(
-                    "[vantage]\npeers = [{}]\n{keys}",
-                    peers.join(", ")
-                ));
+            if let Some(extra) = spec.vantage {
+                env.append_config(&format!("{}{extra}", keys.section(name)));
             }
             let url = format!("https://localhost:{}/", gate.addr.port());
             env.write_checks("checks.toml", &(spec.checks)(&url));
@@ -118,6 +113,7 @@ impl Fleet {
             nodes,
             smtp,
             bucket_gate,
+            keys,
             _target: target,
         };
         if spec.vantage.is_some() {
@@ -170,6 +166,59 @@ impl Fleet {
                 daemon.stop(STOP).await;
             }
         }
+    }
+}
+
+/// One key per vantage, made as an operator makes them (`vigie vantage
+/// keygen`'s library side), in a directory of their own.
+pub struct FleetKeys {
+    _dir: Option<Env>,
+    /// (node, key file, its `peers` entry)
+    pub nodes: Vec<(String, std::path::PathBuf, String)>,
+}
+
+impl FleetKeys {
+    /// In a directory of their own, removed with them.
+    pub fn new(names: &[&str]) -> FleetKeys {
+        let dir = Env::new();
+        let mut keys = FleetKeys::new_in(&dir.path().join("keys"), names);
+        keys._dir = Some(dir);
+        keys
+    }
+
+    /// In `dir` (a test's own directory).
+    pub fn new_in(dir: &std::path::Path, names: &[&str]) -> FleetKeys {
+        let nodes = names
+            .iter()
+            .map(|name| {
+                let made = vigie::cli::keygen::keygen(name, dir).unwrap();
+                (name.to_string(), made.key_file, made.peer_entry)
+            })
+            .collect();
+        FleetKeys { _dir: None, nodes }
+    }
+
+    /// `[vantage]` for `node`: its key file and every other node as a peer
+    /// (more keys follow the section's header, so this comes first).
+    pub fn section(&self, node: &str) -> String {
+        let peers: Vec<&str> = self
+            .nodes
+            .iter()
+            .filter(|(n, _, _)| n != node)
+            .map(|(_, _, entry)| entry.as_str())
+            .collect();
+        let key_file = &self.nodes.iter().find(|(n, _, _)| n == node).unwrap().1;
+        format!(
+            "[vantage]\nsigning_key_file = {:?}\npeers = [{}]\n",
+            key_file.display().to_string(),
+            peers.join(", ")
+        )
+    }
+
+    /// `node`'s signing key, to write in its name what it would.
+    pub fn key(&self, node: &str) -> vigie::signing::SigningKey {
+        let key_file = &self.nodes.iter().find(|(n, _, _)| n == node).unwrap().1;
+        vigie::signing::SigningKey::from_pem(&std::fs::read_to_string(key_file).unwrap()).unwrap()
     }
 }
 
