@@ -873,7 +873,7 @@ fn signing_key(cx: &mut Cx<'_>, d: &Decoded<RawVantage>) -> Option<SigningKey> {
         cx.report(&d.span, message);
         return None;
     };
-    let path = cx.file("signing_key_file", value)?;
+    let path = cx.secret_file("signing_key_file", value)?;
     let problem = match fs::read_to_string(&path) {
         Ok(text) => match SigningKey::from_pem(&text) {
             Ok(key) => return Some(key),
