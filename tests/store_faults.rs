@@ -67,6 +67,14 @@ impl Drop for Tmpfs {
     }
 }
 
+/// `state` on a tmpfs of its own, mounted read-only: vigie starts on a
+/// temporary store.
+fn read_only_state(state: &Path) -> Tmpfs {
+    let tmpfs = Tmpfs::mount(state, "48m");
+    tmpfs.remount("ro");
+    tmpfs
+}
+
 /// Writes `dir/filler` until the file system refuses: ENOSPC.
 fn fill(dir: &Path) {
     use std::io::Write;
@@ -200,8 +208,7 @@ async fn a_read_only_state_directory_at_start_still_pages_and_the_store_comes_wh
     let (target, status) = switchable_target();
     let (env, api) = env(&smtp, &target);
     let state = env.path().join("state");
-    let tmpfs = Tmpfs::mount(&state, "48m");
-    tmpfs.remount("ro");
+    let tmpfs = read_only_state(&state);
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     let health = store_unhealthy(&daemon, "Read-only file system").await;
     assert!(
@@ -346,8 +353,7 @@ async fn a_stop_on_a_temporary_store_tries_its_pages_once_more_and_says_what_it_
     let (target, status) = switchable_target();
     let (env, api) = env(&smtp, &target);
     let state = env.path().join("state");
-    let tmpfs = Tmpfs::mount(&state, "48m");
-    tmpfs.remount("ro");
+    let _tmpfs = read_only_state(&state);
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     store_unhealthy(&daemon, "Read-only file system").await;
     status.store(503, Ordering::SeqCst);

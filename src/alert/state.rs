@@ -463,13 +463,21 @@ fn resolve(
     }
 }
 
+impl Incident {
+    /// What holds its page while nobody has been told ("silence site until
+    /// ..."), if anything does.
+    pub fn held_by(&self) -> Option<&str> {
+        match &self.page {
+            Page::Held { by, .. } => Some(by),
+            _ => None,
+        }
+    }
+}
+
 /// Keeps `incident`, just resolved at `at`, among the check's ended ones,
 /// and forgets those older than [`ENDED_KEPT`] or beyond [`ENDED_MAX`].
 fn remember_ended(state: &mut AlertState, incident: &Incident, at: OffsetDateTime) {
-    let held = match &incident.page {
-        Page::Held { by, .. } => Some(by.clone()),
-        _ => None,
-    };
+    let held = incident.held_by().map(str::to_string);
     state.ended.push(EndedIncident {
         since: incident.since,
         resolved_at: at,

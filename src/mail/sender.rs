@@ -376,16 +376,16 @@ impl Sender {
     /// One last try of every message still in the outbox, due or not and
     /// whatever the backoff says, for a stop that would lose them (the
     /// daemon on a temporary store); bounded by `within`. Returns what is
-    /// still undelivered.
+    /// still undelivered. It runs on a copy of the sender taken before it
+    /// started, which knows nothing of the running one's accepted but
+    /// unremoved messages: such a message may go out twice (at least once,
+    /// never not at all).
     pub async fn last_attempt(self, within: Duration) -> Vec<Pending> {
         let delivery = self.delivery.borrow().clone();
         let cancel = CancellationToken::new();
         let attempts = async {
             let mut session: Option<Session> = None;
             for pending in self.outbox.pending().unwrap_or_default() {
-                if self.unremoved.contains(&pending.id) {
-                    continue;
-                }
                 let attempt = delivery
                     .attempt(&mut session, &pending.message, pending.enqueued_at, &cancel)
                     .await;
@@ -400,12 +400,7 @@ impl Sender {
             }
         };
         let _ = tokio::time::timeout(within, attempts).await;
-        self.outbox
-            .pending()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|p| !self.unremoved.contains(&p.id))
-            .collect()
+        self.outbox.pending().unwrap_or_default()
     }
 
     /// Sends what is due; returns when to look again (`None`: nothing is

@@ -330,10 +330,7 @@ fn incidents(
                 resolved_at: None,
                 lasted_seconds: lasted(open.since, now),
                 first_failure: open.first_failure.headline().unwrap_or("down").to_string(),
-                held: match &open.page {
-                    crate::alert::state::Page::Held { by, .. } => Some(by.clone()),
-                    _ => None,
-                },
+                held: open.held_by().map(str::to_string),
             });
         }
     }
@@ -393,10 +390,8 @@ fn problem(outcome: &Outcome, states: &[AlertState]) -> Problem {
         firing: state.is_some_and(AlertState::is_firing),
         held: state
             .and_then(|s| s.incident.as_ref())
-            .and_then(|i| match &i.page {
-                crate::alert::state::Page::Held { by, .. } => Some(by.clone()),
-                _ => None,
-            }),
+            .and_then(|i| i.held_by())
+            .map(str::to_string),
     }
 }
 
