@@ -192,11 +192,14 @@ impl Policies {
         }
     }
 
-    /// Rebuilds the cache when `config` is not the one it was built from.
-    pub fn refresh(&mut self, config: &Arc<Config>) {
-        if !Arc::ptr_eq(&self.of, config) {
+    /// Rebuilds the cache when `config` is not the one it was built
+    /// from; true when it did.
+    pub fn refresh(&mut self, config: &Arc<Config>) -> bool {
+        let stale = !Arc::ptr_eq(&self.of, config);
+        if stale {
             *self = Policies::new(config);
         }
+        stale
     }
 
     /// The policy of `check`; `[alerting]` itself for vigie's network
@@ -231,7 +234,7 @@ impl Alerter {
             parts.clock.now(),
             |check| policies.get(check).clone(),
         );
-        Alerter {
+        let alerter = Alerter {
             engine,
             store: parts.store.clone(),
             outbox: parts.outbox.clone(),
@@ -247,7 +250,9 @@ impl Alerter {
             vantage: parts.vantage.clone(),
             waiting: HashMap::new(),
             unbacked: Vec::new(),
-        }
+        };
+        alerter.list_configured(&config);
+        alerter
     }
 
     /// Runs until `outcomes` closes (the recorder stopped); each outcome
@@ -330,7 +335,7 @@ impl Alerter {
     fn observe(&mut self, run: &mut Run, outcome: &Outcome) {
         let now = self.clock.now();
         let config = self.config.borrow().clone();
-        self.policies.refresh(&config);
+        self.refresh(&config);
         let fleet = self.fleet();
         let self_down = outcome.status == Status::Down;
         let hold = self.hold(
@@ -346,6 +351,26 @@ impl Alerter {
             self.save(&[state]);
         }
         self.record_view(outcome);
+    }
+
+    /// Follows a reload: the policies, and the checks this node's
+    /// published state lists.
+    fn refresh(&mut self, config: &Arc<Config>) {
+        if self.policies.refresh(config) {
+            self.list_configured(config);
+        }
+    }
+
+    /// The published state lists every configured check, those not probed
+    /// yet as unknown (`vantage::published::configured`).
+    fn list_configured(&self, config: &Config) {
+        let Some(v) = &self.vantage else { return };
+        let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
+        vantage::published::configured(
+            &mut view,
+            config.checks.iter().map(|c| c.name.as_str()),
+            self.clock.now(),
+        );
     }
 
     /// The fleet as the vantage task last read it; `None` without
@@ -481,7 +506,7 @@ impl Alerter {
                 self.observe(run, &outcome);
             }
         }
-        self.policies.refresh(&config);
+        self.refresh(&config);
         let fleet = self.fleet();
         if let Some(fleet) = &fleet {
             self.judge_peers(run, &config, fleet, now);

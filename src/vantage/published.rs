@@ -47,6 +47,30 @@ pub fn record(
     );
 }
 
+/// Makes `view` list exactly the checks configured (`names`), leaving
+/// vigie's own pseudo-checks (`vigie:...`) as they are: a check not probed
+/// here yet is listed as unknown since `now`, so that a peer counts this
+/// node as a vantage that has no verdict yet rather than one that does not
+/// probe the check (which would let a lone node confirm its own outage
+/// while the fleet starts); a check no longer configured is dropped.
+pub fn configured<'a>(
+    view: &mut BTreeMap<String, CheckView>,
+    names: impl IntoIterator<Item = &'a str>,
+    now: OffsetDateTime,
+) {
+    let names: std::collections::BTreeSet<&str> = names.into_iter().collect();
+    view.retain(|check, _| check.starts_with("vigie:") || names.contains(check.as_str()));
+    for name in names {
+        view.entry(name.to_string()).or_insert_with(|| CheckView {
+            status: ViewStatus::Unknown,
+            since: now,
+            last_probe: now,
+            failure: None,
+            firing: false,
+        });
+    }
+}
+
 /// One vantage's published state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeState {
@@ -197,5 +221,41 @@ mod tests {
         assert_eq!(state.ahead_of(at - Duration::from_secs(29), skew), None);
         let ahead = state.ahead_of(at - Duration::from_secs(31), skew).unwrap();
         assert!(ahead.contains("more than 30s ahead"), "{ahead}");
+    }
+
+    #[test]
+    fn a_check_not_probed_yet_is_listed_unknown_and_one_no_longer_configured_is_dropped() {
+        let at = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let mut view = BTreeMap::new();
+        record(
+            &mut view,
+            "site",
+            ViewStatus::Down,
+            at,
+            Some(at),
+            Some("HTTP 500"),
+            true,
+        );
+        record(&mut view, "gone", ViewStatus::Up, at, None, None, false);
+        record(
+            &mut view,
+            "vigie:vantage:fra",
+            ViewStatus::Up,
+            at,
+            None,
+            None,
+            false,
+        );
+        let later = at + Duration::from_secs(60);
+        configured(&mut view, ["site", "app"], later);
+        let names: Vec<&str> = view.keys().map(String::as_str).collect();
+        assert_eq!(names, ["app", "site", "vigie:vantage:fra"]);
+        assert_eq!(view["app"].status, ViewStatus::Unknown);
+        assert_eq!(view["app"].last_probe, later);
+        assert_eq!(
+            view["site"].status,
+            ViewStatus::Down,
+            "a probed check is kept as it is"
+        );
     }
 }
