@@ -14,6 +14,7 @@ mod body;
 mod deadline;
 mod history;
 mod host;
+pub mod local;
 mod pages;
 mod serve;
 mod session;
@@ -22,7 +23,7 @@ mod tls;
 
 pub use auth::Token;
 pub use history::{HistoryView, DEFAULT_HISTORY_WINDOW, MAX_PAGE, MAX_UNPAGED_WINDOW};
-pub use serve::{serve, Limits, ServerSnapshot, ServerStats};
+pub use serve::{serve, serve_local, Limits, ServerSnapshot, ServerStats};
 pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};
 
 use std::fmt::Write;
@@ -331,22 +332,23 @@ pub struct SilenceRequest {
     pub reason: String,
 }
 
-/// Silencing changes who is woken up: it needs the token even on loopback,
-/// where any local user could otherwise mute the pager.
-fn refuse_mutation(state: &ApiState) -> Option<Response> {
-    match state.token.current() {
-        Some(_) => None,
-        None => Some(error(
-            StatusCode::FORBIDDEN,
-            "silences through the API need a token: set [api] token_file (the CLI reads it from the same config), or stop the daemon and run the command again",
-        )),
+/// Silencing changes who is woken up: over TCP it needs the token even on
+/// loopback, where any local user could otherwise mute the pager; over the
+/// local socket, the peer's credentials stand for it.
+fn refuse_mutation(state: &ApiState, request: &Request) -> Option<Response> {
+    if auth::is_local(request) || state.token.current().is_some() {
+        return None;
     }
+    Some(error(
+        StatusCode::FORBIDDEN,
+        "silences over TCP need the token: set [api] token_file (the CLI reads it from the same config), or run the command on this machine, where it uses the local socket (as root, the daemon's user, or a member of the group vigie)",
+    ))
 }
 
 async fn add_silence(State(state): State<ApiState>, request: Request) -> Response {
     // Who asks is settled before the body is read: the token by
     // `require_token`, its presence here.
-    if let Some(refused) = refuse_mutation(&state) {
+    if let Some(refused) = refuse_mutation(&state, &request) {
         return refused;
     }
     let what = "POST /api/v1/silences";
@@ -395,8 +397,12 @@ async fn add_silence(State(state): State<ApiState>, request: Request) -> Respons
     }
 }
 
-async fn remove_silence(State(state): State<ApiState>, Path(pattern): Path<String>) -> Response {
-    if let Some(refused) = refuse_mutation(&state) {
+async fn remove_silence(
+    State(state): State<ApiState>,
+    Path(pattern): Path<String>,
+    request: Request,
+) -> Response {
+    if let Some(refused) = refuse_mutation(&state, &request) {
         return refused;
     }
     match ask(&state, |reply| {

@@ -116,12 +116,24 @@ pub fn api_client() -> Result<reqwest::Client, reqwest::Error> {
 /// [`api_client`] trusting `roots` (see [`roots`]: the Mozilla roots plus
 /// `[api] ca_file`, or the API's own certificate file).
 pub fn api_client_with(roots: RootCertStore) -> Result<reqwest::Client, reqwest::Error> {
+    api_client_builder(roots).build()
+}
+
+/// A client for the daemon's local control socket: plain HTTP over it
+/// (the TLS setup is there only because reqwest builds one either way, and
+/// must be given its crypto provider).
+pub fn local_api_client(socket: &std::path::Path) -> Result<reqwest::Client, reqwest::Error> {
+    api_client_builder(RootCertStore::empty())
+        .unix_socket(socket)
+        .build()
+}
+
+fn api_client_builder(roots: RootCertStore) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .tls_backend_preconfigured(client_config(roots))
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(30))
         .no_proxy()
-        .build()
 }
 
 /// A client builder for vigie's own outbound services (the replication

@@ -44,6 +44,7 @@ fn write_token(env: &Env) -> std::path::PathBuf {
 async fn daemon_with_token(extra: &str) -> (Env, Daemon) {
     let api = free_addr();
     let env = Env::new();
+    env.write_idle_check();
     let token = write_token(&env);
     env.append_config(&format!("{}{extra}", api_section(api, Some(&token))));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
@@ -894,13 +895,16 @@ async fn the_cli_asks_an_https_api_and_plain_http_gets_no_answer() {
     }
 
     // A CLI that trusts something else is told why, rather than falling
-    // back to the store the daemon holds.
+    // back to the store the daemon holds. (Its config names a local socket
+    // that is not there, so that it asks over TCP.)
     let other = env.path().join("other-ca.pem");
     std::fs::write(&other, &staging_ca().root.pem).unwrap();
     let text = std::fs::read_to_string(env.config_path()).unwrap();
     let start = text.find("[api]").unwrap();
     let mut wrong = section(false);
     wrong.push_str(&format!("ca_file = {:?}\n", other.display().to_string()));
+    let elsewhere = env.path().join("elsewhere.sock");
+    wrong.push_str(&format!("socket = {:?}\n", elsewhere.display().to_string()));
     std::fs::write(env.config_path(), format!("{}{wrong}", &text[..start])).unwrap();
     let out = vigie_cli_async(&env.config_path(), &["history", "site", "--json"]).await;
     assert_eq!(out.status.code(), Some(3));

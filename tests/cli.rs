@@ -134,6 +134,7 @@ fn validate_reports_errors_with_exit_3() {
 fn validate_warns_of_a_secret_file_others_may_read() {
     use std::os::unix::fs::PermissionsExt;
     let env = Env::new();
+    env.write_idle_check();
     let token = env.path().join("api-token");
     std::fs::write(&token, "a token of no consequence\n").unwrap();
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -167,6 +168,7 @@ fn validate_warns_of_a_secret_file_others_may_read() {
 #[test]
 fn silence_without_a_daemon_refuses_more_than_a_year() {
     let env = Env::new();
+    env.write_idle_check();
     // Nobody listens there: the command writes the store itself.
     env.append_config(&api_section(free_addr(), None));
     let out = vigie(&env, &["silence", "site", "--for", "20000y"]);
@@ -185,6 +187,45 @@ fn silence_without_a_daemon_refuses_more_than_a_year() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout(&out).starts_with("silenced \"site\" until "));
+}
+
+#[test]
+fn a_config_that_pages_nobody_or_checks_nothing_is_refused() {
+    // No [alerting] at all, one check.
+    let env = Env::with_config("[alerting]\nfailure_threshold = 2\n");
+    env.write_idle_check();
+    for args in [&["validate"][..], &["check"], &["run"]] {
+        let out = vigie(&env, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("missing key `alerting.to`: pages would go to nobody"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // Someone to page, nothing to check: "OK (0 checks)" no more.
+    let env = Env::new();
+    env.write_checks("site.tml", "[[check]]\nname = \"site\"\n");
+    for args in [&["validate"][..], &["check"]] {
+        let out = vigie(&env, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        assert!(stderr.contains("no checks:"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("not read, for their names: site.tml"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // Said outright: nobody is paged, and that is accepted.
+    let env = Env::with_config("[alerting]\nenabled = false\n");
+    env.write_idle_check();
+    let out = vigie(&env, &["validate"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

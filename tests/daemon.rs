@@ -731,14 +731,15 @@ async fn api_port_in_use_is_a_startup_error() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_config_is_a_startup_error_with_its_position() {
-    // A TOML syntax error in config.toml (line 5: after the four lines Env writes).
+    // A TOML syntax error in config.toml (line 7: after the four lines Env
+    // writes and its two of [alerting]).
     let api = free_addr();
     let env = Env::with_config(&format!("concurrency = 64 64\n{}", api_section(api, None)));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     let status = daemon.wait_exit(START).await;
     let log = daemon.log();
     assert_eq!(status.code(), Some(3), "{status}:\n{log}");
-    assert!(log.contains("config.toml:5:15: TOML syntax error"), "{log}");
+    assert!(log.contains("config.toml:7:15: TOML syntax error"), "{log}");
 
     // An invalid regex in a check file.
     let env = Env::with_config(&api_section(api, None));
@@ -839,4 +840,64 @@ async fn a_second_daemon_on_the_same_state_dir_is_refused() {
     );
     first.get_json("/healthz").await.unwrap();
     first.stop(STOP).await;
+}
+
+/// The CLI on the daemon's machine, with the shipped `[api]` (loopback, no
+/// token), reaches the running daemon through its local socket: silence,
+/// unsilence, history and report work. The daemon runs as under systemd,
+/// its socket in `$RUNTIME_DIRECTORY`, which the CLI's shell does not
+/// have: it finds it through `<state_dir>/api.sock`. Over TCP the same
+/// silence is still refused without the token, and the refusal never says
+/// to stop the daemon.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_its_machine_the_cli_controls_a_running_daemon_without_a_token() {
+    let api = free_addr();
+    let env = Env::with_config(&api_section(api, None));
+    env.write_idle_check();
+    let runtime = env.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let mut daemon =
+        Daemon::spawn_with_env(&env.config_path(), api, &[("RUNTIME_DIRECTORY", &runtime)]);
+    daemon.wait_healthy(START).await;
+    let socket = runtime.join("api.sock");
+    let link = env.path().join("state/api.sock");
+    assert!(socket.exists(), "{}", daemon.log());
+    assert_eq!(std::fs::read_link(&link).unwrap(), socket);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660, "the socket is for its owner and group");
+
+    let cli = async |args: &[&str]| {
+        let out = vigie_cli_async(&env.config_path(), args).await;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = cli(&["silence", "idle", "--for", "1h", "--reason", "deploy"]).await;
+    assert!(said.starts_with("silenced \"idle\" until "), "{said}");
+    let silences = daemon.get_json("/api/v1/silences").await.unwrap();
+    assert_eq!(
+        silences["silences"][0]["pattern"], "idle",
+        "the daemon holds it: {silences}"
+    );
+    cli(&["history", "idle"]).await;
+    cli(&["report"]).await;
+    cli(&["unsilence", "idle"]).await;
+    let silences = daemon.get_json("/api/v1/silences").await.unwrap();
+    assert_eq!(
+        silences["silences"].as_array().map(Vec::len),
+        Some(0),
+        "{silences}"
+    );
+
+    let body = serde_json::json!({"pattern": "idle", "for": "1h", "reason": "tcp"});
+    let (status, answer) = daemon.post("/api/v1/silences", &body).await.unwrap();
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer.contains("local socket"), "{answer}");
+    assert!(!answer.contains("stop"), "{answer}");
+
+    daemon.stop(STOP).await;
+    assert!(!socket.exists() && std::fs::symlink_metadata(&link).is_err());
+    // No daemon: the command writes the store itself, as before.
+    cli(&["silence", "idle", "--for", "1h"]).await;
 }

@@ -195,6 +195,7 @@ async fn the_daemon_replicates_and_pings_and_a_fresh_vm_restores_the_same_histor
 #[tokio::test(flavor = "multi_thread")]
 async fn restore_without_replication_or_with_wrong_keys_says_what_to_fix() {
     let env = Env::with_config("");
+    env.write_idle_check();
     let out = vigie_cli_async(&env.config_path(), &["restore"]).await;
     assert_eq!(out.status.code(), Some(3));
     assert!(

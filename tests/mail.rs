@@ -73,6 +73,12 @@ impl Site {
         let password_file = dir.path().join("smtp-password");
         std::fs::write(&password_file, format!("{PASSWORD}\n")).expect("write password");
         std::fs::create_dir_all(dir.path().join("checks")).expect("checks dir");
+        // A config must check something; this one is never probed here.
+        std::fs::write(
+            dir.path().join("checks/idle.toml"),
+            "[[check]]\nname = \"idle\"\nkind = \"http\"\nurl = \"https://localhost:1/\"\n",
+        )
+        .expect("write a check");
         Site {
             dir,
             cert,
@@ -398,7 +404,8 @@ async fn test_email_names_the_failing_step_and_the_fix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_email_without_recipients_says_where_to_set_them() {
     let site = Site::new();
-    let text = "state_dir = \"state\"\n";
+    // A config with nobody to page must say so outright.
+    let text = "state_dir = \"state\"\n[alerting]\nenabled = false\n";
     let config = vigie::config::load_str(&site.dir.path().join("config.toml"), text).unwrap();
     let err = send_test(&config, &SystemClock).await.unwrap_err();
     assert!(matches!(err, MailError::NoRecipients { .. }));

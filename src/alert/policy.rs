@@ -54,7 +54,8 @@ impl Policy {
                 .max(1),
             repeat: overrides.repeat.unwrap_or(alerting.repeat),
             to: to.iter().map(ToString::to_string).collect(),
-            page: overrides.page.unwrap_or(true),
+            // `[alerting] enabled = false` holds every page, forever.
+            page: alerting.enabled && overrides.page.unwrap_or(true),
             labels: labels.clone(),
         }
     }
@@ -71,6 +72,7 @@ mod tests {
 
     fn alerting() -> AlertingConfig {
         AlertingConfig {
+            enabled: true,
             to: vec!["oncall@example.com".parse().unwrap()],
             from: None,
             failure_threshold: 2,

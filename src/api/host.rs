@@ -87,6 +87,7 @@ mod tests {
             hosts: hosts.iter().map(|h| h.to_string()).collect(),
             request_timeout: std::time::Duration::from_secs(10),
             session_ttl: std::time::Duration::from_secs(3600),
+            socket: None,
         }
     }
 

@@ -62,6 +62,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use super::deadline::Deadline;
+use super::local::LocalAccess;
 use super::tls::ServerTls;
 
 /// How long and how many; see the module docs for what each bounds.
@@ -142,12 +143,16 @@ impl ServerStats {
 }
 
 /// Who sent a request, for the router: the peer's address (the login
-/// throttle counts by it) and whether the connection is TLS (the session
-/// cookie is then `Secure`).
+/// throttle counts by it), whether the connection is TLS (the session
+/// cookie is then `Secure`), and whether it came over the local socket
+/// from a user allowed to control vigie (`local.rs`), which stands for the
+/// token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Peer {
-    pub addr: std::net::SocketAddr,
+    /// `None` over the local socket.
+    pub addr: Option<std::net::SocketAddr>,
     pub tls: bool,
+    pub local: bool,
 }
 
 /// Serves `router` on `listener` until `shutdown`, then lets requests in
@@ -196,9 +201,14 @@ pub async fn serve(
             continue;
         };
         ServerStats::count(&stats.accepted);
+        let _ = stream.set_nodelay(true);
         let connection = Connection {
-            _socket: socket,
-            peer,
+            _socket: Some(socket),
+            peer: Peer {
+                addr: Some(peer),
+                tls: false,
+                local: false,
+            },
             slot,
             router: router.clone(),
             limits,
@@ -207,8 +217,66 @@ pub async fn serve(
         };
         tracker.spawn(connection.run(stream, tls.current()));
     }
+    drain(tracker, limits.request_timeout).await;
+}
+
+/// Serves the local socket until `shutdown`: `router` to the users
+/// [`LocalAccess`] lets in, as if they held the token; a 403 saying who
+/// may to anyone else. Its own table of connections, so that a flood on
+/// the TCP listener never takes local control away.
+pub async fn serve_local(
+    listener: tokio::net::UnixListener,
+    router: Router,
+    access: LocalAccess,
+    limits: Limits,
+    stats: Arc<ServerStats>,
+    shutdown: CancellationToken,
+) {
+    let table = Arc::new(Table::new(limits.max_connections, 0, stats.clone()));
+    let tracker = TaskTracker::new();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                tracing::warn!(error = %err, "the local socket cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Some(slot) = table.admit() else {
+            ServerStats::count(&stats.refused);
+            continue;
+        };
+        let verdict = access.judge(stream.peer_cred().ok());
+        let router = match &verdict {
+            Ok(()) => router.clone(),
+            Err(why) => super::local::refusal(why.clone()),
+        };
+        let connection = Connection {
+            _socket: None,
+            peer: Peer {
+                addr: None,
+                tls: false,
+                local: verdict.is_ok(),
+            },
+            slot,
+            router,
+            limits,
+            stats: stats.clone(),
+            shutdown: shutdown.clone(),
+        };
+        tracker.spawn(connection.run(stream, None));
+    }
+    drain(tracker, limits.request_timeout).await;
+}
+
+/// Lets the requests in flight finish, for `grace` at most.
+async fn drain(tracker: TaskTracker, grace: Duration) {
     tracker.close();
-    let grace = limits.request_timeout;
     if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!("API connections still open {grace:?} after shutdown; closing them");
     }
@@ -216,9 +284,9 @@ pub async fn serve(
 
 /// One accepted connection and what it needs.
 struct Connection {
-    /// Held until the task ends and its socket is closed.
-    _socket: OwnedSemaphorePermit,
-    peer: std::net::SocketAddr,
+    /// Held until the task ends and its socket is closed (TCP only).
+    _socket: Option<OwnedSemaphorePermit>,
+    peer: Peer,
     slot: Slot,
     router: Router,
     limits: Limits,
@@ -227,8 +295,10 @@ struct Connection {
 }
 
 impl Connection {
-    async fn run(self, stream: tokio::net::TcpStream, tls: Option<TlsAcceptor>) {
-        let _ = stream.set_nodelay(true);
+    async fn run<S>(self, stream: S, tls: Option<TlsAcceptor>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let activity = Arc::new(Activity::new());
         let stream = Watched {
             inner: stream,
@@ -266,10 +336,7 @@ impl Connection {
         let live = self.slot.live.clone();
         let table = self.slot.table.clone();
         let router = self.router.clone();
-        let peer = Peer {
-            addr: self.peer,
-            tls,
-        };
+        let peer = Peer { tls, ..self.peer };
         let (timeout, stats) = (self.limits.request_timeout, self.stats.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
             let busy = table.enter(&live, held_back_for(&request));

@@ -4,8 +4,9 @@
 //! terminal output of `vigie check` ([`render`]).
 //!
 //! sled allows one process per database: while the daemon runs, these
-//! commands go through its local API ([`ask_daemon`]); when no daemon
-//! answers, they open the store themselves.
+//! commands go through it ([`ask_daemon`]): its local socket first, which
+//! needs no token (`api/local.rs`), else its TCP API with the token; when
+//! no daemon answers, they open the store themselves.
 
 pub mod history;
 pub mod keygen;
@@ -20,17 +21,15 @@ use crate::store::{AlertStore, SledStore};
 /// Why a command could not get its answer from the running daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("the daemon at {addr} answered {status}: {message}")]
+    /// `at`: the TCP address or the local socket's path.
+    #[error("the daemon at {at} answered {status}: {message}")]
     Api {
-        addr: std::net::SocketAddr,
+        at: String,
         status: reqwest::StatusCode,
         message: String,
     },
-    #[error("cannot reach the daemon at {addr}: {source}")]
-    Unreachable {
-        addr: std::net::SocketAddr,
-        source: reqwest::Error,
-    },
+    #[error("cannot reach the daemon at {at}: {source}")]
+    Unreachable { at: String, source: reqwest::Error },
     #[error("cannot trust the daemon's TLS certificate ([api] ca_file, or tls_cert_file without it): {0}")]
     Trust(#[from] crate::net::CaFileError),
 }
@@ -67,8 +66,8 @@ pub fn daemon_url(config: &Config) -> url::Url {
 /// `tls_cert_file` (a self-signed or private-CA certificate on the same
 /// machine).
 fn daemon_client(config: &Config) -> Result<reqwest::Client, DaemonError> {
-    let addr = config.api.listen;
-    let unreachable = |source| DaemonError::Unreachable { addr, source };
+    let at = config.api.listen.to_string();
+    let unreachable = |source| DaemonError::Unreachable { at, source };
     let Some(tls) = &config.api.tls else {
         return crate::net::api_client().map_err(unreachable);
     };
@@ -87,48 +86,102 @@ pub async fn ask_daemon(
     query: &[(&str, &str)],
     body: Option<serde_json::Value>,
 ) -> Result<Option<serde_json::Value>, DaemonError> {
-    let addr = config.api.listen;
-    let unreachable = |source| DaemonError::Unreachable { addr, source };
+    let ask = Ask {
+        method,
+        path,
+        query,
+        body,
+    };
+    // `exists` follows the state dir's symlink: a dangling one (the
+    // daemon is gone) is no socket.
+    let socket = crate::api::local::socket_path(config);
+    if socket.exists() {
+        let at = socket.display().to_string();
+        let unreachable = |source| DaemonError::Unreachable {
+            at: at.clone(),
+            source,
+        };
+        let client = crate::net::local_api_client(&socket).map_err(unreachable)?;
+        let base = url::Url::parse("http://localhost/").expect("a literal URL");
+        match ask.send(&client, base, None).await {
+            // A socket file a dead daemon left: ask over TCP as if absent.
+            Err(err) if err.is_connect() => {}
+            sent => return ask.answer(sent, &at).await.map(Some),
+        }
+    }
+    let at = config.api.listen.to_string();
     let client = daemon_client(config)?;
-    let mut url = daemon_url(config);
-    url.path_segments_mut()
-        .expect("http URLs have a path")
-        .pop_if_empty()
-        .extend(path);
-    if !query.is_empty() {
-        url.query_pairs_mut().extend_pairs(query);
-    }
+    let url = daemon_url(config);
     let url_addr = url.socket_addrs(|| None).unwrap_or_default();
-    let mut request = client.request(method, url);
-    if let Ok(Some(token)) = crate::api::read_token(config) {
-        request = request.bearer_auth(&*token);
-    }
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = match request.send().await {
-        Ok(response) => response,
+    let token = crate::api::read_token(config).ok().flatten();
+    match ask.send(&client, url, token.as_deref()).await {
         // Nobody listens: no daemon runs. But a connection that failed
         // after TCP (a TLS certificate the CLI does not trust) is a daemon
         // that was not asked, and the operator must hear why, not that
         // its store is in use.
-        Err(err) if err.is_connect() && !listening(&url_addr).await => return Ok(None),
-        Err(err) => return Err(unreachable(err)),
-    };
-    let status = response.status();
-    if !status.is_success() {
-        let body: serde_json::Value = response.json().await.unwrap_or_default();
-        let message = body["error"]
-            .as_str()
-            .unwrap_or(status.as_str())
-            .to_string();
-        return Err(DaemonError::Api {
-            addr,
-            status,
-            message,
-        });
+        Err(err) if err.is_connect() && !listening(&url_addr).await => Ok(None),
+        sent => ask.answer(sent, &at).await.map(Some),
     }
-    response.json().await.map(Some).map_err(unreachable)
+}
+
+/// One request of [`ask_daemon`], sent over the socket or TCP.
+struct Ask<'a> {
+    method: reqwest::Method,
+    path: &'a [&'a str],
+    query: &'a [(&'a str, &'a str)],
+    body: Option<serde_json::Value>,
+}
+
+impl Ask<'_> {
+    async fn send(
+        &self,
+        client: &reqwest::Client,
+        mut url: url::Url,
+        token: Option<&str>,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        url.path_segments_mut()
+            .expect("http URLs have a path")
+            .pop_if_empty()
+            .extend(self.path);
+        if !self.query.is_empty() {
+            url.query_pairs_mut().extend_pairs(self.query);
+        }
+        let mut request = client.request(self.method.clone(), url);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = &self.body {
+            request = request.json(body);
+        }
+        request.send().await
+    }
+
+    /// The JSON of a successful answer, else the daemon's `error` in words.
+    async fn answer(
+        &self,
+        sent: Result<reqwest::Response, reqwest::Error>,
+        at: &str,
+    ) -> Result<serde_json::Value, DaemonError> {
+        let unreachable = |source| DaemonError::Unreachable {
+            at: at.to_string(),
+            source,
+        };
+        let response = sent.map_err(unreachable)?;
+        let status = response.status();
+        if !status.is_success() {
+            let body: serde_json::Value = response.json().await.unwrap_or_default();
+            let message = body["error"]
+                .as_str()
+                .unwrap_or(status.as_str())
+                .to_string();
+            return Err(DaemonError::Api {
+                at: at.to_string(),
+                status,
+                message,
+            });
+        }
+        response.json().await.map_err(unreachable)
+    }
 }
 
 /// Whether something accepts TCP connections at one of `addrs`.

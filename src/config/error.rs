@@ -76,6 +76,17 @@ impl Diagnostics {
         self.warnings.push((src.rank, warning));
     }
 
+    /// A warning about a whole file (shown at 1:1).
+    pub fn warn_file(&mut self, rank: usize, path: &Path, message: impl Into<String>) {
+        let warning = ConfigError {
+            file: path.to_path_buf(),
+            line: 1,
+            col: 1,
+            message: message.into(),
+        };
+        self.warnings.push((rank, warning));
+    }
+
     /// The warnings so far, in file order then position order.
     pub fn take_warnings(&mut self) -> Vec<ConfigError> {
         let mut warnings = std::mem::take(&mut self.warnings);
@@ -91,6 +102,10 @@ impl Diagnostics {
             message,
         };
         self.errors.push((rank, error));
+    }
+
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
     }
 
     /// `value` if nothing was reported, else every problem in reading order.

@@ -91,6 +91,8 @@ pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// `[api] session_ttl`: a browser session is a credential left in a cookie
 /// jar; past a month it outlives any reason to keep it.
 pub const MAX_SESSION_TTL: Duration = Duration::from_secs(30 * 86_400);
+/// `[api] socket`: `sun_path` holds 108 bytes, the last one a NUL.
+pub const MAX_SOCKET_PATH: usize = 107;
 
 /// The shortest `[api] token_file` accepted when `listen` is not
 /// loopback: 32 bytes is 256 bits when drawn at random (`openssl rand -hex

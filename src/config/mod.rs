@@ -114,6 +114,9 @@ pub struct ApiConfig {
     pub request_timeout: Duration,
     /// How long a browser session made at `/login` lasts.
     pub session_ttl: Duration,
+    /// The local control socket as written; `None`: the default place
+    /// (`api::local::socket_path`).
+    pub socket: Option<PathBuf>,
 }
 
 /// `[api] tls_cert_file` and `tls_key_file`: PEM files that exist.
@@ -134,6 +137,10 @@ pub struct ConnectivityConfig {
 /// `[alerting]`.
 #[derive(Debug, Clone)]
 pub struct AlertingConfig {
+    /// `false`: checks are judged and shown, nobody is paged (the only
+    /// way to run without recipients).
+    pub enabled: bool,
+    /// Never empty while `enabled`: the config is refused.
     pub to: Vec<Mailbox>,
     pub from: Option<Mailbox>,
     /// Consecutive failed probes before DOWN; at least 1.
@@ -442,9 +449,13 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
             timeout: config.default_timeout,
             acme_directory: config.acme_directory.clone(),
         };
-        let mut checks = load_checks(path, &config.checks_dir, &defaults, now, &mut diag);
+        let (mut checks, skipped) =
+            load_checks(path, &config.checks_dir, &defaults, now, &mut diag);
         if let Some(replication) = &config.replication {
             name_upload_node(&mut checks, replication);
+        }
+        if checks.is_empty() && !diag.has_errors() {
+            no_checks(&src, &raw, &config.checks_dir, &skipped, &mut diag);
         }
         config.checks = checks.into_iter().map(std::sync::Arc::new).collect();
     }
@@ -480,23 +491,71 @@ pub fn checks_from_str(
     diag.finish(checks)
 }
 
-/// Reads every checks file in `dir`, reporting problems of all of them.
+/// A vigie with nothing to check would say "OK" forever: refused, at
+/// `checks_dir` when it is written, else on the config file.
+fn no_checks(
+    src: &Source,
+    raw: &decode::RawConfig,
+    dir: &Path,
+    skipped: &[PathBuf],
+    diag: &mut Diagnostics,
+) {
+    let mut message = format!(
+        "no checks: {} holds no `[[check]]` in any *.toml file; write one there (e.g. {}/site.toml with a `[[check]]` table)",
+        dir.display(),
+        dir.display()
+    );
+    if !skipped.is_empty() {
+        let names: Vec<String> = skipped
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        message.push_str(&format!(
+            "; not read, for their names: {}",
+            names.join(", ")
+        ));
+    }
+    match raw.top.as_ref().and_then(|t| t.value.checks_dir.as_ref()) {
+        Some(written) => diag.at(src, &written.span(), format!("`checks_dir`: {message}")),
+        None => diag.file(0, &src.path, message),
+    }
+}
+
+/// Reads every checks file in `dir`, reporting problems of all of them;
+/// also the files skipped for their names (each warned of).
 fn load_checks(
     config_path: &Path,
     dir: &Path,
     defaults: &resolve::CheckDefaults,
     now: OffsetDateTime,
     diag: &mut Diagnostics,
-) -> Vec<Check> {
-    let files = match checks_files(dir) {
-        Ok(files) => files,
+) -> (Vec<Check>, Vec<PathBuf>) {
+    let (files, skipped) = match checks_files(dir) {
+        Ok((files, skipped)) => {
+            for file in &skipped {
+                diag.warn_file(
+                    0,
+                    config_path,
+                    format!(
+                        "{} is skipped: only *.toml files in checks_dir are read",
+                        file.display()
+                    ),
+                );
+            }
+            (files, skipped)
+        }
         Err(e) => {
             diag.file(
                 0,
                 config_path,
                 format!("cannot list checks_dir {}: {e}", dir.display()),
             );
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
     };
     let mut names = resolve::Names::default();
@@ -513,29 +572,42 @@ fn load_checks(
         };
         let src = Source::new(file, text, rank);
         if let Some(raw) = decode::checks(&src, diag) {
+            if raw.is_empty() {
+                diag.warn_file(rank, file, "holds no `[[check]]`: nothing in it is checked");
+            }
             checks.extend(resolve::checks(&src, &raw, defaults, &mut names, now, diag));
         }
     }
-    checks
+    (checks, skipped)
 }
 
 /// The `*.toml` files of `dir`, by name. Dotfiles are skipped: editors
 /// leave `.#site.toml` lock files and `.site.toml.swp`-style siblings next
 /// to the file being edited. Other files (`README.md`) are documentation.
-fn checks_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// The `*.toml` files of `dir` in name order, and the other files it
+/// holds (`site.tml`, `site.toml.dpkg-old`), which are skipped and named
+/// in a warning. Hidden files (an editor's swap file) and directories are
+/// passed over in silence.
+fn checks_files(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            skipped.push(path);
             continue;
         };
-        if name.starts_with('.') || !name.ends_with(".toml") || !path.is_file() {
+        if name.starts_with('.') || !path.is_file() {
             continue;
         }
-        files.push(path);
+        match name.ends_with(".toml") {
+            true => files.push(path),
+            false => skipped.push(path),
+        }
     }
     files.sort();
-    Ok(files)
+    skipped.sort();
+    Ok((files, skipped))
 }
 
 /// `*` matches any run of characters (including none), `?` exactly one;
@@ -589,6 +661,15 @@ mod tests {
     use super::*;
     use crate::check::{Cadence, CheckKind, DEFAULT_CRITICAL_DAYS};
 
+    /// The least a config needs: someone to page.
+    const PAGES_ONCALL: &str = "[alerting]\nto = [\"oncall@example.com\"]\n";
+    const ONE_CHECK: &str =
+        "[[check]]\nname = \"site\"\nkind = \"http\"\nurl = \"https://example.com/\"\n";
+
+    fn messages(errors: &ConfigErrors) -> Vec<String> {
+        errors.0.iter().map(ToString::to_string).collect()
+    }
+
     fn dir_with_checks(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join("checks")).unwrap();
@@ -599,10 +680,10 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_config_gets_every_default() {
-        let dir = dir_with_checks(&[]);
+    fn a_config_with_only_a_recipient_gets_every_default() {
+        let dir = dir_with_checks(&[("site.toml", ONE_CHECK)]);
         let path = dir.path().join("config.toml");
-        let config = load_str(&path, "").unwrap();
+        let config = load_str(&path, PAGES_ONCALL).unwrap();
         assert_eq!(config.path, path);
         assert_eq!(config.state_dir, dir.path().join("state"));
         assert_eq!(config.checks_dir, dir.path().join("checks"));
@@ -612,7 +693,8 @@ mod tests {
         assert_eq!(config.api.listen, "127.0.0.1:9464".parse().unwrap());
         assert_eq!(config.api.token_file, None);
         assert!(config.connectivity.canaries.is_empty());
-        assert!(config.alerting.to.is_empty());
+        assert!(config.alerting.enabled);
+        assert_eq!(config.alerting.to[0].to_string(), "oncall@example.com");
         assert!(config.alerting.from.is_none());
         assert_eq!(config.alerting.failure_threshold, 2);
         assert_eq!(config.alerting.recovery_threshold, 2);
@@ -620,7 +702,7 @@ mod tests {
         assert_eq!(config.alerting.group_window, Duration::from_secs(30));
         assert!(config.smtp.is_none());
         assert_eq!(config.report.schedule.to_string(), "0 0 7 * * *");
-        assert!(config.report.to.is_empty());
+        assert_eq!(config.report.to, config.alerting.to);
         assert_eq!(config.history.retention, Duration::from_secs(35 * 86400));
         assert_eq!(
             config.history.rollup_retention,
@@ -633,12 +715,103 @@ mod tests {
         assert!(config.replication.is_none());
         assert!(config.heartbeat.is_none());
         assert!(config.maintenance.is_empty());
-        assert!(config.checks.is_empty());
+        assert_eq!(config.checks.len(), 1);
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn a_config_that_would_page_nobody_is_refused() {
+        let dir = dir_with_checks(&[("site.toml", ONE_CHECK)]);
+        let path = dir.path().join("config.toml");
+        let shown = path.display().to_string();
+        let refused = |text: &str| messages(&load_str(&path, text).unwrap_err());
+        assert_eq!(
+            refused(""),
+            [format!("{shown}:1:1: no [alerting] section: pages would go to nobody; add one and set `to = [\"oncall@example.com\"]` in [alerting], or `enabled = false` there to run without paging anyone")]
+        );
+        assert_eq!(
+            refused("[alerting]\nfailure_threshold = 3\n"),
+            [format!("{shown}:1:1: missing key `alerting.to`: pages would go to nobody; set `to = [\"oncall@example.com\"]` in [alerting], or `enabled = false` there to run without paging anyone")]
+        );
+        assert!(refused("[alerting]\nto = []\n")[0].contains("`alerting.to`: no recipient"));
+        // The report defaults to [alerting] to: refused once, there.
+        assert_eq!(refused("[alerting]\nto = []\n[report]\n").len(), 1);
+        let report = refused(&format!("{PAGES_ONCALL}[report]\nto = []\n"));
+        assert_eq!(
+            report,
+            [format!("{shown}:3:1: the daily report has no recipient: set `report.to`, or `[alerting] to`, which it defaults to")]
+        );
+        // Said outright, no recipient is fine, and nobody is paged.
+        let quiet = load_str(&path, "[alerting]\nenabled = false\n").unwrap();
+        assert!(!quiet.alerting.enabled);
+        assert!(quiet.report.to.is_empty(), "no report either");
+        assert!(!crate::alert::Policy::global(&quiet.alerting).page);
+        let report_only = "[alerting]\nenabled = false\n[report]\n";
+        assert!(refused(report_only)[0].contains("the daily report has no recipient"));
+        let with_report = "[alerting]\nenabled = false\n[report]\nto = [\"team@example.com\"]\n";
+        assert_eq!(load_str(&path, with_report).unwrap().report.to.len(), 1);
+    }
+
+    #[test]
+    fn a_check_whose_own_recipients_are_empty_is_refused_unless_it_does_not_page() {
+        let empty = format!("{ONE_CHECK}[check.alert]\nto = []\n");
+        let dir = dir_with_checks(&[("site.toml", &empty)]);
+        let path = dir.path().join("config.toml");
+        let errors = messages(&load_str(&path, PAGES_ONCALL).unwrap_err());
+        let file = dir.path().join("checks/site.toml").display().to_string();
+        assert_eq!(
+            errors,
+            [format!("{file}:6:6: `alert.to`: an empty list pages nobody: leave it out to page `[alerting] to`, or set `alert.page = false`")]
+        );
+        let unpaged = format!("{empty}page = false\n");
+        fs::write(dir.path().join("checks/site.toml"), unpaged).unwrap();
+        assert!(load_str(&path, PAGES_ONCALL).is_ok());
+    }
+
+    #[test]
+    fn no_checks_is_refused_and_files_that_are_not_read_are_named() {
+        let dir = dir_with_checks(&[("site.tml", ONE_CHECK), ("notes.toml", "# later\n")]);
+        let path = dir.path().join("config.toml");
+        let checks = dir.path().join("checks");
+        let errors = messages(&load_str(&path, PAGES_ONCALL).unwrap_err());
+        assert_eq!(
+            errors,
+            [format!(
+                "{}:1:1: no checks: {} holds no `[[check]]` in any *.toml file; write one there (e.g. {}/site.toml with a `[[check]]` table); not read, for their names: site.tml",
+                path.display(),
+                checks.display(),
+                checks.display()
+            )]
+        );
+        let written = format!("checks_dir = \"checks\"\n{PAGES_ONCALL}");
+        let errors = messages(&load_str(&path, &written).unwrap_err());
+        assert!(
+            errors[0].starts_with(&format!("{}:1:14: `checks_dir`: no checks", path.display())),
+            "{errors:?}"
+        );
+
+        fs::write(checks.join("site.toml"), ONE_CHECK).unwrap();
+        let config = load_str(&path, PAGES_ONCALL).unwrap();
+        let warnings: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            [
+                format!(
+                    "{}:1:1: {} is skipped: only *.toml files in checks_dir are read",
+                    path.display(),
+                    checks.join("site.tml").display()
+                ),
+                format!(
+                    "{}:1:1: holds no `[[check]]`: nothing in it is checked",
+                    checks.join("notes.toml").display()
+                ),
+            ]
+        );
     }
 
     #[test]
     fn section_defaults() {
-        let dir = dir_with_checks(&[]);
+        let dir = dir_with_checks(&[("site.toml", ONE_CHECK)]);
         let text = r#"
             [alerting]
             to = ["oncall@example.com"]
@@ -704,7 +877,7 @@ mod tests {
             ("README.md", "not toml"),
             (".#a.toml", "not toml either"),
         ]);
-        let config = load_str(&dir.path().join("config.toml"), "").unwrap();
+        let config = load_str(&dir.path().join("config.toml"), PAGES_ONCALL).unwrap();
         let names: Vec<_> = config.checks.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a2", "a1", "b"]);
     }
@@ -716,7 +889,7 @@ mod tests {
             "[[check]]\nname = \"one\"\nkind = \"http\"\nurl = \"https://a.example/\"\n\
              [[check]]\nname = \"two\"\nkind = \"http\"\nurl = \"https://b.example/\"\n",
         )]);
-        let config = load_str(&dir.path().join("config.toml"), "").unwrap();
+        let config = load_str(&dir.path().join("config.toml"), PAGES_ONCALL).unwrap();
         let all: Vec<_> = config
             .select(&[])
             .unwrap()
@@ -738,7 +911,8 @@ mod tests {
             "[[check]]\nname = \"once\"\nkind = \"http\"\nurl = \"https://a.example/\"\n\
              schedule = \"0 0 9 1 6 * 2030\"\n",
         )]);
-        let text = "[report]\nschedule = \"0 0 7 1 6 * 2030\"\n\
+        let text = "[alerting]\nto = [\"oncall@example.com\"]\n\
+                    [report]\nschedule = \"0 0 7 1 6 * 2030\"\n\
                     [[maintenance]]\nchecks = [\"*\"]\nschedule = \"0 0 8 1 6 * 2030\"\nduration = \"1h\"\n";
         let path = dir.path().join("config.toml");
         let before = time::macros::datetime!(2030-06-01 0:00 UTC);

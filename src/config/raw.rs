@@ -68,6 +68,7 @@ pub(crate) struct RawApi {
     pub hosts: Option<Vec<Spanned<String>>>,
     pub request_timeout: Option<Spanned<DurationText>>,
     pub session_ttl: Option<Spanned<DurationText>>,
+    pub socket: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -79,6 +80,7 @@ pub(crate) struct RawConnectivity {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawAlerting {
+    pub enabled: Option<Spanned<bool>>,
     pub to: Option<Vec<Spanned<String>>>,
     pub from: Option<Spanned<String>>,
     pub failure_threshold: Option<Spanned<u32>>,
@@ -251,7 +253,7 @@ pub(crate) struct RawCheckAlert {
     pub failure_threshold: Option<Spanned<u32>>,
     pub recovery_threshold: Option<Spanned<u32>>,
     pub repeat: Option<Spanned<DurationText>>,
-    pub to: Option<Vec<Spanned<String>>>,
+    pub to: Option<Spanned<Vec<Spanned<String>>>>,
     pub page: Option<Spanned<bool>>,
 }
 

@@ -29,7 +29,6 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use lettre::message::Mailbox;
 use time::OffsetDateTime;
 use toml::Spanned;
 use url::{Host, Url};
@@ -38,8 +37,8 @@ use super::decode::{Decoded, RawConfig};
 use super::error::Diagnostics;
 use super::limits::{
     MAX_GROUP_WINDOW, MAX_HEARTBEAT_INTERVAL, MAX_HOLD, MAX_REPEAT, MAX_REPLICATION_INTERVAL,
-    MAX_REQUEST_TIMEOUT, MAX_RETENTION, MAX_SESSION_TTL, MAX_TIMEOUT, MIN_INTERVAL, MIN_POSITIVE,
-    MIN_REMOTE_TOKEN_BYTES, MIN_REQUEST_TIMEOUT,
+    MAX_REQUEST_TIMEOUT, MAX_RETENTION, MAX_SESSION_TTL, MAX_SOCKET_PATH, MAX_TIMEOUT,
+    MIN_INTERVAL, MIN_POSITIVE, MIN_REMOTE_TOKEN_BYTES, MIN_REQUEST_TIMEOUT,
 };
 use super::raw::{
     DurationText, RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance,
@@ -142,7 +141,7 @@ pub(crate) fn config(
         .replication
         .as_ref()
         .and_then(|d| replication(&mut cx.section("replication"), d));
-    let report = report(&mut cx.section("report"), raw.report.as_ref(), &alerting.to);
+    let report = report(&mut cx.section("report"), raw.report.as_ref(), &alerting);
     Config {
         path: src.path.clone(),
         state_dir,
@@ -285,6 +284,9 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
         MIN_POSITIVE,
         MAX_SESSION_TTL,
     );
+    let socket = raw
+        .and_then(|r| r.socket.as_ref())
+        .and_then(|s| api_socket(cx, s));
     ApiConfig {
         listen,
         token_file,
@@ -293,7 +295,35 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
         hosts,
         request_timeout,
         session_ttl,
+        socket,
     }
+}
+
+/// `[api] socket`: a path a Unix socket can be bound at (the kernel takes
+/// at most 107 bytes), whose directory exists.
+fn api_socket(cx: &mut Cx<'_>, raw: &Spanned<String>) -> Option<PathBuf> {
+    let path = cx.path(raw.get_ref());
+    let len = path.as_os_str().len();
+    if raw.get_ref().is_empty() || len > MAX_SOCKET_PATH {
+        let message = format!(
+            "{} is {len} bytes; a socket path has 1 to {MAX_SOCKET_PATH}: pick a shorter one",
+            path.display()
+        );
+        cx.error(&raw.span(), "socket", message);
+        return None;
+    }
+    if !path
+        .parent()
+        .is_some_and(|d| d.as_os_str().is_empty() || d.is_dir())
+    {
+        let message = format!(
+            "the directory of {} does not exist; create it or pick another place",
+            path.display()
+        );
+        cx.error(&raw.span(), "socket", message);
+        return None;
+    }
+    Some(path)
 }
 
 /// One of `[api] hosts`: a DNS name or an IP address as a `Host` header
@@ -385,10 +415,18 @@ fn connectivity(cx: &mut Cx<'_>, raw: Option<&Decoded<RawConnectivity>>) -> Conn
 }
 
 /// `[alerting]`: recipients, thresholds and timings.
-fn alerting(cx: &mut Cx<'_>, raw: Option<&Decoded<RawAlerting>>) -> AlertingConfig {
-    let raw = raw.map(|d| &d.value);
+fn alerting(cx: &mut Cx<'_>, decoded: Option<&Decoded<RawAlerting>>) -> AlertingConfig {
+    let raw = decoded.map(|d| &d.value);
+    let enabled = raw
+        .and_then(|r| r.enabled.as_ref())
+        .is_none_or(|e| *e.get_ref());
+    let to = cx.mailboxes("to", raw.and_then(|r| r.to.as_deref()));
+    if enabled && to.is_empty() {
+        recipient_missing(cx, decoded);
+    }
     AlertingConfig {
-        to: cx.mailboxes("to", raw.and_then(|r| r.to.as_deref())),
+        enabled,
+        to,
         from: raw
             .and_then(|r| r.from.as_ref())
             .and_then(|from| cx.mailbox("from", from)),
@@ -417,6 +455,38 @@ fn alerting(cx: &mut Cx<'_>, raw: Option<&Decoded<RawAlerting>>) -> AlertingConf
             Duration::ZERO,
             MAX_GROUP_WINDOW,
         ),
+    }
+}
+
+/// Pages with nobody to page: refused, at `to` when it is an empty list,
+/// at `[alerting]` when it lacks `to`, on the file when there is no
+/// `[alerting]` at all. A `to` that did not decode was reported already.
+fn recipient_missing(cx: &mut Cx<'_>, decoded: Option<&Decoded<RawAlerting>>) {
+    const FIX: &str = "set `to = [\"oncall@example.com\"]` in [alerting], or `enabled = false` there to run without paging anyone";
+    match decoded {
+        Some(d) if d.broken.contains("to") => {}
+        Some(d) => match &d.value.to {
+            // Entries that are not mailboxes were reported one by one.
+            Some(to) if !to.is_empty() => {}
+            Some(_) => {
+                let span = d.span.clone();
+                cx.error(
+                    &span,
+                    "to",
+                    format!("no recipient: pages would go to nobody; {FIX}"),
+                );
+            }
+            None => {
+                let span = d.span.clone();
+                cx.report(
+                    &span,
+                    format!("missing key `alerting.to`: pages would go to nobody; {FIX}"),
+                );
+            }
+        },
+        None => cx.file_error(format!(
+            "no [alerting] section: pages would go to nobody; add one and {FIX}"
+        )),
     }
 }
 
@@ -503,18 +573,34 @@ fn smtp_tls(cx: &mut Cx<'_>, tls: &Spanned<String>, host: Option<&Spanned<String
 /// `[report]`: its recipients default to the alert recipients.
 fn report(
     cx: &mut Cx<'_>,
-    raw: Option<&Decoded<RawReport>>,
-    alerting_to: &[Mailbox],
+    decoded: Option<&Decoded<RawReport>>,
+    alerting: &AlertingConfig,
 ) -> ReportConfig {
-    let raw = raw.map(|d| &d.value);
+    let raw = decoded.map(|d| &d.value);
     let schedule = raw
         .and_then(|r| r.schedule.as_ref())
         .and_then(|s| cx.cron("schedule", s))
         .unwrap_or_else(default_report_schedule);
     let to = match raw.and_then(|r| r.to.as_deref()) {
         Some(to) => cx.mailboxes("to", Some(to)),
-        None => alerting_to.to_vec(),
+        None => alerting.to.clone(),
     };
+    // A written [report] that mails nobody is a mistake; without one, an
+    // empty list only follows `[alerting] enabled = false`, and the report
+    // is simply off. An empty `[alerting] to` it defaults to was refused
+    // there already.
+    if let Some(d) = decoded.filter(|d| to.is_empty() && !d.broken.contains("to")) {
+        let own = d.value.to.as_ref();
+        let refused_there = own.is_none() && alerting.enabled;
+        if own.is_none_or(Vec::is_empty) && !refused_there {
+            let span = d.span.clone();
+            cx.report(
+                &span,
+                "the daily report has no recipient: set `report.to`, or `[alerting] to`, which it defaults to"
+                    .to_string(),
+            );
+        }
+    }
     ReportConfig { schedule, to }
 }
 

@@ -384,6 +384,7 @@ async fn run_once(
         request_timeout: config.api.request_timeout,
         ..crate::api::Limits::DEFAULT
     };
+    let socket = start_local_socket(&config, &api, limits, &supervisor, &shutdown);
     let bound = Arc::new(std::sync::Mutex::new(Some(listener)));
     supervisor.spawn("api", Progress::Unwatched, shutdown.clone(), {
         let shutdown = shutdown.clone();
@@ -590,6 +591,9 @@ async fn run_once(
     wait_stopped(&stages, &["scheduler", "recorder", "alerter"]).await;
     late_stop.cancel();
     supervisor.wait().await;
+    if let Some(socket) = &socket {
+        crate::api::local::unbind(&config, socket);
+    }
     if temporary.is_some() {
         drop_temporary_outbox(last_sender, reopen).await;
     }
@@ -611,6 +615,57 @@ async fn run_once(
 /// open is retried for a few seconds.
 /// Opens the coordination bucket and spawns the vantage task; the
 /// alerter's side of it.
+/// The local control socket (`api/local.rs`), served with the same
+/// router as the TCP listener to the local users allowed to control vigie;
+/// its path, when it could be bound. One that cannot be costs local control
+/// only (the CLI then uses the token, as for a remote daemon): an ERROR in
+/// the journal, not a refusal to start, so that a read-only state dir still
+/// leaves vigie paging.
+fn start_local_socket(
+    config: &Config,
+    api: &axum::Router,
+    limits: crate::api::Limits,
+    supervisor: &Supervisor,
+    shutdown: &CancellationToken,
+) -> Option<std::path::PathBuf> {
+    let path = crate::api::local::socket_path(config);
+    let listener = match crate::api::local::bind(config, &path) {
+        Ok(listener) => listener,
+        Err(err) => {
+            tracing::error!(socket = %path.display(), error = %err, "cannot listen on the local control socket; the CLI on this machine needs [api] token_file to reach this daemon");
+            return None;
+        }
+    };
+    let bound = Arc::new(std::sync::Mutex::new(Some(listener)));
+    let access = crate::api::local::LocalAccess::for_this_process();
+    let stats = Arc::new(crate::api::ServerStats::default());
+    let limits = crate::api::Limits {
+        max_connections: 16,
+        reserved: 0,
+        ..limits
+    };
+    let config = config.clone();
+    supervisor.spawn("api-socket", Progress::Unwatched, shutdown.clone(), {
+        let (api, path, shutdown) = (api.clone(), path.clone(), shutdown.clone());
+        move |_stage| {
+            let (api, bound, stats) = (api.clone(), bound.clone(), stats.clone());
+            let (config, path, shutdown) = (config.clone(), path.clone(), shutdown.clone());
+            async move {
+                let first = bound.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let listener = match first {
+                    Some(listener) => listener,
+                    None => match crate::api::local::bind(&config, &path) {
+                        Ok(listener) => listener,
+                        Err(err) => panic!("cannot listen on {} again: {err}", path.display()),
+                    },
+                };
+                crate::api::serve_local(listener, api, access, limits, stats, shutdown).await;
+            }
+        }
+    });
+    Some(path)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn start_vantage(
     v: &crate::config::VantageConfig,

@@ -11,6 +11,14 @@ use vigie::outcome::{Assertion, Outcome};
 
 use super::pki;
 
+/// Where an [`Env`]'s pages go unless the test says otherwise.
+pub const RECIPIENT: &str = "oncall@example.test";
+const DEFAULT_ALERTING: &str = "[alerting]\nto = [\"oncall@example.test\"]\n";
+
+fn has_alerting(text: &str) -> bool {
+    text.lines().any(|l| l.trim() == "[alerting]")
+}
+
 /// A config directory: `config.toml` trusting the test root, `checks/`.
 pub struct Env {
     pub dir: tempfile::TempDir,
@@ -24,13 +32,21 @@ impl Env {
 
     /// `extra` is appended to config.toml (top-level keys first, so only
     /// sections here).
+    ///
+    /// Unless `extra` (or a later [`Env::append_config`]) brings its own
+    /// `[alerting]`, pages go to [`RECIPIENT`]: vigie refuses a config
+    /// that pages nobody.
     pub fn with_config(extra: &str) -> Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let root_pem = pki::write_root_pem(dir.path());
         std::fs::create_dir_all(dir.path().join("checks")).expect("checks dir");
+        let alerting = match has_alerting(extra) {
+            true => "",
+            false => DEFAULT_ALERTING,
+        };
         let config = format!(
             "state_dir = \"state\"\nchecks_dir = \"checks\"\ndefault_timeout = \"5s\"\n\
-             extra_ca_file = {:?}\n{extra}",
+             extra_ca_file = {:?}\n{alerting}{extra}",
             root_pem.display().to_string()
         );
         std::fs::write(dir.path().join("config.toml"), config).expect("write config");
@@ -49,6 +65,12 @@ impl Env {
     /// this directory, known only once it exists).
     pub fn append_config(&self, text: &str) {
         use std::io::Write;
+        if has_alerting(text) {
+            let path = self.config_path();
+            let config = std::fs::read_to_string(&path).expect("read config.toml");
+            std::fs::write(&path, config.replacen(DEFAULT_ALERTING, "", 1))
+                .expect("write config.toml");
+        }
         let mut file = std::fs::OpenOptions::new()
             .append(true)
             .open(self.config_path())
@@ -57,11 +79,29 @@ impl Env {
             .expect("append to config.toml");
     }
 
+    /// One check that is never probed during a test (scheduled for
+    /// 2099), for tests that need a config vigie accepts, not a target.
+    pub fn write_idle_check(&self) {
+        self.write_checks(
+            "idle.toml",
+            "[[check]]\nname = \"idle\"\nkind = \"http\"\nurl = \"https://localhost:1/\"\n\
+             schedule = \"0 0 0 1 1 * 2099\"\n",
+        );
+    }
+
     pub fn write_checks(&self, file: &str, toml: &str) {
         std::fs::write(self.dir.path().join("checks").join(file), toml).expect("write checks");
     }
 
+    /// The config as vigie reads it; a checks dir left empty gets
+    /// [`Env::write_idle_check`] first (vigie refuses to check nothing).
     pub fn load(&self) -> Config {
+        let none_yet = std::fs::read_dir(self.dir.path().join("checks"))
+            .map(|mut files| files.next().is_none())
+            .unwrap_or(false);
+        if none_yet {
+            self.write_idle_check();
+        }
         match vigie::config::load(&self.config_path()) {
             Ok(config) => config,
             Err(errors) => panic!("test config does not load:\n{errors}"),

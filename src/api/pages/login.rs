@@ -39,7 +39,11 @@ pub(super) async fn login(State(state): State<ApiState>, request: Request) -> Re
         return Redirect::to("/").into_response();
     }
     let peer = request.extensions().get::<Peer>().copied();
-    if let Err(wait) = state.token.logins().attempt(peer.map(|p| p.addr.ip())) {
+    if let Err(wait) = state
+        .token
+        .logins()
+        .attempt(peer.and_then(|p| p.addr).map(|a| a.ip()))
+    {
         let secs = wait.as_secs().max(1);
         let message = format!(
             "Too many attempts: {} a minute at most. Try again in {secs} s.",

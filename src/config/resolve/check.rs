@@ -337,10 +337,17 @@ fn alert(cx: &mut Cx<'_>, raw: Option<&RawCheckAlert>) -> AlertOverrides {
             .repeat
             .as_ref()
             .and_then(|r| cx.duration_within("alert.repeat", r, Duration::ZERO, MAX_REPEAT)),
-        to: raw
-            .to
-            .as_deref()
-            .map(|to| cx.mailboxes("alert.to", Some(to))),
+        to: raw.to.as_ref().map(|to| {
+            let paged = raw.page.as_ref().is_none_or(|p| *p.get_ref());
+            if to.get_ref().is_empty() && paged {
+                cx.error(
+                    &to.span(),
+                    "alert.to",
+                    "an empty list pages nobody: leave it out to page `[alerting] to`, or set `alert.page = false`",
+                );
+            }
+            cx.mailboxes("alert.to", Some(to.get_ref()))
+        }),
         page: raw.page.as_ref().map(|p| *p.get_ref()),
     }
 }

@@ -87,6 +87,12 @@ impl<'a> Cx<'a> {
         self.diag.at(self.src, span, message);
     }
 
+    /// Reports `message` about the whole file (shown at 1:1): for what is
+    /// wrong because something is missing from it.
+    pub(super) fn file_error(&mut self, message: String) {
+        self.diag.file(self.src.rank, &self.src.path, message);
+    }
+
     /// Warns "`key`: message" at `span` (see [`Diagnostics::warn_at`]).
     pub(super) fn warn(&mut self, span: &Range<usize>, key: &str, message: impl Display) {
         let message = format!("`{}{key}`: {message}", self.prefix);
