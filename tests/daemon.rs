@@ -901,3 +901,68 @@ async fn on_its_machine_the_cli_controls_a_running_daemon_without_a_token() {
     // No daemon: the command writes the store itself, as before.
     cli(&["silence", "idle", "--for", "1h"]).await;
 }
+
+/// `journalctl -p warning` after a restart with two checks down shows both:
+/// each check's first result after a start is told, a check still down at
+/// WARN with since when.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_restart_the_journal_says_at_warn_which_checks_are_still_down() {
+    let api = free_addr();
+    let env = Env::with_config(&api_section(api, None));
+    // Nobody listens on either port: connection refused, every second.
+    for name in ["api", "app"] {
+        let url = format!("https://localhost:{}/", free_addr().port());
+        env.write_checks(
+            &format!("{name}.toml"),
+            &check_toml(name, &url, "every = \"1s\""),
+        );
+    }
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+    let start = daemon.log();
+    assert!(
+        start.contains("vigie running: 2 checks; mail into the maildir")
+            && start.contains("no replication")
+            && start.contains(&format!("API http://{api}, local socket ")),
+        "{start}"
+    );
+    poll(START, "both checks down twice", async || {
+        let checks = daemon.get_json("/api/v1/checks").await?;
+        let down = checks["checks"]
+            .as_array()
+            .map(|c| c.iter().filter(|c| c["latest"]["status"] == "down").count());
+        match down {
+            Some(2) => Ok(()),
+            _ => Err(checks.to_string()),
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    daemon.stop(STOP).await;
+
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+    let warnings = poll(START, "both still DOWN at WARN", async || {
+        let warned: Vec<String> = daemon
+            .log()
+            .lines()
+            .filter(|l| l.contains(" WARN ") && l.contains(" still DOWN since "))
+            .map(str::to_string)
+            .collect();
+        match warned.len() {
+            2 => Ok(warned),
+            _ => Err(daemon.log()),
+        }
+    })
+    .await;
+    for name in ["api", "app"] {
+        assert!(
+            warnings
+                .iter()
+                .any(|l| l.contains(&format!("{name} still DOWN since "))
+                    && l.contains("connection refused")),
+            "{warnings:?}"
+        );
+    }
+    daemon.stop(STOP).await;
+}

@@ -901,7 +901,9 @@ impl Alerter {
         if notifications.is_empty() && self.unbacked.is_empty() {
             return;
         }
-        let mut due: Vec<Outbound> = Vec::new();
+        // Each mail, and whether it pages (a DOWN or a reminder in it):
+        // logged at WARN then, so that `journalctl -p warning` shows it.
+        let mut due: Vec<(Outbound, bool)> = Vec::new();
         let mut unavailable =
             self.vantage
                 .as_ref()
@@ -914,7 +916,10 @@ impl Alerter {
                 });
         // Already claimed (by another node, whose state did not back it).
         for notification in self.settle_unbacked(now) {
-            due.push(self.engine.outbound(&notification, now));
+            due.push((
+                self.engine.outbound(&notification, now),
+                pages(&notification),
+            ));
         }
         for mut notification in notifications {
             if let Some(v) = self.vantage.clone() {
@@ -924,14 +929,20 @@ impl Alerter {
                     continue;
                 }
             }
-            due.push(self.engine.outbound(&notification, now));
+            due.push((
+                self.engine.outbound(&notification, now),
+                pages(&notification),
+            ));
         }
         let mut queued = 0;
-        for outbound in &due {
+        for (outbound, pages) in &due {
             match self.store.commit(&outbound.states, &outbound.email, now) {
                 Ok(_) => {
                     queued += 1;
-                    tracing::info!(subject = %outbound.email.subject, "alert queued");
+                    match pages {
+                        true => tracing::warn!(subject = %outbound.email.subject, "page queued"),
+                        false => tracing::info!(subject = %outbound.email.subject, "mail queued"),
+                    }
                 }
                 Err(err) => {
                     tracing::error!(error = %err, subject = %outbound.email.subject, "cannot write the alert to the outbox; sending it from memory (not durable)");
@@ -1005,6 +1016,14 @@ impl Alerter {
 }
 
 /// Whether holds wait for the fleet: not when the bucket cannot be used.
+/// A mail that wakes someone: it holds a DOWN or a reminder.
+fn pages(notification: &Notification) -> bool {
+    notification
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::Down | EventKind::Reminder))
+}
+
 fn coordinates(fleet: &Fleet) -> bool {
     matches!(
         fleet.coordination,

@@ -27,6 +27,7 @@ pub mod alerter;
 pub mod canary;
 pub mod recorder;
 mod reload;
+mod start_line;
 pub mod vantage;
 pub mod watch;
 
@@ -246,6 +247,14 @@ async fn run_once(
     let started = clock.now();
 
     let alert_store = sled.alerts()?;
+    // Where each failing check's streak began, for the journal's first
+    // line about it after this start (`recorder.rs`).
+    let down_since: std::collections::HashMap<String, time::OffsetDateTime> = alert_store
+        .states()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.failing_since().map(|since| (s.check.clone(), since)))
+        .collect();
     let outbox = Arc::new(crate::mail::Outbox::new(alert_store.outbox()));
     if let Some(aside) = &set_aside {
         page_set_aside(&outbox, aside, clock.now()).await;
@@ -414,6 +423,7 @@ async fn run_once(
         health: health.clone(),
         latest: latest.clone(),
         alerter: Feed::new(alert_tx, alerter_stage),
+        down_since: Arc::new(down_since),
     };
     let outcomes = Arc::new(Mutex::new(outcomes));
     let recorder_stage = supervisor.spawn(
@@ -518,7 +528,12 @@ async fn run_once(
         }
     });
     crate::notify::ready();
-    tracing::info!(checks = config.checks.len(), listen = %config.api.listen, "vigie running");
+    tracing::info!(
+        checks = config.checks.len(),
+        listen = %config.api.listen,
+        "{}",
+        start_line::words(&config, socket.as_deref())
+    );
 
     let mut config = config;
     let mut reopen = false;
