@@ -164,7 +164,7 @@ pub struct DnsCheck {
 
 /// `[check.expect]` of a dns check; at least one is set (config refuses a
 /// dns check that asserts nothing).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DnsExpect {
     /// The CNAME target, fully qualified and lower-cased.
     pub cname: Option<String>,
@@ -178,6 +178,24 @@ pub struct DnsExpect {
     pub aaaa: Option<AddressSet>,
     /// Some TXT record of the name must match.
     pub txt_regex: Option<Regex>,
+    /// `false`: the name must not exist (NXDOMAIN), e.g. a retired one.
+    /// Otherwise a name that does not exist is down whatever else is
+    /// expected of it.
+    pub exists: bool,
+}
+
+impl Default for DnsExpect {
+    fn default() -> Self {
+        DnsExpect {
+            cname: None,
+            caa_issue: Vec::new(),
+            caa_issuewild: Vec::new(),
+            a: None,
+            aaaa: None,
+            txt_regex: None,
+            exists: true,
+        }
+    }
 }
 
 impl DnsExpect {

@@ -80,8 +80,12 @@ async fn deleted_delegation_fails_dns_cname_with_nxdomain() {
         &format!("cname = {ACME_DNS_TARGET:?}"),
     )
     .await;
-    assert_failures(&outcome, &["dns.cname"]);
+    assert_failures(&outcome, &["dns", "dns.cname"]);
     assert!(report(&outcome).nxdomain, "{}", pretty(&outcome));
+    assert_eq!(
+        failure(&outcome, "dns").message,
+        "_acme-challenge.gone.example.test does not exist (NXDOMAIN)"
+    );
     let f = failure(&outcome, "dns.cname");
     assert_eq!(f.expected, format!("CNAME {ACME_DNS_TARGET}"));
     assert_eq!(f.observed, "NXDOMAIN (the name does not exist)");
@@ -131,6 +135,43 @@ async fn caa_is_found_by_climbing_to_the_parent() {
     assert!(
         shown.contains(&"0 issuewild \"digicert.com\"".to_string()),
         "{shown:?}"
+    );
+}
+
+/// The parent's CAA admits the CA, but the name itself does not exist: no
+/// certificate can be validated for it, so it is down, saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn caa_on_a_name_that_does_not_exist_is_down_unless_its_absence_is_expected() {
+    let server = DnsServer::start();
+    let missing = "nowhere.example.test";
+    let outcome = probe_dns(
+        server.addr,
+        missing,
+        "",
+        "caa_issue = [\"letsencrypt.org\"]",
+    )
+    .await;
+    assert_failures(&outcome, &["dns"]);
+    assert!(report(&outcome).nxdomain, "{}", pretty(&outcome));
+    assert!(
+        serde_json::to_string(&outcome)
+            .unwrap()
+            .contains("\"nxdomain\":true"),
+        "{}",
+        pretty(&outcome)
+    );
+    let f = failure(&outcome, "dns");
+    assert_eq!(f.message, "nowhere.example.test does not exist (NXDOMAIN)");
+    assert_eq!(f.observed, "NXDOMAIN");
+
+    // A retired name that must stay gone.
+    let outcome = probe_dns(server.addr, missing, "", "exists = false").await;
+    assert_failures(&outcome, &[]);
+    let outcome = probe_dns(server.addr, "example.test", "", "exists = false").await;
+    assert_failures(&outcome, &["dns"]);
+    assert_eq!(
+        failure(&outcome, "dns").message,
+        "example.test exists, though `expect.exists = false` says it must not"
     );
 }
 

@@ -244,6 +244,7 @@ pub(crate) struct RawExpect {
     pub a: Option<Vec<Spanned<String>>>,
     pub aaaa: Option<Vec<Spanned<String>>>,
     pub txt_regex: Option<Spanned<String>>,
+    pub exists: Option<Spanned<bool>>,
 }
 
 /// `[check.alert]`: this check's exceptions to `[alerting]`.

@@ -10,6 +10,24 @@ use crate::outcome::{Assertion, CaaReport, DnsReport, Failure};
 
 pub(super) fn judge(check: &DnsCheck, report: &DnsReport, out: &mut Vec<Failure>) {
     let expect = &check.expect;
+    let name = report.query.trim_end_matches('.');
+    match (expect.exists, report.nxdomain) {
+        // First, and whatever else is judged: a parent's CAA, found by
+        // the climb, would otherwise make a missing name look fine.
+        (true, true) => out.push(Failure {
+            assertion: Assertion::Dns,
+            expected: format!("{name} exists"),
+            observed: "NXDOMAIN".to_string(),
+            message: format!("{name} does not exist (NXDOMAIN)"),
+        }),
+        (false, false) => out.push(Failure {
+            assertion: Assertion::Dns,
+            expected: format!("{name} does not exist (NXDOMAIN)"),
+            observed: "it exists".to_string(),
+            message: format!("{name} exists, though `expect.exists = false` says it must not"),
+        }),
+        _ => {}
+    }
     if let Some(cname) = &expect.cname {
         judge_cname(cname, report, out);
     }

@@ -167,7 +167,12 @@ async fn observe(
         }));
     }
     if expect.wants_caa() {
-        report.caa = Some(relevant_caa(resolver, &name, asking).await?);
+        report.caa = Some(relevant_caa(resolver, &name, report, asking).await?);
+    }
+    // Only `exists = false` is expected: whether the name exists is all
+    // there is to ask (NXDOMAIN answers every type alike).
+    if !expect.exists {
+        ask(resolver, &name, RecordType::A, report, asking).await?;
     }
     Ok(())
 }
@@ -239,15 +244,21 @@ fn classify(
 }
 
 /// RFC 8659 section 3: the CAA RRset of the name, else of its parent, and
-/// so on up to (not including) the root.
+/// so on up to (not including) the root. The name itself not existing is
+/// noted in `report` (the parent's CAA would otherwise make it look fine).
 async fn relevant_caa(
     resolver: &TokioResolver,
     name: &Name,
+    report: &mut DnsReport,
     asking: &mut String,
 ) -> Result<CaaReport, ProbeError> {
     let mut at = name.clone();
     while !at.is_root() {
-        if let Answer::Records(records) = lookup(resolver, &at, RecordType::CAA, asking).await? {
+        let answer = lookup(resolver, &at, RecordType::CAA, asking).await?;
+        if matches!(answer, Answer::NxDomain) && at == *name {
+            report.nxdomain = true;
+        }
+        if let Answer::Records(records) = answer {
             let caa: Vec<CaaRecord> = records
                 .iter()
                 .filter_map(|r| match r.data() {

@@ -179,6 +179,7 @@ fn expect_keys(e: &RawExpect, d: &Decoded<RawCheck>) -> Vec<Owned> {
             e.txt_regex.as_ref().map(|v| v.span()),
             DNS,
         ),
+        ("exists".into(), e.exists.as_ref().map(|v| v.span()), DNS),
     ];
     for key in &mut keys {
         key.0 = format!("expect.{}", key.0);
@@ -235,7 +236,7 @@ pub(super) fn dns(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Opti
         Some(e) => dns_expect(cx, e, &d.span),
         None => DnsExpect::default(),
     };
-    let asserts = expect.cname.is_some()
+    let records = expect.cname.is_some()
         || expect.wants_caa()
         || expect.a.is_some()
         || expect.aaaa.is_some()
@@ -248,11 +249,27 @@ pub(super) fn dns(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Opti
             || e.aaaa.is_some()
             || e.txt_regex.is_some()
     });
-    if !asserts && !broken_expect {
-        let message = format!(
-            "a dns check needs at least one of `expect.cname`, `expect.caa_issue`, `expect.caa_issuewild`, `expect.a`, `expect.aaaa`, `expect.txt_regex`{context}"
-        );
-        cx.report(&d.span, message);
+    let absent = raw
+        .expect
+        .as_ref()
+        .and_then(|e| e.exists.as_ref())
+        .filter(|e| !*e.get_ref());
+    match absent {
+        // Records of a name that must not exist: one of the two is a
+        // mistake.
+        Some(exists) if records || broken_expect => cx.error(
+            &exists.span(),
+            "expect.exists",
+            "`false` says the name must not exist, so it cannot also have the records expected here: keep one or the other",
+        ),
+        Some(_) => {}
+        None if !records && !broken_expect => {
+            let message = format!(
+                "a dns check needs at least one of `expect.cname`, `expect.caa_issue`, `expect.caa_issuewild`, `expect.a`, `expect.aaaa`, `expect.txt_regex`, or `expect.exists = false`{context}"
+            );
+            cx.report(&d.span, message);
+        }
+        None => {}
     }
     Some(DnsCheck {
         query: query?,
@@ -303,6 +320,7 @@ fn dns_expect(cx: &mut Cx<'_>, raw: &RawExpect, header: &Range<usize>) -> DnsExp
             .txt_regex
             .as_ref()
             .and_then(|r| cx.regex("expect.txt_regex", r)),
+        exists: raw.exists.as_ref().is_none_or(|e| *e.get_ref()),
     }
 }
 
