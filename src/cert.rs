@@ -321,15 +321,7 @@ pub fn common_name(dn: &str) -> &str {
 
 /// A date the way operators read it in mail and terminals.
 pub fn format_date(t: OffsetDateTime) -> String {
-    let t = t.to_offset(::time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute()
-    )
+    crate::when::minute(t)
 }
 
 pub fn hex(bytes: &[u8]) -> String {

@@ -73,10 +73,7 @@ fn probe_failure(check: &Check, err: &ProbeError) -> Failure {
             _ => "the host name resolves".to_string(),
         },
         Assertion::Connect => "a TCP connection".to_string(),
-        Assertion::Timeout => format!(
-            "an answer within {}",
-            humantime::format_duration(check.timeout)
-        ),
+        Assertion::Timeout => format!("an answer within {}", crate::when::std_span(check.timeout)),
         Assertion::TlsHandshake => "a TLS handshake".to_string(),
         Assertion::HttpProtocol => "a valid HTTP response".to_string(),
         Assertion::HttpRedirect => format!(
@@ -406,12 +403,12 @@ fn judge_http(expect: &HttpExpect, report: &HttpReport, out: &mut Vec<Failure>) 
         if took > max {
             out.push(Failure {
                 assertion: Assertion::HttpResponseTime,
-                expected: format!("<= {}", humantime::format_duration(max)),
+                expected: format!("<= {}", crate::when::std_span(max)),
                 observed: format!("{:.0} ms", report.response_ms),
                 message: format!(
                     "answered in {:.0} ms, slower than {}",
                     report.response_ms,
-                    humantime::format_duration(max)
+                    crate::when::std_span(max)
                 ),
             });
         }

@@ -288,12 +288,12 @@ impl Health {
                         0 => format!(
                             "task {} has made no progress for {}",
                             stage.name(),
-                            humantime::format_duration(round(for_))
+                            crate::when::std_span(round(for_))
                         ),
                         n => format!(
                             "task {} has not taken its work for {} ({n} waiting)",
                             stage.name(),
-                            humantime::format_duration(round(for_))
+                            crate::when::std_span(round(for_))
                         ),
                     },
                 )),
@@ -306,7 +306,7 @@ impl Health {
                 None,
                 Some(format!(
                     "the scheduler has not ticked for {}",
-                    humantime::format_duration(round(since_tick))
+                    crate::when::std_span(round(since_tick))
                 )),
             )
         } else if let Some((stage, reason)) = troubled(true) {
@@ -328,7 +328,7 @@ impl Health {
                 None,
                 Some(format!(
                     "{late_checks} check(s) waiting past their due time, the worst by {}: probes are queuing behind the concurrency limit or the machine is overloaded",
-                    humantime::format_duration(round(late.by))
+                    crate::when::std_span(round(late.by))
                 )),
             )
         } else {

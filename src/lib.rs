@@ -22,6 +22,8 @@
 //!   their kind, for everything shown.
 //! - [`signing`]: the vantages' Ed25519 keys (key files, `ed25519:` public
 //!   keys, signatures).
+//! - [`when`]: the one way instants and durations are written, for the
+//!   log, the mail, the pages, the report and the CLI.
 //! - [`sanitize`]: text from targets made safe to keep and show: control
 //!   characters escaped, values capped at 256 bytes, header values
 //!   redacted by rule (cookies, credentials, URL queries, a check's
@@ -129,3 +131,4 @@ pub mod signing;
 pub mod store;
 pub mod supervise;
 pub mod vantage;
+pub mod when;

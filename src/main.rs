@@ -375,10 +375,7 @@ fn silence(
         &config, pattern, duration, reason, &clock,
     )) {
         Ok(silence) => {
-            let until = silence
-                .until
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default();
+            let until = vigie::when::second(silence.until);
             let covered: Vec<&str> = config
                 .checks
                 .iter()

@@ -102,6 +102,25 @@ pub fn next_after(schedule: &cron::Schedule, now: OffsetDateTime) -> Option<Offs
     schedule.after(&to_chrono(now)).next().map(from_chrono)
 }
 
+/// [`next_after`] with the schedule's fields read in `zone`'s local time
+/// (`[report] timezone`): "0 0 7 * * *" is 07:00 in Paris in winter and in
+/// summer alike; a local time that a DST change skips is skipped, one it
+/// repeats fires once.
+pub fn next_after_in(
+    schedule: &cron::Schedule,
+    now: OffsetDateTime,
+    zone: crate::when::Zone,
+) -> Option<OffsetDateTime> {
+    let Some(tz) = zone.tz() else {
+        return next_after(schedule, now);
+    };
+    let local = to_chrono(now).with_timezone(&tz);
+    schedule
+        .after(&local)
+        .next()
+        .map(|t| from_chrono(t.with_timezone(&chrono::Utc)))
+}
+
 /// FNV-1a: tiny, and stable across Rust versions (std's hasher is not
 /// promised to be), so jitter never moves with a toolchain upgrade.
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -233,6 +252,36 @@ mod tests {
         assert_eq!(
             next_due(&c, MAX_CRON_JITTER, crate::clock::FAR_FUTURE),
             None
+        );
+    }
+
+    #[test]
+    fn a_report_at_seven_in_paris_stays_at_seven_across_summer_time() {
+        let schedule = cron::Schedule::from_str("0 0 7 * * *").unwrap();
+        let paris = crate::when::Zone::named(chrono_tz::Europe::Paris);
+        // Winter (UTC+1), the day summer time starts (2027-03-28), summer
+        // (UTC+2).
+        let at = |t| next_after_in(&schedule, t, paris).unwrap();
+        assert_eq!(
+            at(time::macros::datetime!(2027-03-27 07:00 UTC)),
+            time::macros::datetime!(2027-03-28 05:00 UTC)
+        );
+        assert_eq!(
+            at(time::macros::datetime!(2027-03-01 00:00 UTC)),
+            time::macros::datetime!(2027-03-01 06:00 UTC)
+        );
+        assert_eq!(
+            at(time::macros::datetime!(2027-07-01 00:00 UTC)),
+            time::macros::datetime!(2027-07-01 05:00 UTC)
+        );
+        let utc = crate::when::Zone::default();
+        assert_eq!(
+            next_after_in(
+                &schedule,
+                time::macros::datetime!(2027-07-01 00:00 UTC),
+                utc
+            ),
+            Some(time::macros::datetime!(2027-07-01 07:00 UTC))
         );
     }
 }

@@ -374,7 +374,7 @@ impl Supervisor {
                 tracing::error!(
                     task = name,
                     deaths_in_a_row = deaths,
-                    restart_in = %humantime::format_duration(backoff),
+                    restart_in = %crate::when::std_span(backoff),
                     "task {name} {death}; restarting it{}",
                     match failing {
                         true => " (failing: /healthz answers 503 and the watchdog stops)",

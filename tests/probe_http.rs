@@ -97,7 +97,7 @@ async fn slower_than_max_response_time() {
     .await;
     assert_eq!(outcome.status, Status::Down);
     let f = failure(&outcome, "http.response_time");
-    assert_eq!(f.expected, "<= 100ms");
+    assert_eq!(f.expected, "<= 100 ms");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -113,7 +113,7 @@ async fn server_slower_than_the_timeout() {
     let f = failure(&outcome, "timeout");
     assert_eq!(
         f.message,
-        "no answer within 500ms (waiting for the response headers)"
+        "no answer within 500 ms (waiting for the response headers)"
     );
     assert!(
         outcome.tls.is_some(),
@@ -130,7 +130,7 @@ async fn tarpit_that_accepts_and_never_answers() {
     let f = failure(&outcome, "timeout");
     assert!(
         f.message
-            .starts_with("no answer within 500ms (during the TLS handshake with 127.0.0.1:"),
+            .starts_with("no answer within 500 ms (during the TLS handshake with 127.0.0.1:"),
         "{}",
         f.message
     );

@@ -163,7 +163,7 @@ impl Engine {
 
     /// `notification`'s mail, and its events' states marked sent as it.
     pub fn outbound(&mut self, notification: &Notification, now: OffsetDateTime) -> Outbound {
-        let email = render::notification(notification, &self.host);
+        let email = render::notification(notification, &self.host, now);
         let mut states: Vec<AlertState> = Vec::new();
         for event in &notification.events {
             let Some(s) = self.mark_sent(event, &email.message_id, now) else {

@@ -63,8 +63,10 @@ const SUBJECT_NAMES: usize = 5;
 
 /// The mail for a closed group of events. `host` names the machine vigie
 /// runs on (in the network alert, the signature and the Message-IDs).
-pub fn notification(n: &Notification, host: &str) -> Email {
-    let doc = notification_doc(n, host);
+/// `written`: the mail's `Date` (when it is queued), from which "ago" is
+/// measured.
+pub fn notification(n: &Notification, host: &str, written: OffsetDateTime) -> Email {
+    let doc = notification_doc(n, host, written);
     let (in_reply_to, references) = threading(&n.events);
     Email {
         subject: one_line(&subject(n, host)),
@@ -194,7 +196,7 @@ fn resolved_at(e: &Event) -> OffsetDateTime {
     e.resolved_at.unwrap_or(e.at)
 }
 
-fn notification_doc(n: &Notification, host: &str) -> Doc {
+fn notification_doc(n: &Notification, host: &str, written: OffsetDateTime) -> Doc {
     let tone = match n.kind {
         EventKind::Down => Tone::Alarm,
         EventKind::Reminder => Tone::Reminder,
@@ -211,14 +213,14 @@ fn notification_doc(n: &Notification, host: &str) -> Doc {
     if n.is_network() {
         doc.title = network_title(n.kind, host);
         for e in &n.events {
-            network_blocks(e, &mut doc.blocks);
+            network_blocks(e, written, &mut doc.blocks);
         }
         return doc;
     }
     match n.events.as_slice() {
         [one] => {
             doc.title = event_title(one);
-            event_blocks(one, &mut doc.blocks);
+            event_blocks(one, written, &mut doc.blocks);
         }
         events => {
             doc.title = format!(
@@ -233,7 +235,7 @@ fn notification_doc(n: &Notification, host: &str) -> Doc {
             );
             for e in events {
                 doc.blocks.push(Block::Section(event_title(e)));
-                event_blocks(e, &mut doc.blocks);
+                event_blocks(e, written, &mut doc.blocks);
             }
         }
     }
@@ -258,8 +260,8 @@ fn event_title(e: &Event) -> String {
 }
 
 /// The body about one check's event.
-fn event_blocks(e: &Event, blocks: &mut Vec<Block>) {
-    blocks.push(Block::Fields(summary_fields(e)));
+fn event_blocks(e: &Event, written: OffsetDateTime, blocks: &mut Vec<Block>) {
+    blocks.push(Block::Fields(summary_fields(e, written)));
     if let Some(words) = &e.vantage {
         blocks.push(Block::Para(format!("Vantages: {words}.")));
     }
@@ -305,7 +307,7 @@ fn event_blocks(e: &Event, blocks: &mut Vec<Block>) {
     }
 }
 
-fn summary_fields(e: &Event) -> Vec<(String, String)> {
+fn summary_fields(e: &Event, written: OffsetDateTime) -> Vec<(String, String)> {
     let mut fields = vec![field("check", &e.check), field("target", &e.latest.target)];
     match e.kind {
         EventKind::Resolved => {
@@ -325,7 +327,11 @@ fn summary_fields(e: &Event) -> Vec<(String, String)> {
         EventKind::Down | EventKind::Reminder => {
             fields.push(field(
                 "down since",
-                &format!("{} ({} ago)", format_date(e.since), span(e.at - e.since)),
+                &format!(
+                    "{} ({})",
+                    format_date(e.since),
+                    crate::when::ago(e.since, written)
+                ),
             ));
             let probes = match e.failed_probes == e.consecutive_failures {
                 true => format!("{} in a row", e.consecutive_failures),
@@ -422,7 +428,7 @@ fn network_title(kind: EventKind, host: &str) -> String {
     }
 }
 
-fn network_blocks(e: &Event, blocks: &mut Vec<Block>) {
+fn network_blocks(e: &Event, written: OffsetDateTime, blocks: &mut Vec<Block>) {
     let mut fields = vec![field("canaries", &e.latest.target)];
     match e.kind {
         EventKind::Resolved => {
@@ -440,7 +446,11 @@ fn network_blocks(e: &Event, blocks: &mut Vec<Block>) {
         EventKind::Down | EventKind::Reminder => {
             fields.push(field(
                 "blind since",
-                &format!("{} ({} ago)", format_date(e.since), span(e.at - e.since)),
+                &format!(
+                    "{} ({})",
+                    format_date(e.since),
+                    crate::when::ago(e.since, written)
+                ),
             ));
         }
     }
@@ -542,7 +552,7 @@ mod tests {
             events: vec![e],
             opened: T0,
         };
-        let email = notification(&n, "h");
+        let email = notification(&n, "h", n.opened);
         assert!(!email.subject.contains(['\r', '\n']));
         assert!(!email.text.contains("\nBcc:"));
     }

@@ -206,8 +206,8 @@ fn threshold_reminders_and_resolution_thread_together() {
         w.subjects(),
         [
             "[vigie] DOWN site: certificate expired 2 days ago",
-            "[vigie] STILL DOWN site for 4h 1m: certificate expired 2 days ago",
-            "[vigie] RESOLVED site after 4h 59m",
+            "[vigie] STILL DOWN site for 4 h 1 min: certificate expired 2 days ago",
+            "[vigie] RESOLVED site after 4 h 59 min",
         ]
     );
     let (down, reminder, resolved) = (&w.outbox[0], &w.outbox[1], &w.outbox[2]);
@@ -350,7 +350,7 @@ fn a_silence_after_the_page_holds_reminders_but_not_the_resolution() {
         w.subjects(),
         [
             "[vigie] DOWN site: connection refused",
-            "[vigie] RESOLVED site after 6h 10m",
+            "[vigie] RESOLVED site after 6 h 10 min",
         ]
     );
 }
@@ -388,7 +388,7 @@ fn a_warning_never_pages_and_resolves_a_down() {
         w.subjects(),
         [
             "[vigie] DOWN site: connection refused",
-            "[vigie] RESOLVED site after 5 min",
+            "[vigie] RESOLVED site after 5 min 30 s",
         ]
     );
     assert!(w.outbox[1].text.contains("warn: renewal looks stuck"));
@@ -493,8 +493,8 @@ fn a_restart_mid_incident_neither_repages_nor_forgets() {
         subjects,
         [
             "[vigie] DOWN site: certificate expired 2 days ago",
-            "[vigie] STILL DOWN site for 4h 1m: certificate expired 2 days ago",
-            "[vigie] RESOLVED site after 4h 10m",
+            "[vigie] STILL DOWN site for 4 h 1 min: certificate expired 2 days ago",
+            "[vigie] RESOLVED site after 4 h 10 min",
         ]
     );
     assert_eq!(w.outbox[2].references[0], w.outbox[0].message_id);
@@ -526,7 +526,7 @@ fn a_resolution_due_when_vigie_stopped_goes_out_once_after_the_restart() {
         w.subjects(),
         [
             "[vigie] DOWN site: connection refused",
-            "[vigie] RESOLVED site after 5 min",
+            "[vigie] RESOLVED site after 5 min 30 s",
         ]
     );
     assert!(w.store["site"].resolving.is_empty());

@@ -24,7 +24,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why a body could not be read: its request's deadline passed first.
 #[derive(Debug, thiserror::Error)]
-#[error("the request's head and body did not arrive within {}", humantime::format_duration(*.0))]
+#[error("the request's head and body did not arrive within {}", crate::when::std_span(*.0))]
 pub(super) struct RequestTimedOut(pub Duration);
 
 /// `inner`, failing with [`RequestTimedOut`] from `deadline` on.
@@ -110,7 +110,7 @@ mod tests {
         assert!(err.downcast_ref::<RequestTimedOut>().is_some(), "{err}");
         assert_eq!(
             err.to_string(),
-            "the request's head and body did not arrive within 10s"
+            "the request's head and body did not arrive within 10 s"
         );
         assert_eq!(stats.snapshot().timed_out_total, 1);
     }

@@ -78,5 +78,6 @@ pub async fn report_offline(
         health,
         escape_hatches: &[],
         envs: &report::envs(&config.checks),
+        zone: config.report.zone,
     }))
 }

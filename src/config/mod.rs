@@ -192,7 +192,11 @@ impl SmtpTls {
 /// `[report]`: the daily certificate report.
 #[derive(Debug, Clone)]
 pub struct ReportConfig {
+    /// Evaluated in `zone`.
     pub schedule: cron::Schedule,
+    /// `timezone`: where the schedule runs and the times are shown; UTC
+    /// by default.
+    pub zone: crate::when::Zone,
     /// Defaults to `alerting.to`.
     pub to: Vec<Mailbox>,
 }

@@ -105,6 +105,7 @@ pub(crate) struct RawSmtp {
 pub(crate) struct RawReport {
     pub schedule: Option<Spanned<CronText>>,
     pub to: Option<Vec<Spanned<String>>>,
+    pub timezone: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -601,7 +601,27 @@ fn report(
             );
         }
     }
-    ReportConfig { schedule, to }
+    let zone = raw
+        .and_then(|r| r.timezone.as_ref())
+        .and_then(|tz| timezone(cx, tz))
+        .unwrap_or_default();
+    ReportConfig { schedule, zone, to }
+}
+
+/// `[report] timezone`: an IANA name ("Europe/Paris"), as the time zone
+/// database spells it.
+fn timezone(cx: &mut Cx<'_>, raw: &Spanned<String>) -> Option<crate::when::Zone> {
+    match raw.get_ref().parse::<chrono_tz::Tz>() {
+        Ok(tz) => Some(crate::when::Zone::named(tz)),
+        Err(_) => {
+            let message = format!(
+                "{:?} is not a time zone of the IANA database: write a name such as \"Europe/Paris\", \"America/New_York\" or \"UTC\"",
+                raw.get_ref()
+            );
+            cx.error(&raw.span(), "timezone", message);
+            None
+        }
+    }
 }
 
 fn default_report_schedule() -> cron::Schedule {

@@ -30,7 +30,6 @@ use crate::clock::{saturating_add, saturating_sub, Clock};
 use crate::config::Config;
 use crate::mail::Outbox;
 use crate::outcome::{Assertion, Failure, Outcome, Status};
-use crate::schedule::next_after;
 use crate::store::{AlertStore, Latest};
 use crate::supervise::Stage;
 use crate::vantage::{
@@ -267,7 +266,10 @@ impl Alerter {
             last_leaf: HashMap::new(),
             gated: Vec::new(),
             last_round: None,
-            next_report: next_after(&self.config.borrow().report.schedule, now),
+            next_report: {
+                let report = &self.config.borrow().report;
+                crate::schedule::next_after_in(&report.schedule, now, report.zone)
+            },
         };
         for outcome in self.latest.all() {
             if outcome.leaf().is_some() {
@@ -536,7 +538,8 @@ impl Alerter {
         let firing = self.engine.states().filter(|s| s.is_firing()).count();
         self.status.set_firing(firing as u64);
         if run.next_report.is_some_and(|at| at <= now) {
-            run.next_report = next_after(&config.report.schedule, now);
+            run.next_report =
+                crate::schedule::next_after_in(&config.report.schedule, now, config.report.zone);
             self.queue_report(run, &config, now);
         }
     }
@@ -551,7 +554,7 @@ impl Alerter {
             AlertRequest::AddSilence(silence, reply) => {
                 let result = self.store.add_silence(&silence).map_err(|e| e.to_string());
                 if result.is_ok() {
-                    tracing::info!(pattern = %silence.pattern, until = %silence.until, reason = %silence.reason, "silence added");
+                    tracing::info!(pattern = %silence.pattern, until = %crate::when::second(silence.until), reason = %silence.reason, "silence added");
                     run.silences.retain(|s| s.pattern != silence.pattern);
                     run.silences.push(silence);
                 }
@@ -623,6 +626,7 @@ impl Alerter {
             health: (self.health)(now),
             escape_hatches: &[],
             envs: &report::envs(&config.checks),
+            zone: config.report.zone,
         });
         // What holds a page for the fleet changes with every publication:
         // the report says it as it is now.
@@ -716,7 +720,7 @@ impl Alerter {
                         assertion: Assertion::VantageSilent,
                         expected: format!(
                             "a state in the bucket newer than {}",
-                            humantime::format_duration(fleet.stale_after)
+                            crate::when::std_span(fleet.stale_after)
                         ),
                         observed: match peer.modified {
                             Some(at) => {
@@ -842,7 +846,7 @@ impl Alerter {
                         Ok(Err(err)) => Err(err.to_string()),
                         Err(_) => Err(format!(
                             "the bucket did not answer within {}",
-                            humantime::format_duration(CLAIM_WITHIN)
+                            crate::when::std_span(CLAIM_WITHIN)
                         )),
                     }
                 }
@@ -1063,7 +1067,7 @@ fn send_not_durable(config: Arc<Config>, outbound: &Outbound, why: &str, clock: 
                     return;
                 }
                 Err(err) => {
-                    tracing::error!(subject = %message.subject, error = %err, retry_in = %humantime::format_duration(wait), "cannot send the alert held in memory (not durable)");
+                    tracing::error!(subject = %message.subject, error = %err, retry_in = %crate::when::std_span(wait), "cannot send the alert held in memory (not durable)");
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_secs(300));
                 }

@@ -144,13 +144,7 @@ impl Narrator {
             ),
             Some((was, _)) if was == outcome.status && !first => return None,
             Some((Status::Down, since)) if outcome.status == Status::Up => {
-                let after = (outcome.started_at - since)
-                    .try_into()
-                    .map(|d: std::time::Duration| {
-                        humantime::format_duration(std::time::Duration::from_secs(d.as_secs()))
-                            .to_string()
-                    })
-                    .unwrap_or_else(|_| "a while".to_string());
+                let after = crate::when::span(outcome.started_at - since);
                 format!("{name} UP again after {after}")
             }
             _ => format!("{name} {status}{}", reason()),
@@ -237,7 +231,7 @@ mod tests {
                 None,
                 Some((true, down.to_string())),
                 None,
-                Some((false, "site UP again after 3m".to_string())),
+                Some((false, "site UP again after 3 min".to_string())),
                 None,
             ]
         );

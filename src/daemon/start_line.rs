@@ -38,7 +38,7 @@ pub fn words(config: &Config, socket: Option<&Path>) -> String {
         Some(r) => format!(
             "replication to {} every {}",
             r.url,
-            humantime::format_duration(r.interval)
+            crate::when::std_span(r.interval)
         ),
         None => "no replication (history on this disk only)".to_string(),
     };

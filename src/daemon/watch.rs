@@ -127,7 +127,7 @@ pub async fn run(parts: WatchParts, stage: Arc<Stage>, shutdown: CancellationTok
                         disk_retry = disk_retry.saturating_mul(2).min(DISK_RETRY_MAX);
                         tracing::warn!(
                             "the store still cannot be written; next try in {}",
-                            humantime::format_duration(disk_retry)
+                            crate::when::std_span(disk_retry)
                         );
                     }
                     try_disk_at = Some(tokio::time::Instant::now() + disk_retry);

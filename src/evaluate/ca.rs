@@ -57,7 +57,7 @@ fn renewal_window(
     let verdict = match status {
         Status::Down => format!(
             "more than {} past the window: renew now",
-            humantime::format_duration(expect.ari_grace)
+            crate::when::std_span(expect.ari_grace)
         ),
         _ => "renewal looks stuck".to_string(),
     };

@@ -174,7 +174,7 @@ fn max_age(check: &CorsCheck, report: &CorsReport, out: &mut Vec<Failure>) {
         expected: format!(">= {min_secs} s"),
         message: format!(
             "preflight may be cached for {observed}, less than {}: browsers repeat it before uploads",
-            humantime::format_duration(min)
+            crate::when::std_span(min)
         ),
         observed,
     });

@@ -502,7 +502,7 @@ impl Sender {
                         if age >= self.backoff.give_up_after {
                             let reason = format!(
                                 "still deferred after {}: {e}",
-                                humantime::format_duration(self.backoff.give_up_after)
+                                crate::when::std_span(self.backoff.give_up_after)
                             );
                             self.bury(&pending, &reason, now).await?;
                             backlog -= 1;
@@ -517,7 +517,7 @@ impl Sender {
                             tracing::warn!(
                                 message_id = %pending.message.message_id,
                                 attempts = pending.attempts.saturating_add(1),
-                                retry_at = %next,
+                                retry_at = %crate::when::second(next),
                                 error = %e,
                                 "mail deferred by the server"
                             );
@@ -575,7 +575,7 @@ impl Sender {
         self.outbox
             .stats()
             .transport_failed(failures, &e.to_string(), Some(now));
-        tracing::warn!(error = %e, failures, retry_at = %next, "cannot deliver mail; the outbox waits");
+        tracing::warn!(error = %e, failures, retry_at = %crate::when::second(next), "cannot deliver mail; the outbox waits");
         Ok(next)
     }
 

@@ -148,7 +148,7 @@ pub async fn get(
         Err(_) => {
             return Err(format!(
                 "{shown}: no answer within {} ({})",
-                humantime::format_duration(timeout),
+                crate::when::std_span(timeout),
                 trace.phase
             ))
         }

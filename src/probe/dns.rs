@@ -55,7 +55,7 @@ pub async fn probe(check: &Check, dns: &DnsCheck) -> Result<DnsReport, ProbeErro
             message: format!(
                 "no answer from {} within {} ({asking})",
                 report.resolvers.join(", "),
-                humantime::format_duration(budget_shown(budget))
+                crate::when::std_span(budget_shown(budget))
             ),
         }),
     }

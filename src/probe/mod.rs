@@ -72,7 +72,7 @@ impl Prober {
                 kind: Assertion::Timeout,
                 message: format!(
                     "no answer within {} ({})",
-                    humantime::format_duration(check.timeout),
+                    crate::when::std_span(check.timeout),
                     trace.phase
                 ),
             }),

@@ -176,7 +176,7 @@ impl NodeState {
                 "{}'s state has a probe at {}, more than {} ahead of this node's clock",
                 self.node,
                 crate::cert::format_date(latest),
-                humantime::format_duration(skew)
+                crate::when::std_span(skew)
             )
         })
     }
@@ -220,7 +220,7 @@ mod tests {
         assert_eq!(state.ahead_of(at, skew), None);
         assert_eq!(state.ahead_of(at - Duration::from_secs(29), skew), None);
         let ahead = state.ahead_of(at - Duration::from_secs(31), skew).unwrap();
-        assert!(ahead.contains("more than 30s ahead"), "{ahead}");
+        assert!(ahead.contains("more than 30 s ahead"), "{ahead}");
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct ReportInput<'a> {
     /// Each check's `env` label, to group rows as the overview does
     /// ([`envs`]); a check without one is in no group.
     pub envs: &'a BTreeMap<String, String>,
+    /// `[report] timezone`.
+    pub zone: crate::when::Zone,
 }
 
 /// The label rows are grouped by, as on the status pages' overview.
@@ -79,6 +81,12 @@ pub struct Report {
     pub silences: Vec<Silence>,
     pub health: Health,
     pub escape_hatches: Vec<EscapeHatch>,
+    /// Where its times are shown (`[report] timezone`); the JSON keeps
+    /// instants in RFC 3339 UTC whatever the zone, and names it.
+    #[serde(skip)]
+    pub zone: crate::when::Zone,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 /// One incident of the last 24 h.
@@ -280,6 +288,8 @@ pub fn build(input: &ReportInput<'_>) -> Report {
     let incidents = incidents(input.states, input.envs, now);
     Report {
         generated_at: now,
+        zone: input.zone,
+        timezone: input.zone.tz().map(|tz| tz.name().to_string()),
         host: input.host.to_string(),
         certificates,
         unseen,
@@ -569,7 +579,20 @@ mod tests {
             .into_iter()
             .map(|(c, e)| (c.to_string(), e.to_string()))
             .collect(),
+            zone: Default::default(),
         })
+    }
+
+    #[test]
+    fn a_report_in_a_time_zone_shows_its_times_there_and_names_it() {
+        let mut report = sample();
+        report.zone = crate::when::Zone::named(chrono_tz::Europe::Paris);
+        let text = render::text(&report);
+        let utc = crate::when::minute(report.generated_at);
+        let paris = report.zone.minute(report.generated_at);
+        assert!(paris.ends_with(" CET"), "{paris}");
+        assert!(text.contains(&paris), "{text}");
+        assert!(!text.contains(&utc), "no UTC time left: {text}");
     }
 
     #[test]
@@ -653,6 +676,7 @@ mod tests {
             health: Health::default(),
             escape_hatches: &[],
             envs: &BTreeMap::new(),
+            zone: Default::default(),
         });
         let text = text(&report);
         assert!(
@@ -683,6 +707,7 @@ mod tests {
             health: Health::default(),
             escape_hatches: &[],
             envs: &BTreeMap::new(),
+            zone: Default::default(),
         });
         let text = text(&report);
         assert!(text.contains("No check serves a certificate."));

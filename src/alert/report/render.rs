@@ -11,8 +11,9 @@ use super::{
 use crate::alert::doc::{self, days_left, span, Block, Doc, Item, Tone};
 use crate::alert::render::{domain, Email};
 use crate::alert::silence::Silence;
-use crate::cert::{self, format_date};
+use crate::cert;
 use crate::outcome::Status;
+use crate::when::Zone;
 
 /// The report as a mail to `to`. Its Message-ID names the report's time
 /// to the second, so that `vigie report --send` next to the scheduled one
@@ -81,6 +82,7 @@ fn count(report: &Report, status: Status) -> usize {
 /// whether vigie itself is healthy (the report's proof of life).
 fn doc(report: &Report) -> Doc {
     let now = report.generated_at;
+    let z = report.zone;
     let mut blocks = Vec::new();
     certificate_blocks(report, &mut blocks);
     blocks.push(Block::Section(
@@ -91,7 +93,11 @@ fn doc(report: &Report) -> Doc {
     match report.changes.is_empty() {
         true => blocks.push(Block::Para("None.".to_string())),
         false => blocks.push(Block::Items(
-            report.changes.iter().map(change_item).collect(),
+            report
+                .changes
+                .iter()
+                .map(|c| change_item(c, report.zone))
+                .collect(),
         )),
     }
     blocks.push(Block::Section("Checks down or warning".to_string()));
@@ -101,7 +107,7 @@ fn doc(report: &Report) -> Doc {
             report
                 .problems
                 .iter()
-                .map(|p| problem_item(p, now))
+                .map(|p| problem_item(p, now, report.zone))
                 .collect(),
         )),
     }
@@ -110,7 +116,11 @@ fn doc(report: &Report) -> Doc {
     match report.silences.is_empty() {
         true => blocks.push(Block::Para("None.".to_string())),
         false => blocks.push(Block::Items(
-            report.silences.iter().map(silence_item).collect(),
+            report
+                .silences
+                .iter()
+                .map(|s| silence_item(s, report.zone))
+                .collect(),
         )),
     }
     // Listed every day while in use, so that a `danger_` key added for an
@@ -128,13 +138,9 @@ fn doc(report: &Report) -> Doc {
         ));
     }
     blocks.push(Block::Section("vigie's own health".to_string()));
-    health_blocks(&report.health, &mut blocks);
+    health_blocks(&report.health, report.zone, &mut blocks);
     Doc {
-        title: format!(
-            "vigie daily report from {}, {}",
-            report.host,
-            format_date(now)
-        ),
+        title: format!("vigie daily report from {}, {}", report.host, z.minute(now)),
         tone: Tone::Neutral,
         blocks,
         footer: vec![format!("vigie on {}", report.host)],
@@ -143,6 +149,7 @@ fn doc(report: &Report) -> Doc {
 
 fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
     let now = report.generated_at;
+    let z = report.zone;
     blocks.push(Block::Section(
         "Certificates, soonest expiry first".to_string(),
     ));
@@ -182,7 +189,7 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
                     row.check.clone(),
                     row.host.clone(),
                     row.days_left.to_string(),
-                    format_date(row.not_after),
+                    z.minute(row.not_after),
                     renewal_cell(row.renewal),
                     issuer_cell(row),
                 ]
@@ -219,10 +226,13 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
                 fields.push(("untrusted".to_string(), problem.clone()));
             }
             if let Some(ari) = &row.ari {
-                fields.push(("renewal window (ARI)".to_string(), ari_note(ari)));
+                fields.push((
+                    "renewal window (ARI)".to_string(),
+                    ari_note(ari, report.zone),
+                ));
             }
             for crl in &row.revocation {
-                fields.push(("revocation (CRL)".to_string(), crl_note(crl)));
+                fields.push(("revocation (CRL)".to_string(), crl_note(crl, report.zone)));
             }
             if let Some(first) = &row.expires_first {
                 fields.push((
@@ -230,7 +240,7 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
                     format!(
                         "{} on {} ({})",
                         first.subject,
-                        format_date(first.not_after),
+                        z.minute(first.not_after),
                         days_left(first.not_after, now)
                     ),
                 ));
@@ -271,7 +281,11 @@ fn incident_blocks(report: &Report, blocks: &mut Vec<Block>) {
         .filter(|(_, i)| i.resolved_at.is_none())
         .map(|(n, _)| n)
         .collect();
-    let rows = report.incidents.iter().map(incident_row).collect();
+    let rows = report
+        .incidents
+        .iter()
+        .map(|i| incident_row(i, report.zone))
+        .collect();
     blocks.push(Block::Table {
         head: ["check", "opened", "resolved", "lasted", "first failure"]
             .map(String::from)
@@ -281,7 +295,7 @@ fn incident_blocks(report: &Report, blocks: &mut Vec<Block>) {
     });
 }
 
-fn incident_row(incident: &IncidentRow) -> Vec<String> {
+fn incident_row(incident: &IncidentRow, z: Zone) -> Vec<String> {
     let lasted = span(time::Duration::seconds(
         i64::try_from(incident.lasted_seconds).unwrap_or(i64::MAX),
     ));
@@ -295,10 +309,10 @@ fn incident_row(incident: &IncidentRow) -> Vec<String> {
     };
     vec![
         check,
-        format_date(incident.since),
+        z.minute(incident.since),
         incident
             .resolved_at
-            .map_or("still open".to_string(), format_date),
+            .map_or("still open".to_string(), |t| z.minute(t)),
         lasted,
         first_failure,
     ]
@@ -306,7 +320,7 @@ fn incident_row(incident: &IncidentRow) -> Vec<String> {
 
 /// "2027-01-01 00:00 UTC to 2027-01-03 00:00 UTC (see URL)", or why the
 /// CA's window is unknown.
-fn ari_note(ari: &crate::outcome::AriReport) -> String {
+fn ari_note(ari: &crate::outcome::AriReport, z: Zone) -> String {
     let (Some(start), Some(end)) = (ari.window_start, ari.window_end) else {
         let why = ari.error.as_deref().unwrap_or("no answer");
         return format!("unknown: {why}");
@@ -316,17 +330,17 @@ fn ari_note(ari: &crate::outcome::AriReport) -> String {
         .as_deref()
         .map(|url| format!(" (see {url})"))
         .unwrap_or_default();
-    format!("{} to {}{see}", format_date(start), format_date(end))
+    format!("{} to {}{see}", z.minute(start), z.minute(end))
 }
 
 /// "revoked on DATE (reason)", or why the CRL could not say.
-fn crl_note(crl: &crate::outcome::CrlReport) -> String {
+fn crl_note(crl: &crate::outcome::CrlReport, z: Zone) -> String {
     use crate::outcome::CrlStatus;
     let what = match crl.status {
         CrlStatus::Revoked => format!(
             "{} revoked on {} ({})",
             cert::common_name(&crl.subject),
-            crl.revoked_at.map(format_date).unwrap_or_default(),
+            crl.revoked_at.map(|t| z.minute(t)).unwrap_or_default(),
             crl.reason.as_deref().unwrap_or("no reason given")
         ),
         CrlStatus::Good => "not revoked".to_string(),
@@ -358,19 +372,19 @@ fn host_of(target: &str) -> String {
         .unwrap_or_else(|| target.to_string())
 }
 
-fn change_item(c: &CertChange) -> Item {
+fn change_item(c: &CertChange, z: Zone) -> Item {
     let leaf = |l: &Leaf| {
         format!(
             "{} from {}, until {}, sha256 {}",
             l.subject,
             cert::common_name(&l.issuer),
-            format_date(l.not_after),
+            z.minute(l.not_after),
             // 64 bits tell two leaves apart at a glance; the JSON has all.
             l.sha256.get(..16).unwrap_or(&l.sha256)
         )
     };
     Item {
-        title: format!("{}: {} at {}", c.check, c.kind.as_str(), format_date(c.at)),
+        title: format!("{}: {} at {}", c.check, c.kind.as_str(), z.minute(c.at)),
         fields: vec![
             ("before".to_string(), leaf(&c.before)),
             ("after".to_string(), leaf(&c.after)),
@@ -378,12 +392,12 @@ fn change_item(c: &CertChange) -> Item {
     }
 }
 
-fn problem_item(p: &Problem, now: OffsetDateTime) -> Item {
+fn problem_item(p: &Problem, now: OffsetDateTime, z: Zone) -> Item {
     let mut fields = vec![("target".to_string(), p.target.clone())];
     if let Some(since) = p.since {
         fields.push((
             "since".to_string(),
-            format!("{} ({})", format_date(since), span(now - since)),
+            format!("{} ({})", z.minute(since), span(now - since)),
         ));
     }
     // Without a state (a check vigie has not tracked yet) there is
@@ -404,10 +418,10 @@ fn problem_item(p: &Problem, now: OffsetDateTime) -> Item {
     }
 }
 
-fn silence_item(s: &Silence) -> Item {
+fn silence_item(s: &Silence, z: Zone) -> Item {
     let mut fields = vec![
-        ("until".to_string(), format_date(s.until)),
-        ("created".to_string(), format_date(s.created)),
+        ("until".to_string(), z.minute(s.until)),
+        ("created".to_string(), z.minute(s.created)),
     ];
     if !s.reason.is_empty() {
         fields.push(("reason".to_string(), s.reason.clone()));
@@ -418,7 +432,7 @@ fn silence_item(s: &Silence) -> Item {
     }
 }
 
-fn health_blocks(health: &Health, blocks: &mut Vec<Block>) {
+fn health_blocks(health: &Health, z: Zone, blocks: &mut Vec<Block>) {
     let unknown = || "not measured".to_string();
     // `None` means the daemon did not measure it, except for replication,
     // where it means there is none to measure.
@@ -456,7 +470,7 @@ fn health_blocks(health: &Health, blocks: &mut Vec<Block>) {
             letters
                 .iter()
                 .map(|l| Item {
-                    title: format!("{}: {}", format_date(l.at), l.subject),
+                    title: format!("{}: {}", z.minute(l.at), l.subject),
                     fields: vec![
                         ("to".to_string(), l.to.join(", ")),
                         ("refused".to_string(), l.error.clone()),

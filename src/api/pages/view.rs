@@ -180,16 +180,11 @@ pub fn percent(share: f64) -> String {
 }
 
 pub fn duration_words(seconds: i64) -> String {
-    match seconds {
-        s if s < 120 => format!("{s} s"),
-        s if s < 7200 => format!("{} min", s / 60),
-        s if s < 172_800 => format!("{} h {} min", s / 3600, s % 3600 / 60),
-        s => format!("{} days {} h", s / 86_400, s % 86_400 / 3600),
-    }
+    crate::when::span(time::Duration::seconds(seconds))
 }
 
 pub fn minute(at: OffsetDateTime) -> String {
-    format!("{} {:02}:{:02} UTC", at.date(), at.hour(), at.minute())
+    crate::when::minute(at)
 }
 
 pub fn day(at: OffsetDateTime) -> String {
@@ -216,6 +211,7 @@ mod tests {
         assert_eq!(duration_words(45), "45 s");
         assert_eq!(duration_words(600), "10 min");
         assert_eq!(duration_words(3 * 3600 + 120), "3 h 2 min");
-        assert_eq!(duration_words(3 * 86_400 + 7200), "3 days 2 h");
+        assert_eq!(duration_words(3 * 86_400 + 7200), "3 d 2 h");
+        assert_eq!(duration_words(90), "1 min 30 s");
     }
 }
