@@ -11,11 +11,11 @@ use std::sync::Arc;
 use common::ca_server::CaServer;
 use common::env::{assertions, check_toml, failure, pretty, probe, Env};
 use common::pki::{crl, GenY};
-use x509_parser::prelude::FromDer;
 use common::*;
 use time::Duration;
 use vigie::clock::{Clock, FakeClock};
 use vigie::outcome::{Assertion, CrlStatus, Outcome, Status};
+use x509_parser::prelude::FromDer;
 
 async fn probe_leaf(leaf: &Leaf, extra: &str) -> Outcome {
     let server = TlsServer::start_leaf(leaf, TlsOpts::default());

@@ -91,12 +91,7 @@ fn certificate_message(chain: &[CertificateDer<'static>]) -> usize {
     4 + chain.iter().map(|c| c.len() + 5).sum::<usize>()
 }
 
-fn extra_cert(
-    i: usize,
-    url: &str,
-    key: &KeyPair,
-    ca: &BombCa,
-) -> CertificateDer<'static> {
+fn extra_cert(i: usize, url: &str, key: &KeyPair, ca: &BombCa) -> CertificateDer<'static> {
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
     params
         .distinguished_name
@@ -152,7 +147,10 @@ pub fn bomb_crl() -> &'static Bytes {
 /// extensions).
 fn signed_crl(ca: &BombCa, bytes: usize) -> Vec<u8> {
     // ecdsa-with-SHA256, without parameters.
-    let algorithm = tlv(0x30, &tlv(0x06, &[0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x03, 0x02]));
+    let algorithm = tlv(
+        0x30,
+        &tlv(0x06, &[0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x04, 0x03, 0x02]),
+    );
     let revoked_at = utc_time(now() - time::Duration::hours(1));
     // Each entry is 27 bytes: SEQUENCE { INTEGER (8 octets), UTCTime }.
     let entries = bytes.saturating_sub(1024) / 27;
