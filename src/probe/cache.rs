@@ -347,8 +347,8 @@ mod tests {
         panic!("cut with a budget of a minute")
     }
 
-    fn kept_until<V>(value: V, refresh_at: OffsetDateTime) -> impl Future<Output = Slot<V>> {
-        async move { Slot { value, refresh_at } }
+    async fn kept_until<V>(value: V, refresh_at: OffsetDateTime) -> Slot<V> {
+        Slot { value, refresh_at }
     }
 
     #[test]

@@ -397,9 +397,39 @@ fn regex_reason(error: &regex::Error) -> String {
     reason.unwrap_or("not understood").to_owned()
 }
 
+/// "64 MiB", "64MiB", "512 KiB", "1 GiB", "1048576 B" in bytes.
+fn parse_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: usize = number.parse().ok()?;
+    let unit: usize = match unit.trim() {
+        "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(unit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_are_a_whole_number_and_a_binary_unit() {
+        assert_eq!(parse_size("64 MiB"), Some(64 << 20));
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("1 GiB"), Some(1 << 30));
+        assert_eq!(parse_size("512 KiB"), Some(512 << 10));
+        assert_eq!(parse_size("1048576 B"), Some(1 << 20));
+        for wrong in ["64", "64 MB", "1.5 MiB", "MiB", "-1 MiB", ""] {
+            assert_eq!(parse_size(wrong), None, "{wrong:?}");
+        }
+    }
 
     #[test]
     fn cron_reasons() {
@@ -454,22 +484,4 @@ mod tests {
             Some("unclosed group")
         );
     }
-}
-
-/// "64 MiB", "64MiB", "512 KiB", "1 GiB", "1048576 B" in bytes.
-fn parse_size(text: &str) -> Option<usize> {
-    let text = text.trim();
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let number: usize = number.parse().ok()?;
-    let unit: usize = match unit.trim() {
-        "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        _ => return None,
-    };
-    number.checked_mul(unit)
 }
