@@ -152,18 +152,7 @@ async fn requests_per_hour() {
     for round in 0..rounds_per_hour * 24 {
         for i in 0..CHECKS {
             let leaf = &leaves[i % CERTS];
-            let mut report = leaf.report.clone();
-            authority
-                .inspect(
-                    &client,
-                    check,
-                    &trust,
-                    &leaf.chain,
-                    LOOPBACK,
-                    &hour(),
-                    &mut report,
-                )
-                .await;
+            let report = inspect(&authority, &client, check, &trust, leaf).await;
             assert!(
                 report.ari.as_ref().is_some_and(|a| a.error.is_none())
                     && report.revocation[0].status == CrlStatus::Good,
@@ -235,18 +224,7 @@ async fn cpu_per_lookup() {
     let authority = Authority::default();
 
     let first = Instant::now();
-    let mut report = good.report.clone();
-    authority
-        .inspect(
-            &client,
-            check,
-            &trust,
-            &good.chain,
-            LOOPBACK,
-            &hour(),
-            &mut report,
-        )
-        .await;
+    let report = inspect(&authority, &client, check, &trust, &good).await;
     assert_eq!(report.revocation[0].status, CrlStatus::Good, "{report:?}");
     println!(
         "  first lookup (fetch over loopback, verify, index): {:.1} ms",
@@ -260,18 +238,7 @@ async fn cpu_per_lookup() {
         let cpu = cpu_time();
         let timed = Instant::now();
         for _ in 0..LOOKUPS {
-            let mut report = leaf.report.clone();
-            authority
-                .inspect(
-                    &client,
-                    check,
-                    &trust,
-                    &leaf.chain,
-                    LOOPBACK,
-                    &hour(),
-                    &mut report,
-                )
-                .await;
+            let report = inspect(&authority, &client, check, &trust, leaf).await;
             assert_eq!(report.revocation[0].status, status);
         }
         let wall = timed.elapsed() / LOOKUPS;
@@ -285,9 +252,30 @@ async fn cpu_per_lookup() {
     assert_eq!(ca.hits("crl/big.crl"), 1, "one fetch for every lookup");
 }
 
-/// A budget no lookup here comes near: these parts measure the caches.
-fn hour() -> Budget {
-    Budget::until(tokio::time::Instant::now() + Duration::from_secs(3600))
+/// `served`'s report once `authority` has looked its chain up, as a probe
+/// does, with a budget no lookup here comes near: these parts measure the
+/// caches.
+async fn inspect(
+    authority: &Authority,
+    client: &Client,
+    check: &Check,
+    trust: &vigie::probe::tls::Trust,
+    served: &Served,
+) -> TlsReport {
+    let budget = Budget::until(tokio::time::Instant::now() + Duration::from_secs(3600));
+    let mut report = served.report.clone();
+    authority
+        .inspect(
+            client,
+            check,
+            trust,
+            &served.chain,
+            LOOPBACK,
+            &budget,
+            &mut report,
+        )
+        .await;
+    report
 }
 
 async fn crl_bomb() {

@@ -291,8 +291,15 @@ async fn a_stale_crl_is_reported_never_down() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crl_signed_by_another_key_is_rejected_and_reported() {
     let ca = CaServer::start().await;
-    // Same names as the real hierarchy, other keys: only the signature
-    // tells them apart.
+    impostor_crl(&ca, 4242);
+    let outcome = probe_leaf(&crl_leaf(&ca, 4242), "").await;
+    assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
+    assert_signature_refused(&outcome.tls.as_ref().unwrap().revocation[0]);
+}
+
+/// A hierarchy with the real one's names and other keys (only a signature
+/// tells them apart), whose intermediate signs `r1.crl`, listing `serial`.
+fn impostor_crl(ca: &CaServer, serial: u64) -> Ca {
     let impostor = Ca::generate(
         "Vigie Test Root CA",
         "Vigie Test Intermediate R1",
@@ -303,15 +310,17 @@ async fn a_crl_signed_by_another_key_is_rejected_and_reported() {
         "r1.crl",
         crl(
             &impostor.intermediate,
-            &[4242],
+            &[serial],
             now() - Duration::hours(1),
             now() + days(1),
         ),
     );
-    let outcome = probe_leaf(&crl_leaf(&ca, 4242), "").await;
-    assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
-    let report = &outcome.tls.as_ref().unwrap().revocation[0];
-    assert_eq!(report.status, CrlStatus::Invalid);
+    impostor
+}
+
+#[track_caller]
+fn assert_signature_refused(report: &vigie::outcome::CrlReport) {
+    assert_eq!(report.status, CrlStatus::Invalid, "{report:?}");
     assert!(
         report.detail.as_deref().unwrap().contains("signature"),
         "{report:?}"
@@ -324,21 +333,7 @@ async fn a_crl_signed_by_a_served_key_off_the_verified_path_is_not_used() {
     // An impostor named like the real intermediate, served before it: the
     // chain still verifies (through the real one), but a CRL signed by
     // the impostor's key must not count.
-    let impostor = Ca::generate(
-        "Vigie Test Root CA",
-        "Vigie Test Intermediate R1",
-        "Vigie Test",
-        "FR",
-    );
-    ca.set_crl(
-        "r1.crl",
-        crl(
-            &impostor.intermediate,
-            &[4242],
-            now() - Duration::hours(1),
-            now() + days(1),
-        ),
-    );
+    let impostor = impostor_crl(&ca, 4242);
     let mut leaf = crl_leaf(&ca, 4242);
     leaf.chain.insert(1, impostor.intermediate.cert.clone());
     let outcome = probe_leaf(&leaf, "").await;
@@ -347,12 +342,7 @@ async fn a_crl_signed_by_a_served_key_off_the_verified_path_is_not_used() {
     assert_eq!(tls.verified_path, Some(vec![0, 2]), "{}", pretty(&outcome));
     assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
     assert_eq!(tls.revocation.len(), 1, "{}", pretty(&outcome));
-    let report = &tls.revocation[0];
-    assert_eq!(report.status, CrlStatus::Invalid, "{report:?}");
-    assert!(
-        report.detail.as_deref().unwrap().contains("signature"),
-        "{report:?}"
-    );
+    assert_signature_refused(&tls.revocation[0]);
 }
 
 /// A trusted leaf served with as many self-made certificates as fit in a

@@ -470,67 +470,32 @@ mod tests {
         });
         let budget = budget();
         let later = T0 + time::Duration::hours(1);
+        // Asks for `key`, fetching an answer weighing `weight` if needed.
+        let put = |key: &'static str, weight: usize| {
+            let (cache, budget) = (&cache, &budget);
+            async move {
+                let fetch = move |_| kept_until(Heavy(weight), later);
+                cache.get(key, T0, budget, fetch, never_cut).await
+            }
+        };
         for key in ["k1", "k2", "k3"] {
-            cache
-                .get(
-                    key,
-                    T0,
-                    &budget,
-                    |_| kept_until(Heavy(1000), later),
-                    never_cut,
-                )
-                .await;
+            put(key, 1000).await;
         }
         assert_eq!(cache.usage(), (3 * (1000 + slot), 3));
         // k1 used again: k2 is now the oldest, and goes to make room.
-        cache
-            .get(
-                "k1",
-                T0,
-                &budget,
-                |_| kept_until(Heavy(0), later),
-                never_cut,
-            )
-            .await;
-        cache
-            .get(
-                "k4",
-                T0,
-                &budget,
-                |_| kept_until(Heavy(1000), later),
-                never_cut,
-            )
-            .await;
+        put("k1", 0).await;
+        put("k4", 1000).await;
         assert_eq!(cache.usage().1, 3);
         let fetches = cache.fetches();
-        cache
-            .get(
-                "k2",
-                T0,
-                &budget,
-                |_| kept_until(Heavy(10), later),
-                never_cut,
-            )
-            .await;
+        put("k2", 10).await;
         assert_eq!(cache.fetches(), fetches + 1, "k2 was evicted");
         // By count: light answers, at most four keys.
         for key in ["a", "b", "c", "d", "e", "f"] {
-            cache
-                .get(key, T0, &budget, |_| kept_until(Heavy(1), later), never_cut)
-                .await;
+            put(key, 1).await;
         }
         assert_eq!(cache.usage().1, 4);
         // Heavier than the whole cache: given to its probe, not kept.
-        let huge = cache
-            .get(
-                "h",
-                T0,
-                &budget,
-                |_| kept_until(Heavy(1 << 20), later),
-                never_cut,
-            )
-            .await;
-        assert_eq!(huge, Heavy(1 << 20));
+        assert_eq!(put("h", 1 << 20).await, Heavy(1 << 20));
         assert!(cache.usage().0 <= 3 * (1000 + slot));
     }
 }
