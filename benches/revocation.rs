@@ -13,8 +13,18 @@
 //!    100,000 lookups of a served leaf (not listed) and of a revoked one
 //!    are timed, with ARI off, through `Authority::inspect` as a probe
 //!    calls it.
+//! 3. (run first, while the process is small) A hostile target, probed as the daemon probes it (config, prober,
+//!    `runner::check_now`) over loopback: a trusted leaf served with as
+//!    many self-made certificates as fit in a handshake
+//!    (`tests/common/bomb.rs`), each naming a 10 MiB CRL that their served
+//!    issuer signed; then the same with every CRL URL, and the ACME
+//!    directory, stalling (a TCP server that never answers). Printed: the
+//!    process's peak RSS during the probe (VmHWM, reset before it through
+//!    /proc/self/clear_refs), when the outcome arrived against the check's
+//!    `timeout`, and how many CRLs were fetched. The bench fails if the
+//!    peak passes 64 MiB or the outcome comes later than `timeout` + 1 s.
 //!
-//! Run: `cargo bench --bench revocation`.
+//! Run: `cargo bench --features fault-injection --bench revocation`.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -23,10 +33,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::ca_server::CaServer;
+use common::env::{check_toml, Env};
 use common::pki::{crl, issue, now, test_ca, LeafSpec, HOST};
+use common::servers::{Tarpit, TlsOpts, TlsServer};
 use vigie::check::Check;
 use vigie::clock::{Clock, FakeClock};
 use vigie::outcome::{CrlStatus, TlsReport};
+use vigie::probe::budget::Budget;
 use vigie::probe::ca::Authority;
 use vigie::probe::client::Client;
 
@@ -45,6 +58,8 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
+        // First, while the process is small: its peak RSS is the figure.
+        crl_bomb().await;
         requests_per_hour().await;
         cpu_per_lookup().await;
     });
@@ -137,10 +152,7 @@ async fn requests_per_hour() {
     for round in 0..rounds_per_hour * 24 {
         for i in 0..CHECKS {
             let leaf = &leaves[i % CERTS];
-            let mut report = leaf.report.clone();
-            authority
-                .inspect(&client, check, &trust, &leaf.chain, LOOPBACK, &mut report)
-                .await;
+            let report = inspect(&authority, &client, check, &trust, leaf).await;
             assert!(
                 report.ari.as_ref().is_some_and(|a| a.error.is_none())
                     && report.revocation[0].status == CrlStatus::Good,
@@ -212,10 +224,7 @@ async fn cpu_per_lookup() {
     let authority = Authority::default();
 
     let first = Instant::now();
-    let mut report = good.report.clone();
-    authority
-        .inspect(&client, check, &trust, &good.chain, LOOPBACK, &mut report)
-        .await;
+    let report = inspect(&authority, &client, check, &trust, &good).await;
     assert_eq!(report.revocation[0].status, CrlStatus::Good, "{report:?}");
     println!(
         "  first lookup (fetch over loopback, verify, index): {:.1} ms",
@@ -229,10 +238,7 @@ async fn cpu_per_lookup() {
         let cpu = cpu_time();
         let timed = Instant::now();
         for _ in 0..LOOKUPS {
-            let mut report = leaf.report.clone();
-            authority
-                .inspect(&client, check, &trust, &leaf.chain, LOOPBACK, &mut report)
-                .await;
+            let report = inspect(&authority, &client, check, &trust, leaf).await;
             assert_eq!(report.revocation[0].status, status);
         }
         let wall = timed.elapsed() / LOOKUPS;
@@ -244,6 +250,130 @@ async fn cpu_per_lookup() {
         );
     }
     assert_eq!(ca.hits("crl/big.crl"), 1, "one fetch for every lookup");
+}
+
+/// `served`'s report once `authority` has looked its chain up, as a probe
+/// does, with a budget no lookup here comes near: these parts measure the
+/// caches.
+async fn inspect(
+    authority: &Authority,
+    client: &Client,
+    check: &Check,
+    trust: &vigie::probe::tls::Trust,
+    served: &Served,
+) -> TlsReport {
+    let budget = Budget::until(tokio::time::Instant::now() + Duration::from_secs(3600));
+    let mut report = served.report.clone();
+    authority
+        .inspect(
+            client,
+            check,
+            trust,
+            &served.chain,
+            LOOPBACK,
+            &budget,
+            &mut report,
+        )
+        .await;
+    report
+}
+
+async fn crl_bomb() {
+    const TIMEOUT: Duration = Duration::from_secs(5);
+    let ca = CaServer::start().await;
+    let stall = Tarpit::start();
+    let start = now();
+    ca.set_crl(
+        "leaf.crl",
+        crl(
+            &test_ca().intermediate,
+            &[9_999],
+            start,
+            start + time::Duration::hours(24),
+        ),
+    );
+    let leaf = |url: String| issue(&LeafSpec::new([HOST]).crl_url(url).serial(4242));
+    let bombs = common::bomb::bomb(leaf(ca.crl_url("leaf.crl")), |i| {
+        ca.crl_url(&format!("bomb{i}.crl"))
+    });
+    for i in 0..bombs.extra {
+        ca.set_crl(&format!("bomb{i}.crl"), bombs.crl.clone());
+    }
+    let stalled = |name: &str| format!("http://{}/{name}", stall.addr);
+    let stalls = common::bomb::bomb(leaf(stalled("leaf.crl")), |i| {
+        stalled(&format!("bomb{i}.crl"))
+    });
+    println!(
+        "CRL bomb: {} extra certificates in one handshake, each naming a {:.1} MiB CRL; \
+         check timeout {}",
+        bombs.extra,
+        bombs.crl.len() as f64 / (1024.0 * 1024.0),
+        humantime::format_duration(TIMEOUT)
+    );
+    let timeout = format!("timeout = \"{}s\"\n", TIMEOUT.as_secs());
+    let bomb_extra = format!("{timeout}[check.tls]\nari = false\n");
+    let stall_extra = format!(
+        "{timeout}[check.tls]\nacme_directory = {:?}\n",
+        stalled("directory")
+    );
+    for (name, leaf, extra) in [
+        ("10 MiB CRLs", &bombs.leaf, bomb_extra),
+        ("stalled CRL and ARI URLs", &stalls.leaf, stall_extra),
+    ] {
+        let server = TlsServer::start_leaf(leaf, TlsOpts::default());
+        let env = Env::new();
+        env.write_checks("bomb.toml", &check_toml("bomb", &server.url("/"), &extra));
+        // What making the bomb freed goes back to the system first, so
+        // the peak is the probe's (and the loopback servers', the 10 MiB
+        // CRL they serve included).
+        // SAFETY: malloc_trim only returns free heap memory to the system.
+        unsafe { libc::malloc_trim(0) };
+        reset_peak_rss();
+        let base = peak_rss();
+        let stalled_before = stall.connections();
+        let timed = Instant::now();
+        let outcome = env.run_all().await.remove(0);
+        let took = timed.elapsed();
+        let peak = peak_rss();
+        let fetched: usize = (0..bombs.extra)
+            .map(|i| ca.hits(&format!("crl/bomb{i}.crl")))
+            .sum();
+        let tls = outcome.tls.as_ref().expect("a TLS report");
+        println!(
+            "  {name}: status {:?}, peak RSS {:.1} MiB (before the probe {:.1} MiB), outcome after \
+             {:.2} s, {fetched} extra CRLs fetched, {} connections to the stalling server, \
+             leaf CRL {:?}",
+            outcome.status,
+            peak as f64 / (1024.0 * 1024.0),
+            base as f64 / (1024.0 * 1024.0),
+            took.as_secs_f64(),
+            stall.connections() - stalled_before,
+            tls.revocation.first().map(|r| (r.status, r.detail.clone())),
+        );
+        assert!(tls.trusted, "the bomb's chain verifies");
+        assert_eq!(fetched, 0, "no CRL off the verified path is fetched");
+        assert!(peak < 64 * 1024 * 1024, "peak RSS {peak} bytes");
+        assert!(
+            took < TIMEOUT + Duration::from_secs(1),
+            "outcome after {took:?}"
+        );
+    }
+}
+
+/// Resets this process's peak RSS (VmHWM) to its current RSS.
+fn reset_peak_rss() {
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset VmHWM");
+}
+
+/// This process's peak RSS (VmHWM), in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024
 }
 
 /// CPU time of this process (user + system).

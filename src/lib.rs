@@ -37,11 +37,12 @@
 //!   a fresh resolver per probe, `upload`: a presigned PUT signed offline
 //!   by object_store, its preflight, the PUT and a presigned DELETE).
 //!   Every fact is sanitised where it is captured (`sanitize`;
-//!   certificates in `shown`). After the probe, `ca`
-//!   asks what the CA says about the served chain: `ari` (RFC 9773
-//!   renewal windows) and `crl` (revocation), through the shared,
-//!   single-flight `cache` on the prober's clock; it also finds the
-//!   verified path of a cross-signed chain.
+//!   certificates in `shown`). After the probe, `ca` rebuilds the
+//!   verified path by signature and asks what the CA says about the
+//!   certificates on it: `ari` (RFC 9773 renewal windows) and `crl`
+//!   (revocation), through the shared, single-flight `cache` (bounded in
+//!   bytes and entries, least recently used first) on the prober's clock,
+//!   all within the probe's `budget` (what the check's timeout leaves).
 //! - [`evaluate`]: pure judgment of an outcome against its check, one
 //!   module per kind; `evaluate::caa` holds RFC 8659's issuance rules,
 //!   `lifetime` the thresholds for any lifetime (in hours for short-lived

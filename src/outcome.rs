@@ -563,7 +563,8 @@ pub struct DeniedOrigin {
 /// What a dns check's resolvers answered. Each list is `None` when the
 /// check did not ask for that type, and empty when the name has no such
 /// record. Names are fully qualified and lower-cased; every value is
-/// sanitised where it was captured.
+/// sanitised where it was captured; at most 64 values of a type are kept
+/// (sorted, the first ones), the others counted in `more`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct DnsReport {
     /// The name asked about.
@@ -584,6 +585,11 @@ pub struct DnsReport {
     pub txt: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caa: Option<CaaReport>,
+    /// Distinct values past the first 64 kept of a record type, by type
+    /// (`"A"`, `"AAAA"`, `"TXT"`, `"CAA"`): a zone can answer thousands.
+    /// Not stored in the history (the failures that quote it are).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub more: std::collections::BTreeMap<String, u64>,
 }
 
 /// The relevant CAA RRset (RFC 8659 section 3): the first found climbing

@@ -18,7 +18,7 @@ use crate::probe::Prober;
 /// Builds the prober for a config: reads the CA files once.
 pub fn prober(config: &Config, clock: Arc<dyn Clock>) -> Result<Prober, CaFileError> {
     let client = Client::new(config.extra_ca_file.as_deref(), &config.checks, clock)?;
-    Ok(Prober::new(client))
+    Ok(Prober::new(client, config.ca_cache_size))
 }
 
 /// Probes and judges one check.

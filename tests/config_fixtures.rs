@@ -77,6 +77,7 @@ fn the_valid_case_loads_every_section() {
     let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config/valid");
     let config = vigie::config::load(&case.join("config.toml")).unwrap_or_else(|e| panic!("{e}"));
     assert!(config.extra_ca_file.is_some());
+    assert_eq!(config.ca_cache_size, 32 * 1024 * 1024);
     assert!(config.api.token_file.is_some());
     let vantage = config.vantage.as_ref().expect("[vantage]");
     assert_eq!(

@@ -731,15 +731,15 @@ async fn api_port_in_use_is_a_startup_error() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_config_is_a_startup_error_with_its_position() {
-    // A TOML syntax error in config.toml (line 7: after the four lines Env
-    // writes and its two of [alerting]).
+    // A TOML syntax error in config.toml (line 5: after the four lines Env
+    // writes, before its [alerting]).
     let api = free_addr();
     let env = Env::with_config(&format!("concurrency = 64 64\n{}", api_section(api, None)));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     let status = daemon.wait_exit(START).await;
     let log = daemon.log();
     assert_eq!(status.code(), Some(3), "{status}:\n{log}");
-    assert!(log.contains("config.toml:7:15: TOML syntax error"), "{log}");
+    assert!(log.contains("config.toml:5:15: TOML syntax error"), "{log}");
 
     // An invalid regex in a check file.
     let env = Env::with_config(&api_section(api, None));

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::dns::{DnsServer, SilentResolver, ACME_DNS_TARGET};
+use common::dns::{DnsServer, SilentResolver, ACME_DNS_TARGET, MANY_A};
 use common::env::{failure, pretty, Env};
 use vigie::outcome::{Assertion, DnsReport, Outcome, Status};
 
@@ -273,6 +273,31 @@ async fn addresses_are_compared_as_sets() {
     let missing = probe_dns(server.addr, "deep.sub.example.test", "", "aaaa = [\"*\"]").await;
     assert_failures(&missing, &["dns.aaaa"]);
     assert_eq!(failure(&missing, "dns.aaaa").observed, "no AAAA record");
+}
+
+/// A zone can answer as many records of a type as fit in a message: the
+/// first 64 (sorted) are kept and the others counted, in the report and in
+/// the failure that quotes them.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_past_64_records_of_a_type_are_counted_not_kept() {
+    let server = DnsServer::start();
+    let outcome = probe_dns(server.addr, "many.example.test", "", "a = [\"192.0.2.10\"]").await;
+    assert_failures(&outcome, &["dns.a"]);
+    let dns = report(&outcome);
+    let kept = dns.a.as_deref().unwrap();
+    assert_eq!(kept.len(), 64);
+    assert!(kept.windows(2).all(|w| w[0] < w[1]), "sorted: {kept:?}");
+    let more = u64::from(MANY_A) - 64;
+    assert_eq!(dns.more.get("A"), Some(&more), "{}", pretty(&outcome));
+    let observed = &failure(&outcome, "dns.a").observed;
+    assert!(observed.starts_with("A 198.51.100."), "{observed}");
+    assert!(
+        observed.ends_with(&format!(" and {more} more")),
+        "{observed}"
+    );
+    // Within the bound, nothing is counted.
+    let few = probe_dns(server.addr, "www.example.test", "", "a = [\"*\"]").await;
+    assert!(report(&few).more.is_empty(), "{}", pretty(&few));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -15,6 +15,7 @@ use common::*;
 use time::Duration;
 use vigie::clock::{Clock, FakeClock};
 use vigie::outcome::{Assertion, CrlStatus, Outcome, Status};
+use x509_parser::prelude::FromDer;
 
 async fn probe_leaf(leaf: &Leaf, extra: &str) -> Outcome {
     let server = TlsServer::start_leaf(leaf, TlsOpts::default());
@@ -290,8 +291,15 @@ async fn a_stale_crl_is_reported_never_down() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crl_signed_by_another_key_is_rejected_and_reported() {
     let ca = CaServer::start().await;
-    // Same names as the real hierarchy, other keys: only the signature
-    // tells them apart.
+    impostor_crl(&ca, 4242);
+    let outcome = probe_leaf(&crl_leaf(&ca, 4242), "").await;
+    assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
+    assert_signature_refused(&outcome.tls.as_ref().unwrap().revocation[0]);
+}
+
+/// A hierarchy with the real one's names and other keys (only a signature
+/// tells them apart), whose intermediate signs `r1.crl`, listing `serial`.
+fn impostor_crl(ca: &CaServer, serial: u64) -> Ca {
     let impostor = Ca::generate(
         "Vigie Test Root CA",
         "Vigie Test Intermediate R1",
@@ -302,18 +310,100 @@ async fn a_crl_signed_by_another_key_is_rejected_and_reported() {
         "r1.crl",
         crl(
             &impostor.intermediate,
-            &[4242],
+            &[serial],
             now() - Duration::hours(1),
             now() + days(1),
         ),
     );
-    let outcome = probe_leaf(&crl_leaf(&ca, 4242), "").await;
-    assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
-    let report = &outcome.tls.as_ref().unwrap().revocation[0];
-    assert_eq!(report.status, CrlStatus::Invalid);
+    impostor
+}
+
+#[track_caller]
+fn assert_signature_refused(report: &vigie::outcome::CrlReport) {
+    assert_eq!(report.status, CrlStatus::Invalid, "{report:?}");
     assert!(
         report.detail.as_deref().unwrap().contains("signature"),
         "{report:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crl_signed_by_a_served_key_off_the_verified_path_is_not_used() {
+    let ca = CaServer::start().await;
+    // An impostor named like the real intermediate, served before it: the
+    // chain still verifies (through the real one), but a CRL signed by
+    // the impostor's key must not count.
+    let impostor = impostor_crl(&ca, 4242);
+    let mut leaf = crl_leaf(&ca, 4242);
+    leaf.chain.insert(1, impostor.intermediate.cert.clone());
+    let outcome = probe_leaf(&leaf, "").await;
+    let tls = outcome.tls.as_ref().unwrap();
+    assert!(tls.trusted, "{}", pretty(&outcome));
+    assert_eq!(tls.verified_path, Some(vec![0, 2]), "{}", pretty(&outcome));
+    assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
+    assert_eq!(tls.revocation.len(), 1, "{}", pretty(&outcome));
+    assert_signature_refused(&tls.revocation[0]);
+}
+
+/// A trusted leaf served with as many self-made certificates as fit in a
+/// handshake, each naming a 10 MiB CRL its served issuer really signed, or
+/// a URL that never answers; the leaf's own CRL and the ACME directory
+/// stall too. Nothing off the verified path is fetched, and the stalled
+/// lookups on it are cut at the check's timeout, reported, never failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handshake_full_of_crl_bombs_is_not_fetched_and_stalled_lookups_are_cut() {
+    let ca = CaServer::start().await;
+    let stall = Tarpit::start();
+    let stalled = |name: &str| format!("http://{}/{name}", stall.addr);
+    let leaf = issue(
+        &LeafSpec::new([HOST])
+            .crl_url(stalled("leaf.crl"))
+            .serial(4242),
+    );
+    let bomb = bomb::bomb(leaf, |i| match i % 2 {
+        0 => ca.crl_url(&format!("bomb{i}.crl")),
+        _ => stalled(&format!("bomb{i}.crl")),
+    });
+    for i in (0..bomb.extra).step_by(2) {
+        ca.set_crl(&format!("bomb{i}.crl"), bomb.crl.clone());
+    }
+    // The bomb is real: a 10 MiB CRL that verifies with a served key.
+    assert!(bomb.extra >= 100, "{} extra certificates", bomb.extra);
+    assert!(bomb.crl.len() > 10_000_000, "{} bytes", bomb.crl.len());
+    let (_, list) = x509_parser::revocation_list::CertificateRevocationList::from_der(&bomb.crl)
+        .expect("the bomb's CRL parses");
+    let (_, key) = x509_parser::x509::SubjectPublicKeyInfo::from_der(&bomb.issuer_key).unwrap();
+    list.verify_signature(&key)
+        .expect("the bomb's CRL verifies with the served issuer's key");
+
+    let server = TlsServer::start_leaf(&bomb.leaf, TlsOpts::default());
+    let extra = format!(
+        "timeout = \"2s\"\n[check.tls]\nacme_directory = {:?}\n",
+        stalled("directory")
+    );
+    let outcome = probe(&server.url("/"), &extra).await;
+    let tls = outcome.tls.as_ref().unwrap();
+    assert!(tls.trusted, "{}", pretty(&outcome));
+    assert_eq!(tls.chain.len(), 3 + bomb.extra);
+    assert_eq!(tls.verified_path, Some(vec![0, 1]));
+    assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
+    let fetched: usize = (0..bomb.extra)
+        .map(|i| ca.hits(&format!("crl/bomb{i}.crl")))
+        .sum();
+    assert_eq!(fetched, 0, "no CRL off the verified path is fetched");
+    // The directory, and perhaps the leaf's CRL: nothing else.
+    assert!(stall.connections() <= 2, "{} stalled", stall.connections());
+    let ari = tls.ari.as_ref().expect("ARI asked");
+    assert_eq!(
+        ari.error.as_deref(),
+        Some("ARI not fetched: the probe's time budget was spent"),
+        "{ari:?}"
+    );
+    assert_eq!(tls.revocation.len(), 1, "only the leaf's CRL");
+    assert_eq!(tls.revocation[0].status, CrlStatus::Unavailable);
+    assert_eq!(
+        tls.revocation[0].detail.as_deref(),
+        Some("CRL not fetched: the probe's time budget was spent")
     );
 }
 

@@ -77,7 +77,7 @@ async fn probe_through(env: &Env, connector: Arc<LoopbackOnly>) -> Vec<Outcome> 
     )
     .expect("client")
     .with_connector(connector);
-    let prober = Prober::new(client);
+    let prober = Prober::new(client, config.ca_cache_size);
     let checks = config.all_checks();
     vigie::runner::check_now(&prober, clock.as_ref(), &checks, 1).await
 }

@@ -13,6 +13,18 @@
 
 use std::time::Duration;
 
+const MIB: usize = 1024 * 1024;
+
+/// `ca_cache_size`: the CRLs and ARI answers kept for every check. Below a
+/// mebibyte no real CRL fits (and one that does not fit is fetched again
+/// by every probe); past a gibibyte the cache outweighs the daemon it
+/// serves many times over, on the small VM vigie runs on.
+pub const MIN_CA_CACHE_SIZE: usize = MIB;
+/// `ca_cache_size` when unset: a big CA's unsharded CRL (10 MiB, the most
+/// fetched) indexes to about twice that, with room for dozens of shards.
+pub const DEFAULT_CA_CACHE_SIZE: usize = 64 * MIB;
+pub const MAX_CA_CACHE_SIZE: usize = 1024 * MIB;
+
 /// humantime's year (365.25 days), so that `"1y"` is exactly the maximum
 /// and messages read "1year".
 const YEAR: Duration = Duration::from_secs(31_557_600);

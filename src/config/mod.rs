@@ -71,6 +71,9 @@ pub struct Config {
     pub extra_ca_file: Option<PathBuf>,
     /// Top-level `acme_directory`: every check's default.
     pub acme_directory: Option<url::Url>,
+    /// What the CRL and ARI caches hold together, in bytes
+    /// (`limits::MIN_CA_CACHE_SIZE..=MAX_CA_CACHE_SIZE`).
+    pub ca_cache_size: usize,
     pub api: ApiConfig,
     pub connectivity: ConnectivityConfig,
     pub alerting: AlertingConfig,

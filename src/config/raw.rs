@@ -32,6 +32,8 @@ pub(crate) struct RawTop {
     pub extra_ca_file: Option<Spanned<String>>,
     /// The ACME directory every check asks for renewal information (ARI).
     pub acme_directory: Option<Spanned<String>>,
+    /// The bytes the CRL and ARI caches hold together ("64 MiB").
+    pub ca_cache_size: Option<Spanned<String>>,
     // The sections are decoded one by one, elsewhere. Naming them here makes
     // them known keys (and lists them in the "known keys" of an error), so
     // a misspelt section is reported like any unknown key.

@@ -36,9 +36,10 @@ use url::{Host, Url};
 use super::decode::{Decoded, RawConfig};
 use super::error::Diagnostics;
 use super::limits::{
-    MAX_GROUP_WINDOW, MAX_HEARTBEAT_INTERVAL, MAX_HOLD, MAX_REPEAT, MAX_REPLICATION_INTERVAL,
-    MAX_REQUEST_TIMEOUT, MAX_RETENTION, MAX_SESSION_TTL, MAX_SOCKET_PATH, MAX_TIMEOUT,
-    MIN_INTERVAL, MIN_POSITIVE, MIN_REMOTE_TOKEN_BYTES, MIN_REQUEST_TIMEOUT,
+    DEFAULT_CA_CACHE_SIZE, MAX_CA_CACHE_SIZE, MAX_GROUP_WINDOW, MAX_HEARTBEAT_INTERVAL, MAX_HOLD,
+    MAX_REPEAT, MAX_REPLICATION_INTERVAL, MAX_REQUEST_TIMEOUT, MAX_RETENTION, MAX_SESSION_TTL, MAX_SOCKET_PATH,
+    MAX_TIMEOUT, MIN_CA_CACHE_SIZE, MIN_INTERVAL, MIN_POSITIVE, MIN_REMOTE_TOKEN_BYTES,
+    MIN_REQUEST_TIMEOUT,
 };
 use super::raw::{
     DurationText, RawAlerting, RawApi, RawConnectivity, RawHeartbeat, RawHistory, RawMaintenance,
@@ -135,6 +136,12 @@ pub(crate) fn config(
     let acme_directory = top
         .and_then(|t| t.acme_directory.as_ref())
         .and_then(|url| cx.web_url("acme_directory", url));
+    let ca_cache_size = top
+        .and_then(|t| t.ca_cache_size.as_ref())
+        .and_then(|size| {
+            cx.size_within("ca_cache_size", size, MIN_CA_CACHE_SIZE, MAX_CA_CACHE_SIZE)
+        })
+        .unwrap_or(DEFAULT_CA_CACHE_SIZE);
 
     let alerting = alerting(&mut cx.section("alerting"), raw.alerting.as_ref());
     let replication = raw
@@ -150,6 +157,7 @@ pub(crate) fn config(
         default_timeout,
         extra_ca_file,
         acme_directory,
+        ca_cache_size,
         api: api(&mut cx.section("api"), raw.api.as_ref()),
         connectivity: connectivity(&mut cx.section("connectivity"), raw.connectivity.as_ref()),
         alerting,

@@ -136,10 +136,15 @@ fn judge_addresses(
     });
 }
 
-/// "A 192.0.2.1, 192.0.2.2", "no A record" or "NXDOMAIN".
+/// "A 192.0.2.1, 192.0.2.2", "A 192.0.2.1, ... and 36 more", "no A
+/// record" or "NXDOMAIN".
 fn observed_list(values: &[String], rtype: &str, report: &DnsReport) -> String {
+    let more = match report.more.get(rtype) {
+        Some(n) => format!(" and {n} more"),
+        None => String::new(),
+    };
     match (values.is_empty(), report.nxdomain) {
-        (false, _) => format!("{rtype} {}", values.join(", ")),
+        (false, _) => format!("{rtype} {}{more}", values.join(", ")),
         (true, true) => "NXDOMAIN (the name does not exist)".to_string(),
         (true, false) => format!("no {rtype} record"),
     }

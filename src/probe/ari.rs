@@ -11,9 +11,11 @@
 //!
 //! Answers are cached per CertID until their `Retry-After` (bounded, see
 //! [`retry_after`]); the directory document for a day. Fetches run after
-//! the probe, each bounded by its own timeout (the check's, at most 10 s),
-//! so a slow CA never turns a check into a timeout. A failure is reported
-//! in the outcome (`tls.ari.error`) and never judged by itself.
+//! the probe, each bounded by its own timeout (at most 10 s) and all by the
+//! probe's time budget (`budget.rs`), so a slow CA never turns a check into
+//! a timeout nor delays its outcome past the check's `timeout`. A failure,
+//! or a lookup cut by the budget, is reported in the outcome
+//! (`tls.ari.error`) and never judged by itself.
 
 use std::time::Duration;
 
@@ -23,7 +25,8 @@ use time::OffsetDateTime;
 use url::Url;
 
 use super::address::RedirectPolicy;
-use super::cache::{self, Cache, Slot};
+use super::budget::{Budget, CUT};
+use super::cache::{self, Cache, Limits, Slot, Weight};
 use super::client::Client;
 use super::tls::Trust;
 use crate::outcome::AriReport;
@@ -180,15 +183,35 @@ pub fn cert_id(aki: &[u8], serial: &[u8]) -> String {
 }
 
 /// The shared answers of every check (cheap to share; one per prober).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Ari {
     directories: Cache<Result<Url, String>>,
     answers: Cache<AriReport>,
 }
 
+impl Weight for AriReport {
+    fn weight(&self) -> usize {
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+        self.cert_id.capacity()
+            + self.url.capacity()
+            + text(&self.explanation_url)
+            + text(&self.error)
+    }
+}
+
 impl Ari {
+    /// Directories and answers kept within `limits`, each.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            directories: Cache::new(limits),
+            answers: Cache::new(limits),
+        }
+    }
+
     /// What `directory` says about the certificate `cert_id`, as of the
-    /// client's clock: kept, or fetched when due.
+    /// client's clock: kept, or fetched when due; cut when `budget` ends
+    /// first.
+    #[allow(clippy::too_many_arguments)]
     pub async fn lookup(
         &self,
         client: &Client,
@@ -196,10 +219,14 @@ impl Ari {
         directory: &Url,
         cert_id: &str,
         policy: RedirectPolicy,
+        budget: &Budget,
         timeout: Duration,
     ) -> AriReport {
         let now = client.clock().now();
-        let base = match self.renewal_info(client, trust, directory, timeout).await {
+        let base = match self
+            .renewal_info(client, trust, directory, budget, timeout)
+            .await
+        {
             Ok(url) => url,
             Err(error) => return failed(cert_id, &redact(directory), error, now),
         };
@@ -215,41 +242,48 @@ impl Ari {
             );
         };
         let key = url.as_str().to_string();
-        self.answers
-            .get(&key, now, |_| async move {
-                let fetched =
-                    cache::get(client, &url, trust, Some(policy), DOCUMENT_CAP, timeout).await;
-                let (report, wait) = match fetched {
-                    Ok(response) => match parse(&response.body) {
-                        Ok(info) => (
-                            AriReport {
-                                cert_id: cert_id.to_string(),
-                                url: redact(&url),
-                                window_start: Some(info.start),
-                                window_end: Some(info.end),
-                                explanation_url: info.explanation_url,
-                                error: None,
-                                fetched_at: Some(now),
-                            },
-                            retry_after(&response.headers, now).unwrap_or(DEFAULT_RETRY_AFTER),
-                        ),
-                        Err(why) => (
-                            failed(cert_id, &redact(&url), why, now),
-                            cache::RETRY_AFTER_FAILURE,
-                        ),
-                    },
+        let shown = redact(&url);
+        let cut = |_| failed(cert_id, &shown, format!("ARI {CUT}"), now);
+        let fetch = |_| async move {
+            let fetched =
+                cache::get(client, &url, trust, Some(policy), DOCUMENT_CAP, timeout).await;
+            let (report, wait) = match fetched {
+                Ok(response) => match parse(&response.body) {
+                    Ok(info) => (
+                        AriReport {
+                            cert_id: cert_id.to_string(),
+                            url: redact(&url),
+                            window_start: Some(info.start),
+                            window_end: Some(info.end),
+                            explanation_url: info.explanation_url,
+                            error: None,
+                            fetched_at: Some(now),
+                        },
+                        retry_after(&response.headers, now).unwrap_or(DEFAULT_RETRY_AFTER),
+                    ),
                     Err(why) => (
                         failed(cert_id, &redact(&url), why, now),
                         cache::RETRY_AFTER_FAILURE,
                     ),
-                };
-                let wait = wait.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER);
-                Slot {
-                    value: report,
-                    refresh_at: cache::after(now, wait),
-                }
-            })
-            .await
+                },
+                Err(why) => (
+                    failed(cert_id, &redact(&url), why, now),
+                    cache::RETRY_AFTER_FAILURE,
+                ),
+            };
+            let wait = wait.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER);
+            Slot {
+                value: report,
+                refresh_at: cache::after(now, wait),
+            }
+        };
+        self.answers.get(&key, now, budget, fetch, cut).await
+    }
+
+    /// What the kept answers and directories weigh, and how many there are.
+    pub fn usage(&self) -> (usize, usize) {
+        let (a, b) = (self.answers.usage(), self.directories.usage());
+        (a.0 + b.0, a.1 + b.1)
     }
 
     /// How many requests this cache has made (directories and answers).
@@ -262,29 +296,32 @@ impl Ari {
         client: &Client,
         trust: &Trust,
         directory: &Url,
+        budget: &Budget,
         timeout: Duration,
     ) -> Result<Url, String> {
         let now = client.clock().now();
-        self.directories
-            .get(directory.as_str(), now, |_| async move {
-                // The directory is what the configuration names (or a CA
-                // vigie knows): no address policy. Its renewalInfo URL is
-                // the CA's word and gets the check's.
-                let value =
-                    match cache::get(client, directory, trust, None, DOCUMENT_CAP, timeout).await {
-                        Ok(response) => renewal_info_url(&response.body)
-                            .map_err(|why| format!("{}: {why}", redact(directory))),
-                        Err(why) => Err(why),
-                    };
-                let wait = match value {
-                    Ok(_) => DIRECTORY_REFRESH,
-                    Err(_) => cache::RETRY_AFTER_FAILURE,
+        let fetch = |_| async move {
+            // The directory is what the configuration names (or a CA
+            // vigie knows): no address policy. Its renewalInfo URL is
+            // the CA's word and gets the check's.
+            let value =
+                match cache::get(client, directory, trust, None, DOCUMENT_CAP, timeout).await {
+                    Ok(response) => renewal_info_url(&response.body)
+                        .map_err(|why| format!("{}: {why}", redact(directory))),
+                    Err(why) => Err(why),
                 };
-                Slot {
-                    value,
-                    refresh_at: cache::after(now, wait),
-                }
-            })
+            let wait = match value {
+                Ok(_) => DIRECTORY_REFRESH,
+                Err(_) => cache::RETRY_AFTER_FAILURE,
+            };
+            Slot {
+                value,
+                refresh_at: cache::after(now, wait),
+            }
+        };
+        let cut = |_| Err(format!("ARI {CUT}"));
+        self.directories
+            .get(directory.as_str(), now, budget, fetch, cut)
             .await
     }
 }

@@ -2,11 +2,14 @@
 //!
 //! Let's Encrypt ended OCSP in 2025; a revocation is now published only on
 //! the CRL named by the certificate's CRL distribution point. vigie fetches
-//! it (http or https, at most [`CRL_CAP`] bytes, through the probe client
-//! and the check's address policy: the URL is the target's word), checks
-//! that it is issued by the certificate's issuer and signed by the
-//! issuer's key, and indexes its serials once (a `HashMap`), so that every
-//! probe until `nextUpdate` answers from memory. No OCSP.
+//! it (http or https, at most [`CRL_CAP`] bytes and at most a quarter of
+//! the CRL cache, through the probe client and the check's address
+//! policy), checks that it is issued by the certificate's issuer and
+//! signed by the key of the next certificate on the verified path (or of
+//! the trust anchor: never a key the target served beside the path), and
+//! indexes its serials once (a `HashMap`, built on a blocking thread, off
+//! the async workers), so that every probe until `nextUpdate` answers from
+//! memory. No OCSP.
 //!
 //! Parsing and signature checking use x509-parser (its `verify-aws`
 //! feature: the aws-lc-rs that rustls already uses) rather than
@@ -32,7 +35,8 @@ use x509_parser::revocation_list::CertificateRevocationList;
 use x509_parser::x509::SubjectPublicKeyInfo;
 
 use super::address::RedirectPolicy;
-use super::cache::{self, Cache, Slot};
+use super::budget::{Budget, CUT};
+use super::cache::{self, Cache, Limits, Slot, Weight};
 use super::client::Client;
 use super::tls::Trust;
 use crate::outcome::{CrlReport, CrlStatus};
@@ -55,9 +59,9 @@ pub struct Subject<'a> {
     pub serial: &'a [u8],
     /// The issuer Name, full DER: the CRL's issuer must be the same.
     pub issuer_name: &'a [u8],
-    /// The issuer's SubjectPublicKeyInfo DER, when the issuer is served or
-    /// a trust anchor.
-    pub issuer_key: Option<&'a [u8]>,
+    /// The SubjectPublicKeyInfo DER of the next certificate on the
+    /// verified path, or of the trust anchor that issued this one.
+    pub issuer_key: &'a [u8],
     pub url: &'a Url,
 }
 
@@ -76,6 +80,8 @@ pub struct Index {
     revoked: HashMap<Box<[u8]>, Revoked>,
     pub this_update: OffsetDateTime,
     pub next_update: Option<OffsetDateTime>,
+    /// What the index holds in memory, about (the cache's weight).
+    weight: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -94,63 +100,94 @@ impl Index {
     }
 }
 
+impl Weight for Known {
+    fn weight(&self) -> usize {
+        let index = self.index.as_ref().map_or(0, |i| i.weight);
+        let problem = self.problem.as_ref().map_or(0, |(_, why)| why.capacity());
+        index + problem
+    }
+}
+
 /// The CRLs of every check, shared (one per prober).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Crls {
     lists: Cache<Known>,
+    /// The largest CRL fetched: [`CRL_CAP`], or a quarter of the cache when
+    /// that is less, so that a list's index always fits in the cache (one
+    /// that did not would be fetched again by every probe).
+    cap: usize,
 }
 
 impl Crls {
-    /// What `of`'s CRL says about it, as of the client's clock.
+    /// CRLs kept within `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            lists: Cache::new(limits),
+            cap: CRL_CAP.min(limits.bytes / 4),
+        }
+    }
+
+    /// What `of`'s CRL says about it, as of the client's clock; a lookup
+    /// still waiting or fetching when `budget` ends is cut.
     pub async fn lookup(
         &self,
         client: &Client,
         trust: &Trust,
         of: &Subject<'_>,
         policy: RedirectPolicy,
+        budget: &Budget,
         timeout: Duration,
     ) -> CrlReport {
         let now = client.clock().now();
         // One entry per list and issuer key: a URL claimed by certificates
         // of different issuers is verified against each.
-        let issuer_key = sha2::Sha256::digest(of.issuer_key.unwrap_or_default());
+        let issuer_key = sha2::Sha256::digest(of.issuer_key);
         let key = format!("{} {}", of.url, crate::cert::hex(&issuer_key));
-        let known = self
-            .lists
-            .get(&key, now, |previous| async move {
-                let fetched =
-                    cache::get(client, of.url, trust, Some(policy), CRL_CAP, timeout).await;
-                let result = fetched
-                    .map_err(|why| (CrlStatus::Unavailable, why))
-                    .and_then(|response| read(&response.body, of.issuer_name, of.issuer_key));
-                let previous = previous.and_then(|p| p.index);
-                let (known, keep) = match result {
-                    Ok(index) => {
-                        let keep = index
-                            .next_update
-                            .map(|next| (next - now).try_into().unwrap_or(MIN_KEEP))
-                            .unwrap_or(MAX_KEEP);
-                        let known = Known {
-                            index: Some(Arc::new(index)),
-                            problem: None,
-                        };
-                        (known, keep.clamp(MIN_KEEP, MAX_KEEP))
-                    }
-                    Err(problem) => (
-                        Known {
-                            index: previous,
-                            problem: Some(problem),
-                        },
-                        cache::RETRY_AFTER_FAILURE,
-                    ),
-                };
-                Slot {
-                    value: known,
-                    refresh_at: cache::after(now, keep),
+        let cap = self.cap;
+        let fetch = |previous: Option<Known>| async move {
+            let fetched = cache::get(client, of.url, trust, Some(policy), cap, timeout).await;
+            let result = match fetched {
+                Ok(response) => read_blocking(response.body, of).await,
+                Err(why) => Err((CrlStatus::Unavailable, why)),
+            };
+            let previous = previous.and_then(|p| p.index);
+            let (known, keep) = match result {
+                Ok(index) => {
+                    let keep = index
+                        .next_update
+                        .map(|next| (next - now).try_into().unwrap_or(MIN_KEEP))
+                        .unwrap_or(MAX_KEEP);
+                    let known = Known {
+                        index: Some(Arc::new(index)),
+                        problem: None,
+                    };
+                    (known, keep.clamp(MIN_KEEP, MAX_KEEP))
                 }
-            })
-            .await;
+                Err(problem) => (
+                    Known {
+                        index: previous,
+                        problem: Some(problem),
+                    },
+                    cache::RETRY_AFTER_FAILURE,
+                ),
+            };
+            Slot {
+                value: known,
+                refresh_at: cache::after(now, keep),
+            }
+        };
+        // Cut: what was known before, if anything, and why nothing newer.
+        let cut = |previous: Option<Known>| Known {
+            index: previous.and_then(|p| p.index),
+            problem: Some((CrlStatus::Unavailable, format!("CRL {CUT}"))),
+        };
+        let known = self.lists.get(&key, now, budget, fetch, cut).await;
         judge(&known, of, now)
+    }
+
+    /// What the kept CRLs weigh, and how many lists are known.
+    pub fn usage(&self) -> (usize, usize) {
+        self.lists.usage()
     }
 
     /// How many CRL fetches this cache has made.
@@ -200,7 +237,7 @@ pub fn judge(known: &Known, of: &Subject<'_>, now: OffsetDateTime) -> CrlReport 
 pub fn read(
     der: &[u8],
     issuer_name: &[u8],
-    issuer_key: Option<&[u8]>,
+    issuer_key: &[u8],
 ) -> Result<Index, (CrlStatus, String)> {
     let invalid = |why: String| (CrlStatus::Invalid, why);
     let (_, crl) = CertificateRevocationList::from_der(der)
@@ -211,17 +248,14 @@ pub fn read(
             crate::sanitize::value(&crl.issuer().to_string())
         )));
     }
-    let key = issuer_key.ok_or_else(|| {
-        invalid("the issuer's key is neither served nor a trusted root".to_string())
-    })?;
-    let (_, spki) = SubjectPublicKeyInfo::from_der(key)
+    let (_, spki) = SubjectPublicKeyInfo::from_der(issuer_key)
         .map_err(|err| invalid(format!("unreadable issuer key ({err})")))?;
     crl.verify_signature(&spki).map_err(|err| {
         invalid(format!(
             "the CRL's signature does not verify with the issuer's key ({err})"
         ))
     })?;
-    let revoked = crl
+    let revoked: HashMap<Box<[u8]>, Revoked> = crl
         .iter_revoked_certificates()
         .map(|entry| {
             let revoked = Revoked {
@@ -231,11 +265,32 @@ pub fn read(
             (Box::<[u8]>::from(normal(entry.raw_serial())), revoked)
         })
         .collect();
+    // Each entry: its slot in the table (and hashbrown's control byte),
+    // and the boxed serial with the allocator's overhead.
+    let per_slot = std::mem::size_of::<(Box<[u8]>, Revoked)>() + 1;
+    let serials: usize = revoked.keys().map(|s| s.len() + 16).sum();
     Ok(Index {
+        weight: revoked.capacity() * per_slot + serials,
         revoked,
         this_update: crl.last_update().to_datetime(),
         next_update: crl.next_update().map(|t| t.to_datetime()),
     })
+}
+
+/// [`read`] on a blocking thread: a list of megabytes takes tens of
+/// milliseconds to verify and index, which would stall every probe sharing
+/// the async worker. When the probe's budget ends first, the thread still
+/// finishes (and its result is dropped).
+async fn read_blocking(der: Vec<u8>, of: &Subject<'_>) -> Result<Index, (CrlStatus, String)> {
+    let (name, key) = (of.issuer_name.to_vec(), of.issuer_key.to_vec());
+    tokio::task::spawn_blocking(move || read(&der, &name, &key))
+        .await
+        .unwrap_or_else(|err| {
+            Err((
+                CrlStatus::Unavailable,
+                format!("the CRL could not be read ({err})"),
+            ))
+        })
 }
 
 /// A serial without leading zero octets: the sign octet DER adds (and a
@@ -331,7 +386,7 @@ mod tests {
             subject: "CN=leaf",
             serial,
             issuer_name: &ca.name,
-            issuer_key: Some(&ca.key),
+            issuer_key: &ca.key,
             url,
         }
     }
@@ -339,7 +394,7 @@ mod tests {
     #[test]
     fn a_listed_serial_is_revoked_with_date_and_reason() {
         let ca = ca("Test CA");
-        let index = read(&crl(&ca, [5, 7]), &ca.name, Some(&ca.key)).unwrap();
+        let index = read(&crl(&ca, [5, 7]), &ca.name, &ca.key).unwrap();
         assert_eq!(index.len(), 2);
         let known = Known {
             index: Some(Arc::new(index)),
@@ -364,17 +419,17 @@ mod tests {
     #[test]
     fn a_crl_signed_by_another_key_is_invalid() {
         let (real, impostor) = (ca("Test CA"), ca("Test CA"));
-        let err = read(&crl(&impostor, [5]), &real.name, Some(&real.key)).unwrap_err();
+        let err = read(&crl(&impostor, [5]), &real.name, &real.key).unwrap_err();
         assert_eq!(err.0, CrlStatus::Invalid, "{}", err.1);
         let other = ca("Other CA");
-        let err = read(&crl(&other, [5]), &real.name, Some(&real.key)).unwrap_err();
+        let err = read(&crl(&other, [5]), &real.name, &real.key).unwrap_err();
         assert!(
             err.1.contains("not by the certificate's issuer"),
             "{}",
             err.1
         );
         assert_eq!(
-            read(b"junk", &real.name, Some(&real.key)).unwrap_err().0,
+            read(b"junk", &real.name, &real.key).unwrap_err().0,
             CrlStatus::Unavailable
         );
     }

@@ -14,7 +14,11 @@
 //! resolver follows CNAMEs at each step, as the RFC asks).
 //!
 //! Every name and value is sanitised where it is captured: a zone is
-//! written by whoever controls it.
+//! written by whoever controls it, and can answer thousands of records of a
+//! type (as many as fit in 64 KiB over TCP). The first [`KEPT_PER_TYPE`]
+//! distinct values of each type, sorted, are kept; the rest are counted
+//! (`more`). Queries carry EDNS0, so that a large answer comes over UDP
+//! where the resolver allows it rather than always falling back to TCP.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,6 +39,9 @@ use crate::sanitize;
 /// for reporting a silent resolver as a `dns` failure (naming it) rather
 /// than as the probe's generic timeout.
 const LOOKUP_SHARE: f64 = 0.9;
+
+/// Values of one record type kept in a report.
+pub const KEPT_PER_TYPE: usize = 64;
 
 pub async fn probe(check: &Check, dns: &DnsCheck) -> Result<DnsReport, ProbeError> {
     let servers = servers(dns)?;
@@ -109,6 +116,7 @@ fn resolver(servers: &[SocketAddr], timeout: Duration) -> TokioResolver {
     options.num_concurrent_reqs = 1;
     options.preserve_intermediates = true;
     options.cache_size = 64;
+    options.edns0 = true;
     TokioResolver::builder_with_config(config, TokioConnectionProvider::default())
         .with_options(options)
         .build()
@@ -143,31 +151,45 @@ async fn observe(
     }
     if expect.a.is_some() {
         let records = ask(resolver, &name, RecordType::A, report, asking).await?;
-        report.a = Some(values(&records, |d| match d {
+        let a = values(&records, |d| match d {
             RData::A(a) => Some(a.0.to_string()),
             _ => None,
-        }));
+        });
+        report.a = Some(kept(report, RecordType::A, a));
     }
     if expect.aaaa.is_some() {
         let records = ask(resolver, &name, RecordType::AAAA, report, asking).await?;
-        report.aaaa = Some(values(&records, |d| match d {
+        let aaaa = values(&records, |d| match d {
             RData::AAAA(a) => Some(a.0.to_string()),
             _ => None,
-        }));
+        });
+        report.aaaa = Some(kept(report, RecordType::AAAA, aaaa));
     }
     if expect.txt_regex.is_some() {
         let records = ask(resolver, &name, RecordType::TXT, report, asking).await?;
-        report.txt = Some(values(&records, |d| match d {
+        let txt = values(&records, |d| match d {
             // A TXT record is several strings; as in SPF and ACME, they
             // are read as one text.
             RData::TXT(txt) => Some(sanitize::value(&String::from_utf8_lossy(
                 &txt.txt_data().concat(),
             ))),
             _ => None,
-        }));
+        });
+        report.txt = Some(kept(report, RecordType::TXT, txt));
     }
     if expect.wants_caa() {
-        report.caa = Some(relevant_caa(resolver, &name, report, asking).await?);
+        // In the zone's order: the first ones are judged.
+        let mut caa = relevant_caa(resolver, &name, report, asking).await?;
+        if let Some(more) = caa
+            .records
+            .len()
+            .checked_sub(KEPT_PER_TYPE)
+            .filter(|n| *n > 0)
+        {
+            report.more.insert(RecordType::CAA.to_string(), more as u64);
+            caa.records.truncate(KEPT_PER_TYPE);
+        }
+        report.caa = Some(caa);
     }
     // Only `exists = false` is expected: whether the name exists is all
     // there is to ask (NXDOMAIN answers every type alike).
@@ -282,6 +304,18 @@ async fn relevant_caa(
     Ok(CaaReport::default())
 }
 
+/// The first [`KEPT_PER_TYPE`] of `values` (sorted and distinct), the
+/// others counted in the report's `more`.
+fn kept(report: &mut DnsReport, record_type: RecordType, mut values: Vec<String>) -> Vec<String> {
+    if values.len() > KEPT_PER_TYPE {
+        let more = values.len() - KEPT_PER_TYPE;
+        report.more.insert(record_type.to_string(), more as u64);
+        values.truncate(KEPT_PER_TYPE);
+    }
+    values
+}
+
+/// Distinct values, sorted.
 fn values(records: &[Record], pick: impl Fn(&RData) -> Option<String>) -> Vec<String> {
     let mut values: Vec<String> = records.iter().filter_map(|r| pick(r.data())).collect();
     values.sort();

@@ -1,11 +1,14 @@
 //! Probes: I/O only. One module per check kind, dispatched by [`CheckKind`];
 //! each returns facts in an [`Outcome`] and judges nothing (see
 //! `evaluate`), except that the upload probe asks `evaluate::upload`
-//! whether a browser would go on after each step. The per-check `timeout` bounds everything a probe does, and
-//! when it fires the outcome says how far the probe had got.
+//! whether a browser would go on after each step. The per-check `timeout`
+//! bounds everything a probe does, the CA lookups after it included (they
+//! get what the exchange left of it), and when it fires the outcome says
+//! how far the probe had got.
 
 pub mod address;
 pub mod ari;
+pub mod budget;
 pub mod ca;
 pub mod cache;
 pub mod chains;
@@ -43,10 +46,11 @@ enum Facts {
 }
 
 impl Prober {
-    pub fn new(client: Client) -> Self {
+    /// A prober whose ARI and CRL caches hold `ca_cache_size` bytes.
+    pub fn new(client: Client, ca_cache_size: usize) -> Self {
         Self {
             client: Arc::new(client),
-            authority: Arc::new(ca::Authority::default()),
+            authority: Arc::new(ca::Authority::new(ca_cache_size)),
         }
     }
 
@@ -77,10 +81,12 @@ impl Prober {
                 ),
             }),
         };
-        // What the CA says, after the probe and outside its timeout (see
-        // `ca`): the chain is known once the handshake is done.
+        // What the CA says, after the exchange, in what is left of the
+        // check's timeout (see `ca`): the chain is known once the handshake
+        // is done.
         if let Some(tls) = trace.tls.as_mut() {
             let trust = self.client.trust_for(check);
+            let budget = budget::Budget::until(started + check.timeout);
             self.authority
                 .inspect(
                     &self.client,
@@ -88,6 +94,7 @@ impl Prober {
                     &trust,
                     &trace.served,
                     trace.first_peer,
+                    &budget,
                     tls,
                 )
                 .await;

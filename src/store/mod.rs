@@ -609,6 +609,8 @@ pub(crate) mod contract {
             a: Some(vec!["192.0.2.7".to_string()]),
             aaaa: Some(Vec::new()),
             txt: None,
+            // Not stored: a decoded outcome has none.
+            more: Default::default(),
             caa: Some(crate::outcome::CaaReport {
                 domain: Some("example.com.".to_string()),
                 records: vec![crate::outcome::CaaRecord {

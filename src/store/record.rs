@@ -786,6 +786,7 @@ fn dns_from(dns: StoredDns, strings: &[String]) -> Result<DnsReport, DecodeError
         a: list(dns.a)?,
         aaaa: list(dns.aaaa)?,
         txt: list(dns.txt)?,
+        more: Default::default(),
         caa: dns
             .caa
             .map(|caa| {

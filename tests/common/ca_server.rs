@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -20,7 +21,8 @@ use tokio::task::JoinHandle;
 #[derive(Debug, Clone)]
 pub struct Answer {
     pub status: u16,
-    pub body: Vec<u8>,
+    /// Shared, not copied, by every answer (a CRL may be megabytes).
+    pub body: Bytes,
     pub retry_after: Option<String>,
 }
 
@@ -89,7 +91,7 @@ impl CaServer {
             "ari",
             Answer {
                 status: 200,
-                body: json.to_string().into_bytes(),
+                body: json.to_string().into(),
                 retry_after: retry_after.map(|s| s.to_string()),
             },
         );
@@ -101,19 +103,19 @@ impl CaServer {
             "ari",
             Answer {
                 status,
-                body: Vec::new(),
+                body: Bytes::new(),
                 retry_after: None,
             },
         );
     }
 
     /// Serves `der` at `/crl/{name}`.
-    pub fn set_crl(&self, name: &str, der: Vec<u8>) {
+    pub fn set_crl(&self, name: &str, der: impl Into<Bytes>) {
         self.set(
             &format!("crl/{name}"),
             Answer {
                 status: 200,
-                body: der,
+                body: der.into(),
                 retry_after: None,
             },
         );

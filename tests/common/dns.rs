@@ -14,6 +14,9 @@ use hickory_server::proto::rr::{LowerName, Name, RData, Record};
 use hickory_server::store::in_memory::InMemoryAuthority;
 use hickory_server::ServerFuture;
 
+/// How many A records `many.example.test` has: more than a report keeps.
+pub const MANY_A: u8 = 100;
+
 /// The acme-dns account the delegation points to.
 pub const ACME_DNS_TARGET: &str = "d420c923.auth.acme-dns.example.net.";
 
@@ -92,12 +95,14 @@ fn issue(ca: &str) -> RData {
 ///   the acme-dns delegation `_acme-challenge` CNAME; `www` with two A and
 ///   one AAAA; a TXT at the apex; `deep.sub` with an A only (its CAA is
 ///   found by climbing to the apex). `_acme-challenge.gone` does not exist.
+///   `many` has [`MANY_A`] A records, 198.51.100.0 and up.
 /// - `refusing.test.`: CAA issue digicert.com (with a parameter) only.
 /// - `nocaa.test.`: no CAA anywhere (and none above it).
 /// - `test.` itself, empty, so that climbing reaches the top-level domain
 ///   and gets an answer (as from a real resolver) rather than REFUSED.
 fn zones() -> Vec<(&'static str, Vec<Record>)> {
-    vec![
+    let many = (0..MANY_A).map(|n| record("many.example.test.", RData::A(A::new(198, 51, 100, n))));
+    let mut zones = vec![
         ("test.", Vec::new()),
         (
             "example.test.",
@@ -146,7 +151,9 @@ fn zones() -> Vec<(&'static str, Vec<Record>)> {
             "nocaa.test.",
             vec![record("www.nocaa.test.", RData::A(A::new(192, 0, 2, 30)))],
         ),
-    ]
+    ];
+    zones[1].1.extend(many);
+    zones
 }
 
 fn catalog() -> Catalog {

@@ -40,14 +40,22 @@ impl Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let root_pem = pki::write_root_pem(dir.path());
         std::fs::create_dir_all(dir.path().join("checks")).expect("checks dir");
+        // Top-level keys `extra` starts with stay top-level: the default
+        // [alerting] goes before its first table.
+        let (top, tables) = match extra.find("\n[") {
+            _ if extra.starts_with('[') => ("", extra),
+            Some(at) => extra.split_at(at + 1),
+            None => (extra, ""),
+        };
         let alerting = match has_alerting(extra) {
             true => "",
             false => DEFAULT_ALERTING,
         };
         let config = format!(
             "state_dir = \"state\"\nchecks_dir = \"checks\"\ndefault_timeout = \"5s\"\n\
-             extra_ca_file = {:?}\n{alerting}{extra}",
-            root_pem.display().to_string()
+             extra_ca_file = {:?}\n{top}{}{alerting}{tables}",
+            root_pem.display().to_string(),
+            if top.is_empty() || top.ends_with('\n') { "" } else { "\n" },
         );
         std::fs::write(dir.path().join("config.toml"), config).expect("write config");
         Env { dir, root_pem }

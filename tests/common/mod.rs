@@ -6,6 +6,7 @@
 //! Use from a test file with `mod common;`. Not every test uses everything.
 #![allow(dead_code)]
 
+pub mod bomb;
 pub mod browser;
 pub mod ca_server;
 pub mod client;

@@ -225,6 +225,33 @@ impl<'a> Cx<'a> {
         None
     }
 
+    /// A size in bytes written as a whole number and a binary unit
+    /// ("64 MiB"), within `min..=max`.
+    pub(super) fn size_within(
+        &mut self,
+        key: &str,
+        value: &Spanned<String>,
+        min: usize,
+        max: usize,
+    ) -> Option<usize> {
+        let text = value.get_ref();
+        let Some(size) = parse_size(text) else {
+            let message = format!(
+                "{text:?} is not a size: write a whole number and B, KiB, MiB or GiB, e.g. \"64 MiB\""
+            );
+            self.error(&value.span(), key, message);
+            return None;
+        };
+        let (comparison, bound) = match size {
+            s if s < min => ("less than the minimum", min),
+            s if s > max => ("more than the maximum", max),
+            s => return Some(s),
+        };
+        let message = format!("{text:?} is {comparison} of {} MiB", bound / (1024 * 1024));
+        self.error(&value.span(), key, message);
+        None
+    }
+
     /// An optional duration with its default; a wrong value is reported
     /// and replaced by the default so resolution can go on.
     pub(super) fn duration_or(
@@ -376,9 +403,39 @@ fn regex_reason(error: &regex::Error) -> String {
     reason.unwrap_or("not understood").to_owned()
 }
 
+/// "64 MiB", "64MiB", "512 KiB", "1 GiB", "1048576 B" in bytes.
+fn parse_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: usize = number.parse().ok()?;
+    let unit: usize = match unit.trim() {
+        "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(unit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_are_a_whole_number_and_a_binary_unit() {
+        assert_eq!(parse_size("64 MiB"), Some(64 << 20));
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("1 GiB"), Some(1 << 30));
+        assert_eq!(parse_size("512 KiB"), Some(512 << 10));
+        assert_eq!(parse_size("1048576 B"), Some(1 << 20));
+        for wrong in ["64", "64 MB", "1.5 MiB", "MiB", "-1 MiB", ""] {
+            assert_eq!(parse_size(wrong), None, "{wrong:?}");
+        }
+    }
 
     #[test]
     fn cron_reasons() {
