@@ -136,9 +136,7 @@ impl LocalAccess {
         let group = Group::from_name(GROUP).ok().flatten();
         let member = match (&user, &group) {
             (Some(user), Some(group)) => {
-                user.gid == group.gid
-                    || gid == group.gid.as_raw()
-                    || group.mem.contains(&user.name)
+                user.gid == group.gid || gid == group.gid.as_raw() || group.mem.contains(&user.name)
             }
             (None, Some(group)) => gid == group.gid.as_raw(),
             _ => false,
