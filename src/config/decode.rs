@@ -601,6 +601,18 @@ mod tests {
     }
 
     #[test]
+    fn a_close_known_key_is_suggested_and_a_far_one_is_not() {
+        let known: Vec<String> = ["enabled", "to", "from", "failure_threshold", "repeat"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(closest("failure_treshold", &known), Some("failure_threshold"));
+        assert_eq!(closest("repeats", &known), Some("repeat"));
+        assert_eq!(closest("recipients", &known), None);
+        assert_eq!(closest("x", &known), None);
+        assert_eq!(closest("anything", &[]), None);
+    }
+
+    #[test]
     fn array_elements_are_named_by_index() {
         let src = source("[alerting]\nto = [\"a@b.c\", 5]\n");
         let got = messages(&src, |src, diag| {
