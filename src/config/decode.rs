@@ -605,7 +605,10 @@ mod tests {
         let known: Vec<String> = ["enabled", "to", "from", "failure_threshold", "repeat"]
             .map(String::from)
             .to_vec();
-        assert_eq!(closest("failure_treshold", &known), Some("failure_threshold"));
+        assert_eq!(
+            closest("failure_treshold", &known),
+            Some("failure_threshold")
+        );
         assert_eq!(closest("repeats", &known), Some("repeat"));
         assert_eq!(closest("recipients", &known), None);
         assert_eq!(closest("x", &known), None);

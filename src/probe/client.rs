@@ -589,17 +589,26 @@ fn handshake_error(err: &io::Error) -> ProbeError {
 }
 
 /// hyper's errors say what went wrong with the HTTP conversation; the source
-/// chain says why (reset, EOF).
+/// chain says why (reset, EOF), worded here rather than shown as hyper and
+/// std print it ("connection error: Connection reset by peer (os error 104)").
 fn protocol_error(err: hyper::Error) -> ProbeError {
-    let cause = std::error::Error::source(&err)
-        .map(|source| format!(": {source}"))
-        .unwrap_or_default();
-    let message = if err.is_incomplete_message() {
-        format!("the server closed the connection before a complete response{cause}")
-    } else if err.is_parse() {
-        format!("the server did not answer with valid HTTP ({err}{cause})")
-    } else {
-        format!("HTTP exchange failed: {err}{cause}")
+    let io = std::iter::successors(std::error::Error::source(&err), |e| e.source())
+        .find_map(|e| e.downcast_ref::<io::Error>());
+    let message = match io.map(io::Error::kind) {
+        Some(io::ErrorKind::ConnectionReset) => {
+            "the server reset the connection before a complete response".to_string()
+        }
+        Some(io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted) => {
+            "the server closed the connection while the request was sent".to_string()
+        }
+        _ if err.is_incomplete_message() => {
+            "the server closed the connection before a complete response".to_string()
+        }
+        _ if err.is_parse() => format!("the server did not answer with valid HTTP ({err})"),
+        _ => match io {
+            Some(io) => format!("the HTTP exchange failed: {io}"),
+            None => format!("the HTTP exchange failed: {err}"),
+        },
     };
     ProbeError {
         kind: Assertion::HttpProtocol,

@@ -581,3 +581,141 @@ pub fn ecdsa_leaf() -> Leaf {
 pub fn rsa_leaf() -> Leaf {
     issue(&LeafSpec::new([HOST]).key(KeyAlg::Rsa2048))
 }
+
+// ---- Chains refused for what they are, not for their dates or names ----
+
+fn leaf_of(
+    cert: &rcgen::Certificate,
+    key: &KeyPair,
+    spec: &LeafSpec,
+    issuers: Vec<CertificateDer<'static>>,
+) -> Leaf {
+    let mut chain = vec![cert.der().clone()];
+    chain.extend(issuers);
+    Leaf {
+        cert: cert.der().clone(),
+        key_der: key.serialize_der(),
+        chain,
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        spec: spec.clone(),
+    }
+}
+
+/// A self-signed CA certificate (CA:TRUE) for HOST served as the server's
+/// own, what `openssl req -x509` makes by default; chain = [it].
+pub fn self_signed_ca_leaf() -> Leaf {
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let mut params = leaf_params(&spec);
+    let mut dn = dn(HOST, "Internet Widgits Pty Ltd", "AU");
+    dn.push(DnType::StateOrProvinceName, "Some-State");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.extended_key_usages = Vec::new();
+    params.key_usages = Vec::new();
+    let cert = params.self_signed(&key).expect("self-sign CA leaf");
+    leaf_of(&cert, &key, &spec, Vec::new())
+}
+
+/// A trusted leaf whose signature was altered after issuance (its last
+/// byte flipped); chain = [leaf, intermediate].
+pub fn bad_signature_leaf() -> Leaf {
+    let mut leaf = valid_leaf();
+    let mut der = leaf.cert.to_vec();
+    let last = der.len() - 1;
+    der[last] ^= 0x01;
+    leaf.cert = CertificateDer::from(der);
+    leaf.chain[0] = leaf.cert.clone();
+    leaf
+}
+
+/// A leaf for HOST issued by another leaf (not a CA) of the trusted
+/// intermediate; chain = [leaf, issuing leaf, intermediate].
+pub fn issued_by_a_leaf() -> Leaf {
+    let ca = test_ca();
+    let issuer_spec = LeafSpec::new(["issuer.example.test"]);
+    let issuer_key = issuer_spec.key.generate();
+    let issuer_params = leaf_params(&issuer_spec);
+    let issuer_cert = issuer_params
+        .signed_by(&issuer_key, &ca.intermediate.issuer)
+        .expect("issuing leaf");
+    let issuer = Issuer::new(issuer_params, issuer_key);
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let cert = leaf_params(&spec)
+        .signed_by(&key, &issuer)
+        .expect("leaf signed by a leaf");
+    leaf_of(
+        &cert,
+        &key,
+        &spec,
+        vec![issuer_cert.der().clone(), ca.intermediate.cert.clone()],
+    )
+}
+
+/// A leaf for HOST issued by a CA under the trusted intermediate, whose
+/// path length (0) allows none; chain = [leaf, sub-CA, intermediate].
+pub fn path_too_long_leaf() -> Leaf {
+    let ca = test_ca();
+    let sub_key = KeyAlg::EcdsaP256.generate();
+    let mut sub_params = ca_params("Vigie Test Sub CA", "Vigie Test", "FR", None);
+    sub_params.not_before = now() - days(30);
+    sub_params.not_after = now() + days(365);
+    let sub_cert = sub_params
+        .signed_by(&sub_key, &ca.intermediate.issuer)
+        .expect("sub-CA");
+    let sub = Issuer::new(sub_params, sub_key);
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let cert = leaf_params(&spec).signed_by(&key, &sub).expect("leaf");
+    leaf_of(
+        &cert,
+        &key,
+        &spec,
+        vec![sub_cert.der().clone(), ca.intermediate.cert.clone()],
+    )
+}
+
+/// A trusted leaf for HOST whose extended key usage allows client
+/// authentication only; chain = [leaf, intermediate].
+pub fn client_auth_only_leaf() -> Leaf {
+    let ca = test_ca();
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let mut params = leaf_params(&spec);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params
+        .signed_by(&key, &ca.intermediate.issuer)
+        .expect("leaf");
+    leaf_of(&cert, &key, &spec, vec![ca.intermediate.cert.clone()])
+}
+
+/// A leaf for HOST from an intermediate of the trusted root that may only
+/// certify names under `allowed.test`; chain = [leaf, that intermediate].
+pub fn outside_name_constraints_leaf() -> Leaf {
+    let ca = test_ca();
+    let int_key = KeyAlg::EcdsaP256.generate();
+    let mut int_params = ca_params("Vigie Test Constrained R2", "Vigie Test", "FR", Some(0));
+    int_params.not_before = now() - days(30);
+    int_params.not_after = now() + days(365);
+    int_params.name_constraints = Some(rcgen::NameConstraints {
+        permitted_subtrees: vec![rcgen::GeneralSubtree::DnsName("allowed.test".into())],
+        excluded_subtrees: Vec::new(),
+    });
+    let int_cert = int_params
+        .signed_by(&int_key, &ca.root.issuer)
+        .expect("constrained intermediate");
+    let int = Issuer::new(int_params, int_key);
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let cert = leaf_params(&spec).signed_by(&key, &int).expect("leaf");
+    leaf_of(&cert, &key, &spec, vec![int_cert.der().clone()])
+}
+
+/// A leaf for HOST from a hierarchy nobody trusts, its intermediate
+/// served; chain = [leaf, intermediate].
+pub fn unknown_ca_leaf() -> Leaf {
+    Ca::generate("Nobody's Root", "Nobody's Intermediate", "Nobody", "FR")
+        .issue(&LeafSpec::new([HOST]))
+}
