@@ -486,10 +486,10 @@ fn a_url_without_a_scheme_must_start_with_https() {
         "bare.toml",
         "[[check]]\nname = \"bare\"\nkind = \"http\"\nurl = \"www.example.test/\"\n",
     );
-    let errors = vigie::config::load(&env.config_path())
-        .err()
-        .expect("a URL without a scheme is refused")
-        .to_string();
+    let errors = match vigie::config::load(&env.config_path()) {
+        Ok(_) => panic!("a URL without a scheme is refused"),
+        Err(errors) => errors.to_string(),
+    };
     assert!(
         errors.ends_with("checks/bare.toml:4:7: `url`: must start with https:// (or http://)"),
         "{errors}"

@@ -666,7 +666,7 @@ impl Answer {
 
     fn first_two(&self) -> Option<[u8; 2]> {
         let seen = self.0.load(Ordering::Relaxed);
-        (seen >> 24 == 2).then(|| [(seen >> 8) as u8, seen as u8])
+        (seen >> 24 == 2).then_some([(seen >> 8) as u8, seen as u8])
     }
 
     fn nothing(&self) -> bool {
