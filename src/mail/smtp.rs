@@ -825,6 +825,35 @@ impl AsyncWrite for SmtpStream {
 mod tests {
     use super::*;
 
+    #[test]
+    fn relay_certificate_problems_are_in_words_with_the_fix() {
+        use rustls::pki_types::UnixTime;
+        let at = |secs| UnixTime::since_unix_epoch(Duration::from_secs(secs));
+        let expired = CertificateError::ExpiredContext {
+            time: at(1_800_000_000),
+            not_after: at(1_700_000_000),
+        };
+        let (detail, advice) = certificate_problem(&expired, "smtp.example.test");
+        assert_eq!(
+            detail,
+            "a certificate of the chain expired on 2023-11-14 22:13 UTC"
+        );
+        assert_eq!(
+            advice.as_deref(),
+            Some("the relay's certificate must be renewed")
+        );
+        let ca_as_leaf = CertificateError::Other(rustls::OtherError(std::sync::Arc::new(
+            webpki::Error::CaUsedAsEndEntity,
+        )));
+        assert_eq!(
+            certificate_problem(&ca_as_leaf, "smtp.example.test"),
+            (
+                "a CA certificate is used as the server certificate".to_string(),
+                None
+            )
+        );
+    }
+
     async fn parse(text: &str) -> io::Result<Reply> {
         read_reply(&mut text.as_bytes()).await
     }
