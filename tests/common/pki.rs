@@ -630,51 +630,47 @@ pub fn bad_signature_leaf() -> Leaf {
     leaf
 }
 
+/// A leaf for HOST signed by `issuer`, served with `issuers` after it.
+fn host_leaf_from(issuer: &Issuer<'_, KeyPair>, issuers: Vec<CertificateDer<'static>>) -> Leaf {
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let cert = leaf_params(&spec).signed_by(&key, issuer).expect("leaf");
+    leaf_of(&cert, &key, &spec, issuers)
+}
+
+/// A CA certificate made from `params` (valid for a year from a month
+/// ago) and signed by `signer`, with the means to issue under it.
+fn ca_under(
+    mut params: CertificateParams,
+    signer: &Issuer<'_, KeyPair>,
+) -> (CertificateDer<'static>, Issuer<'static, KeyPair>) {
+    let key = KeyAlg::EcdsaP256.generate();
+    params.not_before = now() - days(30);
+    params.not_after = now() + days(365);
+    let cert = params.signed_by(&key, signer).expect("CA certificate");
+    (cert.der().clone(), Issuer::new(params, key))
+}
+
 /// A leaf for HOST issued by another leaf (not a CA) of the trusted
 /// intermediate; chain = [leaf, issuing leaf, intermediate].
 pub fn issued_by_a_leaf() -> Leaf {
     let ca = test_ca();
-    let issuer_spec = LeafSpec::new(["issuer.example.test"]);
-    let issuer_key = issuer_spec.key.generate();
-    let issuer_params = leaf_params(&issuer_spec);
-    let issuer_cert = issuer_params
-        .signed_by(&issuer_key, &ca.intermediate.issuer)
-        .expect("issuing leaf");
-    let issuer = Issuer::new(issuer_params, issuer_key);
-    let spec = LeafSpec::new([HOST]);
-    let key = spec.key.generate();
-    let cert = leaf_params(&spec)
-        .signed_by(&key, &issuer)
-        .expect("leaf signed by a leaf");
-    leaf_of(
-        &cert,
-        &key,
-        &spec,
-        vec![issuer_cert.der().clone(), ca.intermediate.cert.clone()],
-    )
+    let (issuer_cert, issuer) = ca_under(
+        leaf_params(&LeafSpec::new(["issuer.example.test"])),
+        &ca.intermediate.issuer,
+    );
+    host_leaf_from(&issuer, vec![issuer_cert, ca.intermediate.cert.clone()])
 }
 
 /// A leaf for HOST issued by a CA under the trusted intermediate, whose
 /// path length (0) allows none; chain = [leaf, sub-CA, intermediate].
 pub fn path_too_long_leaf() -> Leaf {
     let ca = test_ca();
-    let sub_key = KeyAlg::EcdsaP256.generate();
-    let mut sub_params = ca_params("Vigie Test Sub CA", "Vigie Test", "FR", None);
-    sub_params.not_before = now() - days(30);
-    sub_params.not_after = now() + days(365);
-    let sub_cert = sub_params
-        .signed_by(&sub_key, &ca.intermediate.issuer)
-        .expect("sub-CA");
-    let sub = Issuer::new(sub_params, sub_key);
-    let spec = LeafSpec::new([HOST]);
-    let key = spec.key.generate();
-    let cert = leaf_params(&spec).signed_by(&key, &sub).expect("leaf");
-    leaf_of(
-        &cert,
-        &key,
-        &spec,
-        vec![sub_cert.der().clone(), ca.intermediate.cert.clone()],
-    )
+    let (sub_cert, sub) = ca_under(
+        ca_params("Vigie Test Sub CA", "Vigie Test", "FR", None),
+        &ca.intermediate.issuer,
+    );
+    host_leaf_from(&sub, vec![sub_cert, ca.intermediate.cert.clone()])
 }
 
 /// A trusted leaf for HOST whose extended key usage allows client
@@ -695,22 +691,13 @@ pub fn client_auth_only_leaf() -> Leaf {
 /// certify names under `allowed.test`; chain = [leaf, that intermediate].
 pub fn outside_name_constraints_leaf() -> Leaf {
     let ca = test_ca();
-    let int_key = KeyAlg::EcdsaP256.generate();
-    let mut int_params = ca_params("Vigie Test Constrained R2", "Vigie Test", "FR", Some(0));
-    int_params.not_before = now() - days(30);
-    int_params.not_after = now() + days(365);
-    int_params.name_constraints = Some(rcgen::NameConstraints {
+    let mut params = ca_params("Vigie Test Constrained R2", "Vigie Test", "FR", Some(0));
+    params.name_constraints = Some(rcgen::NameConstraints {
         permitted_subtrees: vec![rcgen::GeneralSubtree::DnsName("allowed.test".into())],
         excluded_subtrees: Vec::new(),
     });
-    let int_cert = int_params
-        .signed_by(&int_key, &ca.root.issuer)
-        .expect("constrained intermediate");
-    let int = Issuer::new(int_params, int_key);
-    let spec = LeafSpec::new([HOST]);
-    let key = spec.key.generate();
-    let cert = leaf_params(&spec).signed_by(&key, &int).expect("leaf");
-    leaf_of(&cert, &key, &spec, vec![int_cert.der().clone()])
+    let (int_cert, int) = ca_under(params, &ca.root.issuer);
+    host_leaf_from(&int, vec![int_cert])
 }
 
 /// A leaf for HOST from a hierarchy nobody trusts, its intermediate
