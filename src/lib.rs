@@ -28,6 +28,9 @@
 //!   characters escaped, values capped at 256 bytes, header values
 //!   redacted by rule (cookies, credentials, URL queries, a check's
 //!   `redact_headers`); the terminal and JSON escaping of the CLI.
+//! - [`tls_words`]: rustls's and webpki's errors (refused certificates,
+//!   alerts, protocol mismatches) as the sentences operators read; the
+//!   probe, the mail sender and the CA file loader word them here.
 //! - [`net`]: TLS roots, the crypto provider, and the HTTP clients of
 //!   everything that is not a probe (replication, heartbeat, CLI to
 //!   daemon; the mail transport's roots).
@@ -131,5 +134,6 @@ pub mod scheduler;
 pub mod signing;
 pub mod store;
 pub mod supervise;
+pub mod tls_words;
 pub mod vantage;
 pub mod when;

@@ -27,7 +27,7 @@ pub enum CaFileError {
     },
     #[error("CA file {path} holds no certificate")]
     Empty { path: PathBuf },
-    #[error("CA file {path}: {source}")]
+    #[error("CA file {path}: {}", crate::tls_words::error(source))]
     Rejected {
         path: PathBuf,
         source: rustls::Error,

@@ -306,3 +306,192 @@ async fn per_check_ca_file_adds_trust() {
     assert_eq!(outcomes[0].status, Status::Up, "{}", pretty(&outcomes[0]));
     assert_eq!(outcomes[1].status, Status::Down);
 }
+
+/// What no reason may show: the `Debug` text of rustls, webpki, hyper or
+/// std (`invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))`).
+const DEBUG_TEXT: [&str; 7] = [
+    "Other(",
+    "OtherError",
+    "Error {",
+    "Kind(",
+    "{",
+    "Context",
+    "::",
+];
+
+/// Every failure of `outcome`, and the refusal it carries, read as words.
+fn assert_words(scenario: &str, outcome: &vigie::outcome::Outcome) {
+    let mut texts: Vec<String> = outcome
+        .failures
+        .iter()
+        .flat_map(|f| [f.message.clone(), f.observed.clone(), f.expected.clone()])
+        .collect();
+    if let Some(err) = outcome.tls.as_ref().and_then(|t| t.verify_error.as_ref()) {
+        texts.push(err.to_string());
+    }
+    for text in texts {
+        for debug in DEBUG_TEXT {
+            assert!(
+                !text.contains(debug),
+                "{scenario}: {debug:?} in {text:?}\n{}",
+                pretty(outcome)
+            );
+        }
+    }
+}
+
+/// Every chain a real rustls server can serve that WebPKI refuses, and
+/// every way a port can answer in the wrong protocol: each reason is a
+/// sentence that names the problem, never rustls's `Debug` text.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_refusal_reads_as_a_sentence() {
+    let scenarios: Vec<(&str, Leaf, &str, &str)> = vec![
+        (
+            "expired",
+            expired_leaf(),
+            "tls.expiry",
+            "certificate expired 2 days ago",
+        ),
+        (
+            "not yet valid",
+            not_yet_valid_leaf(),
+            "tls.not_yet_valid",
+            "is not valid until",
+        ),
+        (
+            "wrong name",
+            wrong_host_leaf(),
+            "tls.hostname",
+            "certificate does not cover www.example.test (it covers other.test)",
+        ),
+        (
+            "self-signed",
+            self_signed_leaf(),
+            "tls.trusted",
+            "self-signed certificate (CN=www.example.test) is not trusted",
+        ),
+        (
+            "self-signed CA as the server's (openssl req -x509)",
+            common::pki::self_signed_ca_leaf(),
+            "tls.trusted",
+            "self-signed CA certificate used as the server certificate (CN=www.example.test)",
+        ),
+        (
+            "staging issuer",
+            staging_leaf(),
+            "tls.trusted",
+            "Let's Encrypt staging CA",
+        ),
+        (
+            "missing intermediate",
+            missing_intermediate_leaf(),
+            "tls.chain_incomplete",
+            "the server did not send the certificate of its issuer",
+        ),
+        (
+            "unknown issuer",
+            common::pki::unknown_ca_leaf(),
+            "tls.trusted",
+            "certificate issued by an unknown CA",
+        ),
+        (
+            "bad signature",
+            common::pki::bad_signature_leaf(),
+            "tls.trusted",
+            "a certificate's signature does not verify with its issuer's key (bad signature)",
+        ),
+        (
+            "issued by a leaf",
+            common::pki::issued_by_a_leaf(),
+            "tls.trusted",
+            "the chain uses a server certificate (not a CA) as the issuer of another",
+        ),
+        (
+            "path length exceeded",
+            common::pki::path_too_long_leaf(),
+            "tls.trusted",
+            "the chain has more intermediates than an issuing CA allows (path length constraint)",
+        ),
+        (
+            "client authentication only",
+            common::pki::client_auth_only_leaf(),
+            "tls.trusted",
+            "the certificate is not allowed for server authentication \
+             (its extended key usage allows client authentication)",
+        ),
+        (
+            "outside its CA's name constraints",
+            common::pki::outside_name_constraints_leaf(),
+            "tls.trusted",
+            "the certificate names a host its issuing CA may not certify (name constraints)",
+        ),
+    ];
+    for (scenario, leaf, assertion, reason) in scenarios {
+        let outcome = probe_leaf(&leaf, "").await;
+        assert_eq!(outcome.status, Status::Down, "{scenario}");
+        let f = failure(&outcome, assertion);
+        assert!(
+            f.message.contains(reason),
+            "{scenario}: {:?} lacks {reason:?}",
+            f.message
+        );
+        assert_words(scenario, &outcome);
+    }
+
+    // Plain HTTP on an https:// URL.
+    let garbage = Garbage::start();
+    let outcome = probe(
+        &format!("https://www.example.test:{}/", garbage.addr.port()),
+        "",
+    )
+    .await;
+    let f = failure(&outcome, "tls.handshake");
+    assert_eq!(
+        f.message,
+        "the server did not answer with TLS (is the port plain HTTP? then use http://)"
+    );
+    assert_words("plain HTTP port over https://", &outcome);
+
+    // A TLS port on an http:// URL: rustls answers the request with an
+    // alert record.
+    let server = TlsServer::start_leaf(&valid_leaf(), TlsOpts::default());
+    let url = server.url("/").replacen("https://", "http://", 1);
+    let outcome = probe(&url, "").await;
+    assert_eq!(outcome.status, Status::Down);
+    let f = failure(&outcome, "http.protocol");
+    assert_eq!(f.message, "the port answered with TLS: use https://");
+    assert_words("TLS port over http://", &outcome);
+
+    // A port that resets an http:// request unanswered (some TLS servers
+    // do): nothing tells TLS apart, so the reason says what to try.
+    let resetter = Resetter::start_after_first_read();
+    let url = format!("http://www.example.test:{}/", resetter.addr.port());
+    let outcome = probe(&url, "").await;
+    let f = failure(&outcome, "http.protocol");
+    assert!(
+        f.message
+            .ends_with("(nothing was received: if this port speaks TLS, use https://)"),
+        "{}",
+        f.message
+    );
+    assert_words("reset over http://", &outcome);
+}
+
+/// A check URL written without its scheme is refused at load, naming the
+/// file, line and key.
+#[test]
+fn a_url_without_a_scheme_must_start_with_https() {
+    let env = common::env::Env::new();
+    env.write_checks(
+        "bare.toml",
+        "[[check]]\nname = \"bare\"\nkind = \"http\"\nurl = \"www.example.test/\"\n",
+    );
+    let errors = match vigie::config::load(&env.config_path()) {
+        Ok(_) => panic!("a URL without a scheme is refused"),
+        Err(errors) => errors.to_string(),
+    };
+    assert!(
+        errors.ends_with("checks/bare.toml:4:7: `url`: must start with https:// (or http://)"),
+        "{errors}"
+    );
+}

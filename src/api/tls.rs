@@ -26,7 +26,7 @@ pub enum ApiTlsError {
     },
     #[error("[api] tls_cert_file {} holds no certificate (PEM, the server's first, then its intermediates)", path.display())]
     NoCertificate { path: PathBuf },
-    #[error("[api] tls_cert_file and tls_key_file do not make a server identity: {source} (does the key belong to the first certificate?)")]
+    #[error("[api] tls_cert_file and tls_key_file do not make a server identity: {} (does the key belong to the first certificate?)", crate::tls_words::error(source))]
     Rejected { source: rustls::Error },
 }
 

@@ -276,14 +276,18 @@ fn explain(
 ) -> Problem {
     if let Some((name, known)) = unknown_field(message) {
         // deny_unknown_fields errors carry the span of the key itself.
-        let path = find_key(root, span).unwrap_or_else(|| vec![Seg::Key(name)]);
+        let path = find_key(root, span).unwrap_or_else(|| vec![Seg::Key(name.clone())]);
         let mut message = format!(
             "unknown key `{}`{}",
             render(&place.prefix, &path),
             place.context
         );
-        if !known.is_empty() {
-            message.push_str(&format!(" (known keys: {})", known.join(", ")));
+        match closest(&name, &known) {
+            Some(near) => message.push_str(&format!(": did you mean `{near}`?")),
+            None if !known.is_empty() => {
+                message.push_str(&format!(" (known keys: {})", known.join(", ")))
+            }
+            None => {}
         }
         return Problem {
             message,
@@ -318,6 +322,20 @@ fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
     let mut names = backticked(message).into_iter();
     let name = names.next()?;
     Some((name, names.collect()))
+}
+
+/// The known key `name` is most likely a typo of, if one is close enough
+/// (Jaro-Winkler, which weighs a shared start: `stat_dir` for `state_dir`,
+/// `repeats` for `repeat`). Below the threshold the operator gets the whole
+/// list rather than a guess that sends them the wrong way.
+fn closest<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
+    const CLOSE: f64 = 0.85;
+    known
+        .iter()
+        .map(|key| (strsim::jaro_winkler(name, key), key))
+        .filter(|(score, _)| *score >= CLOSE)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, key)| key.as_str())
 }
 
 /// The `quoted` words of a serde message, in order. serde lists the
@@ -580,6 +598,21 @@ mod tests {
                 "c.toml:7:10: `expect.status`: expected an array, found a string \"200\"",
             ]
         );
+    }
+
+    #[test]
+    fn a_close_known_key_is_suggested_and_a_far_one_is_not() {
+        let known: Vec<String> = ["enabled", "to", "from", "failure_threshold", "repeat"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            closest("failure_treshold", &known),
+            Some("failure_threshold")
+        );
+        assert_eq!(closest("repeats", &known), Some("repeat"));
+        assert_eq!(closest("recipients", &known), None);
+        assert_eq!(closest("x", &known), None);
+        assert_eq!(closest("anything", &[]), None);
     }
 
     #[test]

@@ -50,6 +50,7 @@ use tokio_rustls::client::TlsStream;
 
 use super::MailError;
 use crate::config::{SmtpConfig, SmtpTls};
+use crate::tls_words;
 
 /// Budget of each step (connect, greeting, handshake, AUTH, one message).
 /// Generous for a relay, short enough that a black-holed server does not
@@ -477,7 +478,7 @@ impl SmtpTransport {
             .and_then(|inner| inner.downcast_ref::<rustls::Error>());
         let (detail, advice) = match rustls_error {
             Some(rustls::Error::InvalidCertificate(cert)) => certificate_problem(cert, &self.host),
-            Some(other) => (other.to_string(), self.wrong_mode_advice()),
+            Some(other) => (tls_words::error(other), self.wrong_mode_advice()),
             None => (e.to_string(), self.wrong_mode_advice()),
         };
         self.error(Stage::TlsHandshake, None, detail, advice)
@@ -684,22 +685,31 @@ fn reply_text(response: &Response) -> String {
     format!("{} {}", response.code(), text.join(" / "))
 }
 
+/// The relay's certificate refused: the reason in the words the probe uses
+/// (`tls_words`), with the fix where the configuration holds it.
 fn certificate_problem(err: &CertificateError, host: &str) -> (String, Option<String>) {
-    match err {
-        CertificateError::UnknownIssuer => (
-            "the server's certificate is not signed by a trusted CA".into(),
-            Some("if the relay uses a private CA, set ca_file in [smtp] to its root certificate (PEM)".into()),
+    let advice = match err {
+        CertificateError::UnknownIssuer => Some(
+            "if the relay uses a private CA, set ca_file in [smtp] to its root certificate (PEM)",
         ),
-        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => (
-            format!("the server's certificate does not cover {host}"),
-            Some("set host in [smtp] to a name the certificate covers".into()),
-        ),
-        CertificateError::Expired | CertificateError::ExpiredContext { .. } => (
-            format!("the server's certificate has expired ({err:?})"),
-            Some("the relay's certificate must be renewed".into()),
-        ),
-        other => (format!("invalid certificate: {other:?}"), None),
-    }
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            Some("set host in [smtp] to a name the certificate covers")
+        }
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            Some("the relay's certificate must be renewed")
+        }
+        _ => None,
+    };
+    let detail = match err {
+        CertificateError::UnknownIssuer => {
+            "the server's certificate is not signed by a trusted CA".to_string()
+        }
+        CertificateError::NotValidForName => {
+            format!("the server's certificate does not cover {host}")
+        }
+        other => tls_words::certificate(other, None),
+    };
+    (detail, advice.map(str::to_string))
 }
 
 fn tls_version(tls: &TlsStream<TcpStream>) -> Option<&'static str> {
@@ -814,6 +824,35 @@ impl AsyncWrite for SmtpStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relay_certificate_problems_are_in_words_with_the_fix() {
+        use rustls::pki_types::UnixTime;
+        let at = |secs| UnixTime::since_unix_epoch(Duration::from_secs(secs));
+        let expired = CertificateError::ExpiredContext {
+            time: at(1_800_000_000),
+            not_after: at(1_700_000_000),
+        };
+        let (detail, advice) = certificate_problem(&expired, "smtp.example.test");
+        assert_eq!(
+            detail,
+            "a certificate of the chain expired on 2023-11-14 22:13 UTC"
+        );
+        assert_eq!(
+            advice.as_deref(),
+            Some("the relay's certificate must be renewed")
+        );
+        let ca_as_leaf = CertificateError::Other(rustls::OtherError(std::sync::Arc::new(
+            webpki::Error::CaUsedAsEndEntity,
+        )));
+        assert_eq!(
+            certificate_problem(&ca_as_leaf, "smtp.example.test"),
+            (
+                "a CA certificate is used as the server certificate".to_string(),
+                None
+            )
+        );
+    }
 
     async fn parse(text: &str) -> io::Result<Reply> {
         read_reply(&mut text.as_bytes()).await

@@ -18,7 +18,9 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use http::{HeaderMap, Request, StatusCode, Version};
 use http_body_util::{BodyExt, Empty, Full};
@@ -26,7 +28,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use url::{Host, Url};
 
@@ -40,6 +42,7 @@ use crate::clock::Clock;
 use crate::net::CaFileError;
 use crate::outcome::{Assertion, ProbeError, TlsReport};
 use crate::redact::redact;
+use crate::tls_words;
 
 /// Most of a body vigie reads; the rest is left unread and the body is
 /// reported as truncated. Enough for any health page, small enough that a
@@ -197,7 +200,12 @@ impl Client {
                 let tls = self.handshake(tcp, &host, hop.trust, trace).await?;
                 exchange(tls, request, cap, trace).await
             }
-            _ => exchange(tcp, request, cap, trace).await,
+            _ => {
+                let (tcp, answer) = Sniffed::new(tcp);
+                exchange(tcp, request, cap, trace)
+                    .await
+                    .map_err(|err| answer.explain(err))
+            }
         }
     }
 
@@ -563,16 +571,7 @@ fn handshake_error(err: &io::Error) -> ProbeError {
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
     {
-        Some(rustls::Error::InvalidMessage(detail)) => {
-            format!("the server did not answer with TLS (invalid message: {detail:?})")
-        }
-        Some(rustls::Error::AlertReceived(alert)) => {
-            format!("the server aborted the TLS handshake (alert {alert:?})")
-        }
-        Some(rustls::Error::PeerIncompatible(detail)) => {
-            format!("no TLS version or cipher suite in common with the server ({detail:?})")
-        }
-        Some(other) => format!("TLS handshake failed: {other}"),
+        Some(rustls) => tls_words::error(rustls),
         None => match err.kind() {
             io::ErrorKind::UnexpectedEof => {
                 "the server closed the connection during the TLS handshake".to_string()
@@ -590,17 +589,26 @@ fn handshake_error(err: &io::Error) -> ProbeError {
 }
 
 /// hyper's errors say what went wrong with the HTTP conversation; the source
-/// chain says why (reset, EOF).
+/// chain says why (reset, EOF), worded here rather than shown as hyper and
+/// std print it ("connection error: Connection reset by peer (os error 104)").
 fn protocol_error(err: hyper::Error) -> ProbeError {
-    let cause = std::error::Error::source(&err)
-        .map(|source| format!(": {source}"))
-        .unwrap_or_default();
-    let message = if err.is_incomplete_message() {
-        format!("the server closed the connection before a complete response{cause}")
-    } else if err.is_parse() {
-        format!("the server did not answer with valid HTTP ({err}{cause})")
-    } else {
-        format!("HTTP exchange failed: {err}{cause}")
+    let io = std::iter::successors(std::error::Error::source(&err), |e| e.source())
+        .find_map(|e| e.downcast_ref::<io::Error>());
+    let message = match io.map(io::Error::kind) {
+        Some(io::ErrorKind::ConnectionReset) => {
+            "the server reset the connection before a complete response".to_string()
+        }
+        Some(io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted) => {
+            "the server closed the connection while the request was sent".to_string()
+        }
+        _ if err.is_incomplete_message() => {
+            "the server closed the connection before a complete response".to_string()
+        }
+        _ if err.is_parse() => format!("the server did not answer with valid HTTP ({err})"),
+        _ => match io {
+            Some(io) => format!("the HTTP exchange failed: {io}"),
+            None => format!("the HTTP exchange failed: {err}"),
+        },
     };
     ProbeError {
         kind: Assertion::HttpProtocol,
@@ -612,7 +620,126 @@ fn version_name(version: rustls::ProtocolVersion) -> String {
     match version {
         rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3".to_string(),
         rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2".to_string(),
-        other => format!("{other:?}"),
+        other => format!("TLS version 0x{:04x}", u16::from(other)),
+    }
+}
+
+/// A plain-HTTP connection that keeps the first two bytes the server
+/// answered: a TLS port spoken to over `http://` answers the request with
+/// a TLS record (an alert, 0x15, or a handshake, 0x16, then the major
+/// version 3), which hyper only sees as a response that is not HTTP.
+struct Sniffed<IO> {
+    inner: IO,
+    answer: Answer,
+}
+
+/// The first bytes read on a [`Sniffed`] connection: the count (0 to 2) in
+/// the high byte, the bytes below it. Shared because hyper owns the
+/// connection by the time its error comes back.
+#[derive(Clone, Default)]
+struct Answer(Arc<AtomicU32>);
+
+impl<IO> Sniffed<IO> {
+    fn new(inner: IO) -> (Self, Answer) {
+        let answer = Answer::default();
+        (
+            Self {
+                inner,
+                answer: answer.clone(),
+            },
+            answer,
+        )
+    }
+}
+
+impl Answer {
+    fn record(&self, bytes: &[u8]) {
+        let seen = self.0.load(Ordering::Relaxed);
+        let mut count = seen >> 24;
+        let mut value = seen & 0xffff;
+        for &byte in bytes.iter().take(2usize.saturating_sub(count as usize)) {
+            value = (value << 8) | u32::from(byte);
+            count += 1;
+        }
+        self.0.store((count << 24) | value, Ordering::Relaxed);
+    }
+
+    fn first_two(&self) -> Option<[u8; 2]> {
+        let seen = self.0.load(Ordering::Relaxed);
+        (seen >> 24 == 2).then_some([(seen >> 8) as u8, seen as u8])
+    }
+
+    fn nothing(&self) -> bool {
+        self.0.load(Ordering::Relaxed) >> 24 == 0
+    }
+
+    /// `err` with the reason the answer shows: TLS instead of HTTP, or
+    /// nothing at all before the connection ended.
+    fn explain(&self, err: ProbeError) -> ProbeError {
+        if err.kind != Assertion::HttpProtocol {
+            return err;
+        }
+        if let Some([0x15 | 0x16, 0x03]) = self.first_two() {
+            return ProbeError {
+                kind: Assertion::HttpProtocol,
+                message: "the port answered with TLS: use https://".to_string(),
+            };
+        }
+        match self.nothing() {
+            true => ProbeError {
+                message: format!(
+                    "{} (nothing was received: if this port speaks TLS, use https://)",
+                    err.message
+                ),
+                ..err
+            },
+            false => err,
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Sniffed<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if self.answer.0.load(Ordering::Relaxed) >> 24 < 2 {
+            self.answer.record(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Sniffed<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 

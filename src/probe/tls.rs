@@ -25,6 +25,7 @@ use time::OffsetDateTime;
 
 use crate::cert::{self, Presented};
 use crate::outcome::VerifyError;
+use crate::tls_words;
 
 /// One trust configuration (Mozilla roots plus any extra CAs), built once and
 /// shared by every probe that uses it.
@@ -226,6 +227,8 @@ impl ServerCertVerifier for RecordingVerifier {
 /// Turns WebPKI's verdict into the operator's reason, using the chain as
 /// presented: an "unknown issuer" is really a missing intermediate, a
 /// self-signed certificate, or a staging CA, and each has its own fix.
+/// Whatever the chain does not explain is worded by [`tls_words`], with the
+/// leaf's name for the sentences that need it.
 pub fn explain(
     error: &rustls::Error,
     presented: &[Presented],
@@ -235,10 +238,19 @@ pub fn explain(
 ) -> VerifyError {
     let rustls::Error::InvalidCertificate(cert_error) = error else {
         return VerifyError::Other {
-            detail: error.to_string(),
+            detail: tls_words::error(error),
         };
     };
     let leaf = presented.first();
+    let worded = || VerifyError::Other {
+        detail: tls_words::certificate(
+            cert_error,
+            leaf.map(|leaf| tls_words::Leaf {
+                subject: &leaf.info.subject,
+                self_issued: leaf.is_self_issued(),
+            }),
+        ),
+    };
     match cert_error {
         CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
             let expired = presented
@@ -249,9 +261,7 @@ pub fn explain(
                 Some(p) => VerifyError::Expired {
                     not_after: p.info.not_after,
                 },
-                None => VerifyError::Other {
-                    detail: error.to_string(),
-                },
+                None => worded(),
             }
         }
         CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
@@ -263,15 +273,13 @@ pub fn explain(
                 Some(p) => VerifyError::NotYetValid {
                     not_before: p.info.not_before,
                 },
-                None => VerifyError::Other {
-                    detail: error.to_string(),
-                },
+                None => worded(),
             }
         }
         CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
             let expected = match cert_error {
                 CertificateError::NotValidForNameContext { expected, .. } => {
-                    server_name_string(expected)
+                    expected.to_str().into_owned()
                 }
                 _ => host.to_string(),
             };
@@ -282,13 +290,9 @@ pub fn explain(
         }
         CertificateError::UnknownIssuer => match leaf {
             Some(leaf) => unknown_issuer(leaf, presented, trust),
-            None => VerifyError::Other {
-                detail: error.to_string(),
-            },
+            None => worded(),
         },
-        _ => VerifyError::Other {
-            detail: error.to_string(),
-        },
+        _ => worded(),
     }
 }
 
@@ -316,13 +320,5 @@ fn unknown_issuer(leaf: &Presented, presented: &[Presented], trust: &Trust) -> V
     let top = presented.last().unwrap_or(leaf);
     VerifyError::UnknownIssuer {
         issuer: top.info.issuer.clone(),
-    }
-}
-
-fn server_name_string(name: &ServerName<'_>) -> String {
-    match name {
-        ServerName::DnsName(dns) => dns.as_ref().to_string(),
-        ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
-        _ => format!("{name:?}"),
     }
 }

@@ -581,3 +581,128 @@ pub fn ecdsa_leaf() -> Leaf {
 pub fn rsa_leaf() -> Leaf {
     issue(&LeafSpec::new([HOST]).key(KeyAlg::Rsa2048))
 }
+
+// ---- Chains refused for what they are, not for their dates or names ----
+
+fn leaf_of(
+    cert: &rcgen::Certificate,
+    key: &KeyPair,
+    spec: &LeafSpec,
+    issuers: Vec<CertificateDer<'static>>,
+) -> Leaf {
+    let mut chain = vec![cert.der().clone()];
+    chain.extend(issuers);
+    Leaf {
+        cert: cert.der().clone(),
+        key_der: key.serialize_der(),
+        chain,
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        spec: spec.clone(),
+    }
+}
+
+/// A self-signed CA certificate (CA:TRUE) for HOST served as the server's
+/// own, what `openssl req -x509` makes by default; chain = [it].
+pub fn self_signed_ca_leaf() -> Leaf {
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let mut params = leaf_params(&spec);
+    let mut dn = dn(HOST, "Internet Widgits Pty Ltd", "AU");
+    dn.push(DnType::StateOrProvinceName, "Some-State");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.extended_key_usages = Vec::new();
+    params.key_usages = Vec::new();
+    let cert = params.self_signed(&key).expect("self-sign CA leaf");
+    leaf_of(&cert, &key, &spec, Vec::new())
+}
+
+/// A trusted leaf whose signature was altered after issuance (its last
+/// byte flipped); chain = [leaf, intermediate].
+pub fn bad_signature_leaf() -> Leaf {
+    let mut leaf = valid_leaf();
+    let mut der = leaf.cert.to_vec();
+    let last = der.len() - 1;
+    der[last] ^= 0x01;
+    leaf.cert = CertificateDer::from(der);
+    leaf.chain[0] = leaf.cert.clone();
+    leaf
+}
+
+/// A leaf for HOST signed by `issuer`, served with `issuers` after it.
+fn host_leaf_from(issuer: &Issuer<'_, KeyPair>, issuers: Vec<CertificateDer<'static>>) -> Leaf {
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let cert = leaf_params(&spec).signed_by(&key, issuer).expect("leaf");
+    leaf_of(&cert, &key, &spec, issuers)
+}
+
+/// A CA certificate made from `params` (valid for a year from a month
+/// ago) and signed by `signer`, with the means to issue under it.
+fn ca_under(
+    mut params: CertificateParams,
+    signer: &Issuer<'_, KeyPair>,
+) -> (CertificateDer<'static>, Issuer<'static, KeyPair>) {
+    let key = KeyAlg::EcdsaP256.generate();
+    params.not_before = now() - days(30);
+    params.not_after = now() + days(365);
+    let cert = params.signed_by(&key, signer).expect("CA certificate");
+    (cert.der().clone(), Issuer::new(params, key))
+}
+
+/// A leaf for HOST issued by another leaf (not a CA) of the trusted
+/// intermediate; chain = [leaf, issuing leaf, intermediate].
+pub fn issued_by_a_leaf() -> Leaf {
+    let ca = test_ca();
+    let (issuer_cert, issuer) = ca_under(
+        leaf_params(&LeafSpec::new(["issuer.example.test"])),
+        &ca.intermediate.issuer,
+    );
+    host_leaf_from(&issuer, vec![issuer_cert, ca.intermediate.cert.clone()])
+}
+
+/// A leaf for HOST issued by a CA under the trusted intermediate, whose
+/// path length (0) allows none; chain = [leaf, sub-CA, intermediate].
+pub fn path_too_long_leaf() -> Leaf {
+    let ca = test_ca();
+    let (sub_cert, sub) = ca_under(
+        ca_params("Vigie Test Sub CA", "Vigie Test", "FR", None),
+        &ca.intermediate.issuer,
+    );
+    host_leaf_from(&sub, vec![sub_cert, ca.intermediate.cert.clone()])
+}
+
+/// A trusted leaf for HOST whose extended key usage allows client
+/// authentication only; chain = [leaf, intermediate].
+pub fn client_auth_only_leaf() -> Leaf {
+    let ca = test_ca();
+    let spec = LeafSpec::new([HOST]);
+    let key = spec.key.generate();
+    let mut params = leaf_params(&spec);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params
+        .signed_by(&key, &ca.intermediate.issuer)
+        .expect("leaf");
+    leaf_of(&cert, &key, &spec, vec![ca.intermediate.cert.clone()])
+}
+
+/// A leaf for HOST from an intermediate of the trusted root that may only
+/// certify names under `allowed.test`; chain = [leaf, that intermediate].
+pub fn outside_name_constraints_leaf() -> Leaf {
+    let ca = test_ca();
+    let mut params = ca_params("Vigie Test Constrained R2", "Vigie Test", "FR", Some(0));
+    params.name_constraints = Some(rcgen::NameConstraints {
+        permitted_subtrees: vec![rcgen::GeneralSubtree::DnsName("allowed.test".into())],
+        excluded_subtrees: Vec::new(),
+    });
+    let (int_cert, int) = ca_under(params, &ca.root.issuer);
+    host_leaf_from(&int, vec![int_cert])
+}
+
+/// A leaf for HOST from a hierarchy nobody trusts, its intermediate
+/// served; chain = [leaf, intermediate].
+pub fn unknown_ca_leaf() -> Leaf {
+    Ca::generate("Nobody's Root", "Nobody's Intermediate", "Nobody", "FR")
+        .issue(&LeafSpec::new([HOST]))
+}

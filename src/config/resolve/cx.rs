@@ -307,9 +307,24 @@ impl<'a> Cx<'a> {
     /// Any URL with a host. The URL itself is not repeated in messages: it
     /// may carry a secret (a heartbeat UUID, a presigned query).
     pub(super) fn url(&mut self, key: &str, value: &Spanned<String>) -> Option<Url> {
-        let url = Url::parse(value.get_ref())
-            .map_err(|e| self.error(&value.span(), key, format!("invalid URL: {e}")))
-            .ok()?;
+        self.url_with_scheme(key, value, "a scheme such as s3://")
+    }
+
+    /// [`Cx::url`]; a URL written without its scheme ("example.com/")
+    /// is told to start with `scheme` rather than the `url` crate's
+    /// "relative URL without a base".
+    fn url_with_scheme(&mut self, key: &str, value: &Spanned<String>, scheme: &str) -> Option<Url> {
+        let url = match Url::parse(value.get_ref()) {
+            Ok(url) => url,
+            Err(url::ParseError::RelativeUrlWithoutBase) => {
+                self.error(&value.span(), key, format!("must start with {scheme}"));
+                return None;
+            }
+            Err(e) => {
+                self.error(&value.span(), key, format!("invalid URL: {e}"));
+                return None;
+            }
+        };
         if url.host_str().is_none_or(str::is_empty) {
             self.error(&value.span(), key, "URL has no host");
             return None;
@@ -319,7 +334,7 @@ impl<'a> Cx<'a> {
 
     /// An http or https URL with a host.
     pub(super) fn web_url(&mut self, key: &str, value: &Spanned<String>) -> Option<Url> {
-        let url = self.url(key, value)?;
+        let url = self.url_with_scheme(key, value, "https:// (or http://)")?;
         if !matches!(url.scheme(), "http" | "https") {
             let message = format!("must be an http or https URL, not {:?}", url.scheme());
             self.error(&value.span(), key, message);
