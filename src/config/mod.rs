@@ -28,6 +28,7 @@
 //! `tls.ca_file`. Paths are joined, not canonicalized, so messages show
 //! them as the user would find them.
 
+pub mod credentials;
 mod decode;
 mod error;
 pub mod limits;
@@ -47,6 +48,7 @@ use url::Url;
 
 use crate::check::Check;
 use crate::clock::{Clock, SystemClock};
+use credentials::CredentialDirs;
 
 pub use error::{ConfigError, ConfigErrors};
 
@@ -71,6 +73,10 @@ pub struct Config {
     pub extra_ca_file: Option<PathBuf>,
     /// Top-level `acme_directory`: every check's default.
     pub acme_directory: Option<url::Url>,
+    /// Where `*_credential` names were looked up: `credentials_dir`
+    /// (default `/etc/vigie/credentials`), or `$CREDENTIALS_DIRECTORY`
+    /// under systemd.
+    pub credentials: CredentialDirs,
     pub api: ApiConfig,
     pub connectivity: ConnectivityConfig,
     pub alerting: AlertingConfig,
@@ -441,6 +447,7 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
         let defaults = resolve::CheckDefaults {
             timeout: config.default_timeout,
             acme_directory: config.acme_directory.clone(),
+            credentials: config.credentials.clone(),
         };
         let mut checks = load_checks(path, &config.checks_dir, &defaults, now, &mut diag);
         if let Some(replication) = &config.replication {
@@ -465,6 +472,7 @@ pub fn checks_from_str(
     let defaults = resolve::CheckDefaults {
         timeout: default_timeout,
         acme_directory: None,
+        credentials: CredentialDirs::from_env(credentials::DEFAULT_CREDENTIALS_DIR.into()),
     };
     let checks = match decode::checks(&src, &mut diag) {
         Some(raw) => resolve::checks(
