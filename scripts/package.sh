@@ -9,8 +9,28 @@
 # packaged config (config.toml with the state under /var/lib/vigie). The
 # binary is stripped (`cargo deb --strip`). What goes where is
 # [package.metadata.deb] in Cargo.toml; the maintainer scripts are debian/.
+#
+# `--prebuilt PROFILE` packages the binary Cargo already built in PROFILE
+# (e.g. `dev`: target/debug/vigie) instead of building release, into
+# target/debian-PROFILE/. The test suite uses it (tests/package.rs): the
+# same package around the binary it already has, without a release build
+# of several minutes. A package to install is always made without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+profile=release
+prebuilt=no
+case "${1:-}" in
+"") ;;
+--prebuilt)
+    profile=${2:?"--prebuilt needs a Cargo profile, e.g. dev"}
+    prebuilt=yes
+    ;;
+*)
+    echo "usage: $0 [--prebuilt PROFILE]" >&2
+    exit 2
+    ;;
+esac
 
 if ! cargo deb --version >/dev/null 2>&1; then
     echo "cargo-deb not found: installing it (cargo install cargo-deb --locked)" >&2
@@ -23,20 +43,27 @@ for tool in dpkg-deb gzip; do
     fi
 done
 
-cargo build --release --locked --quiet
+if [ "$prebuilt" = no ]; then
+    cargo build --release --locked --quiet
+fi
 target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-release="$target_dir/release"
-assets="$release/deb"
+# Cargo's directory for a profile: dev builds into debug/.
+built="$target_dir/${profile/#dev/debug}"
+if [ ! -x "$built/vigie" ]; then
+    echo "$built/vigie not found: build it first (cargo build --profile $profile)" >&2
+    exit 1
+fi
+assets="$built/deb"
 rm -rf "$assets"
 mkdir -p "$assets/man" "$assets/completions"
 
-"$release/vigie" generate man --out "$assets/man" >/dev/null
+"$built/vigie" generate man --out "$assets/man" >/dev/null
 # -n: no name or time stamp in the gzip header, so the same sources make
 # the same package.
 gzip -9n "$assets"/man/*.1
-"$release/vigie" generate completions bash --out "$assets/completions" >/dev/null
-"$release/vigie" generate completions zsh --out "$assets/completions" >/dev/null
+"$built/vigie" generate completions bash --out "$assets/completions" >/dev/null
+"$built/vigie" generate completions zsh --out "$assets/completions" >/dev/null
 
 # The packaged config is the example config with the state where the unit
 # keeps it (StateDirectory=vigie); checks_dir stays relative to it, so
@@ -48,6 +75,13 @@ if ! grep -q '^state_dir = "/var/lib/vigie"' "$assets/config.toml"; then
     exit 1
 fi
 
-# -q: warnings only; --no-build: built above, with the same profile.
-deb=$(cargo deb --no-build --locked --strip --no-dbgsym --quiet)
+# --quiet: warnings only; --no-build: built above (`target/release/` in
+# Cargo.toml's assets stands for the profile's directory).
+if [ "$prebuilt" = no ]; then
+    out="$target_dir/debian"
+else
+    out="$target_dir/debian-$profile"
+fi
+mkdir -p "$out"
+deb=$(cargo deb --no-build --locked --profile "$profile" --strip --no-dbgsym --quiet --output "$out")
 echo "$deb"

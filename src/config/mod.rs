@@ -19,6 +19,7 @@
 //!   `[[check]]` entries in `resolve/check.rs`, the shared string -> value
 //!   conversions and their messages in `resolve/cx.rs`.
 //! - `limits.rs`: the minimum and maximum of every duration key.
+//! - `credentials.rs`: which file a secret given by name stands for.
 //! - this file: the typed configuration, which files are read in which
 //!   order, and small queries on the result ([`Config::select`],
 //!   [`MaintenanceWindow::covers`]).
