@@ -223,12 +223,7 @@ fn validate_with(env: &Env, systemd: Option<&std::path::Path>) -> (Option<i32>, 
 fn a_secret_by_name_is_read_from_systemds_directory_else_from_credentials_dir() {
     use std::os::unix::fs::PermissionsExt;
     let env = Env::new();
-    let config = std::fs::read_to_string(env.config_path()).unwrap();
-    std::fs::write(
-        env.config_path(),
-        format!("credentials_dir = \"creds\"\n{config}"),
-    )
-    .unwrap();
+    env.prepend_config("credentials_dir = \"creds\"\n");
     env.append_config(&format!(
         "[api]\nlisten = \"{}\"\ntoken_credential = \"api-token\"\n",
         free_addr()

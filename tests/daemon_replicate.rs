@@ -83,6 +83,18 @@ fn metric(text: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Waits until `daemon` has shipped at least `results` results.
+async fn replicated(daemon: &Daemon, results: f64) {
+    poll(WAIT, &format!("{results} results replicated"), async || {
+        let (_, body) = daemon.get("/metrics").await?;
+        match metric(&body, "vigie_replication_results_total") {
+            Some(n) if n >= results => Ok(()),
+            other => Err(format!("vigie_replication_results_total {other:?}")),
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_daemon_replicates_and_pings_and_a_fresh_vm_restores_the_same_history() {
     let s3 = AuthS3::shared();
@@ -164,14 +176,7 @@ async fn the_daemon_replicates_and_pings_and_a_fresh_vm_restores_the_same_histor
     // the same node's sequence, and a third restore sees both.
     let mut restored_daemon = Daemon::spawn(&fresh.config_path(), fresh_api);
     restored_daemon.wait_healthy(START).await;
-    poll(WAIT, "new results replicated", async || {
-        let (_, body) = restored_daemon.get("/metrics").await?;
-        match metric(&body, "vigie_replication_results_total") {
-            Some(n) if n >= 2.0 => Ok(()),
-            other => Err(format!("vigie_replication_results_total {other:?}")),
-        }
-    })
-    .await;
+    replicated(&restored_daemon, 2.0).await;
     restored_daemon.stop(STOP).await;
     let continued = history(&fresh).await;
     let third = Env::with_config("");
@@ -243,12 +248,7 @@ async fn with_keys_by_name_restore_works_with_the_service_stopped() {
     let target = TlsServer::start_leaf(&valid_leaf(), TlsOpts::default());
     let api = free_addr();
     let env = Env::with_config(&api_section(api, None));
-    let config = std::fs::read_to_string(env.config_path()).unwrap();
-    std::fs::write(
-        env.config_path(),
-        format!("credentials_dir = \"credentials\"\n{config}"),
-    )
-    .unwrap();
+    env.prepend_config("credentials_dir = \"credentials\"\n");
     env.append_config(&format!(
         "[replication]\nurl = \"s3://{bucket}/vm-1\"\nendpoint = \"{}\"\nregion = \"eu-west-3\"\n\
          access_key_id_credential = \"s3-key-id\"\nsecret_access_key_credential = \"s3-secret\"\n\
@@ -273,14 +273,7 @@ async fn with_keys_by_name_restore_works_with_the_service_stopped() {
     let mut daemon =
         Daemon::spawn_with_env(&env.config_path(), api, &[("CREDENTIALS_DIRECTORY", &run)]);
     daemon.wait_healthy(START).await;
-    poll(WAIT, "3 results replicated", async || {
-        let (_, body) = daemon.get("/metrics").await?;
-        match metric(&body, "vigie_replication_results_total") {
-            Some(n) if n >= 3.0 => Ok(()),
-            other => Err(format!("vigie_replication_results_total {other:?}")),
-        }
-    })
-    .await;
+    replicated(&daemon, 3.0).await;
     daemon.stop(STOP).await;
 
     // Stopped: systemd removes the service's credentials; the operator's
