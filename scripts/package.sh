@@ -87,6 +87,11 @@ fast=()
 if [ "$prebuilt" = yes ]; then
     # A package for the tests only: cargo-deb's faster, larger compression.
     fast=(--fast)
+    # cargo-deb deletes every vigie_*.deb in target/debian whatever its
+    # --output: keep the release package a test run would otherwise take.
+    kept=$(mktemp -d)
+    trap 'mv "$kept"/*.deb "$target_dir/debian/" 2>/dev/null || true; rm -rf "$kept"' EXIT
+    mv "$target_dir"/debian/vigie_*.deb "$kept/" 2>/dev/null || true
 fi
 deb=$(cargo deb --no-build --locked --profile "$profile" --strip --no-dbgsym --quiet "${fast[@]}" --output "$out")
 echo "$deb"
