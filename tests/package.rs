@@ -208,6 +208,22 @@ fn the_package_installs_upgrades_keeping_edits_and_purges_cleanly() {
         .join("etc/systemd/system/multi-user.target.wants/vigie.service")
         .exists());
 
+    // Man pages and completions from the CLI's definition: every command.
+    let man = run(Command::new("zcat").arg(r.join("usr/share/man/man1/vigie.1.gz")));
+    let man = text(&man);
+    assert!(
+        man.contains(".TH vigie 1") && man.contains("vigie\\-restore(1)"),
+        "{man}"
+    );
+    let bash = std::fs::read_to_string(r.join("usr/share/bash-completion/completions/vigie"));
+    let zsh = std::fs::read_to_string(r.join("usr/share/zsh/vendor-completions/_vigie"));
+    let (bash, zsh) = (bash.unwrap(), zsh.unwrap());
+    assert!(bash.contains("complete -F _vigie"), "{bash}");
+    assert!(zsh.starts_with("#compdef vigie"), "{zsh}");
+    for command in ["restore", "validate", "history", "silence"] {
+        assert!(bash.contains(command) && zsh.contains(command), "{command}");
+    }
+
     // The packaged config validates as shipped, its state under
     // /var/lib/vigie.
     let config = r.join("etc/vigie/config.toml");
