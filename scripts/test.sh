@@ -113,6 +113,14 @@ if ! command -v cc >/dev/null 2>&1; then
     apt_install build-essential
 fi
 
+# The package test (tests/package.rs) installs the package into a
+# directory with dpkg, whose postinst makes the vigie user with
+# systemd-sysusers, and checks the binary is stripped with readelf
+# (binutils, part of build-essential above).
+if ! command -v systemd-sysusers >/dev/null 2>&1; then
+    apt_install systemd
+fi
+
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets --features fault-injection -- -D warnings
 cargo test --locked --features fault-injection

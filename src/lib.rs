@@ -13,7 +13,9 @@
 //! - [`config`]: `config.toml` + `checks/*.toml`, in two stages: `raw`
 //!   (serde mirror, unknown keys rejected) then `resolve` (typed values,
 //!   every duration within its `limits`, every problem reported with file,
-//!   line and column).
+//!   line and column); `credentials` says where a secret given by name
+//!   (`*_credential`) is read: `$CREDENTIALS_DIRECTORY`, else
+//!   `credentials_dir`.
 //! - [`check`]: a validated check, ready to run.
 //! - [`cert`]: DER -> [`cert::CertInfo`], and small pure certificate
 //!   judgments (hostname coverage, earliest expiry, staging issuers).

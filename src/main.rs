@@ -109,6 +109,29 @@ enum Command {
         #[command(subcommand)]
         action: VantageAction,
     },
+    /// The man page and shell completions, from this very definition (for
+    /// packagers: scripts/package.sh).
+    #[command(hide = true)]
+    Generate {
+        #[command(subcommand)]
+        what: Generate,
+    },
+}
+
+#[derive(Subcommand)]
+enum Generate {
+    /// Write DIR/vigie.1 and a page per command (vigie-check.1, ...).
+    Man {
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Write the completion script of SHELL into DIR (bash: vigie.bash,
+    /// zsh: _vigie).
+    Completions {
+        shell: clap_complete::Shell,
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -159,6 +182,29 @@ fn main() -> ExitCode {
         Command::Vantage {
             action: VantageAction::Keygen { node, out },
         } => keygen(&node, &out),
+        Command::Generate { what } => generate(what),
+    }
+}
+
+/// `vigie generate`: writes the files, then says where.
+fn generate(what: Generate) -> ExitCode {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let written = match what {
+        Generate::Man { out } => clap_mangen::generate_to(command, &out).map(|()| out),
+        Generate::Completions { shell, out } => {
+            clap_complete::generate_to(shell, &mut command, "vigie", &out)
+        }
+    };
+    match written {
+        Ok(path) => {
+            println!("wrote {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("vigie generate: {why}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
     }
 }
 

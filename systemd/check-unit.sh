@@ -16,9 +16,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Point ExecStart/ExecStartPre at the binary just built: verify checks that
 # the executable exists.
-sed "s#/usr/local/bin/vigie#$binary#g" vigie.service > "$work/vigie.service"
+sed "s#/usr/bin/vigie#$binary#g" vigie.service > "$work/vigie.service"
 
-systemd-analyze verify "$work/vigie.service"
+# Documentation= names man:vigie(1): verify looks it up, so the page made
+# from this binary is put where man finds it.
+mkdir -p "$work/man/man1"
+"$binary" generate man --out "$work/man/man1" >/dev/null
+MANPATH="$work/man:" systemd-analyze verify "$work/vigie.service"
 # --threshold is the exposure level times ten: 20 means "2.0, OK".
 if ! report=$(systemd-analyze security --offline=true --threshold=20 "$work/vigie.service" 2>&1); then
     echo "$report" >&2

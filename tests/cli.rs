@@ -243,3 +243,102 @@ fn shipped_config_validates() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `validate` with `CREDENTIALS_DIRECTORY` set to `systemd`, or unset.
+fn validate_with(env: &Env, systemd: Option<&std::path::Path>) -> (Option<i32>, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vigie"));
+    command
+        .arg("--config")
+        .arg(env.config_path())
+        .arg("validate")
+        .env_remove("CREDENTIALS_DIRECTORY");
+    if let Some(dir) = systemd {
+        command.env("CREDENTIALS_DIRECTORY", dir);
+    }
+    let out = command.output().expect("run vigie");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), stderr)
+}
+
+#[test]
+fn a_secret_by_name_is_read_from_systemds_directory_else_from_credentials_dir() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    env.prepend_config("credentials_dir = \"creds\"\n");
+    env.append_config(&format!(
+        "[api]\nlisten = \"{}\"\ntoken_credential = \"api-token\"\n",
+        free_addr()
+    ));
+    let creds = env.path().join("creds");
+    let systemd = env.path().join("run");
+    std::fs::create_dir_all(&creds).unwrap();
+    std::fs::create_dir_all(&systemd).unwrap();
+
+    // Missing: each message names the files looked for and what to do.
+    let (code, stderr) = validate_with(&env, None);
+    assert_eq!(code, Some(3), "{stderr}");
+    let wanted = format!(
+        "`api.token_credential`: credential \"api-token\": {}/api-token does not exist; write the secret there",
+        creds.display()
+    );
+    assert!(
+        stderr.contains("config.toml:") && stderr.contains(&wanted),
+        "{stderr}"
+    );
+    let (code, stderr) = validate_with(&env, Some(&systemd));
+    assert_eq!(code, Some(3), "{stderr}");
+    let wanted = format!(
+        "credential \"api-token\" is not loaded: neither {0}/api-token nor {0}/vigie_api-token exists; put the secret in {1}/api-token (mode 0600) and restart the service",
+        systemd.display(),
+        creds.display()
+    );
+    assert!(stderr.contains(&wanted), "{stderr}");
+
+    // In credentials_dir: found outside systemd, not under it (the
+    // service's user could not read it there).
+    let token = creds.join("api-token");
+    std::fs::write(&token, "a token of no consequence\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, stderr) = validate_with(&env, None);
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+    let (code, stderr) = validate_with(&env, Some(&systemd));
+    assert_eq!(code, Some(3), "{stderr}");
+
+    // systemd's copy, under the name the packaged unit gives it.
+    std::fs::write(systemd.join("vigie_api-token"), "a token\n").unwrap();
+    std::fs::set_permissions(
+        systemd.join("vigie_api-token"),
+        std::fs::Permissions::from_mode(0o400),
+    )
+    .unwrap();
+    let (code, stderr) = validate_with(&env, Some(&systemd));
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+}
+
+#[test]
+fn a_secret_given_both_as_a_file_and_by_name_is_refused() {
+    let env = Env::new();
+    let token = env.path().join("api-token");
+    std::fs::write(&token, "a token of no consequence\n").unwrap();
+    env.append_config(&format!(
+        "[api]\nlisten = \"{}\"\ntoken_file = {:?}\ntoken_credential = \"api-token\"\n",
+        free_addr(),
+        token.display().to_string()
+    ));
+    let (code, stderr) = validate_with(&env, None);
+    assert_eq!(code, Some(3), "{stderr}");
+    let config = env.config_path();
+    let line = std::fs::read_to_string(&config)
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with("token_credential"))
+        .unwrap()
+        + 1;
+    let wanted = format!(
+        "{}:{line}:20: `api.token_credential`: set together with `api.token_file` at {}:{}:14; give the secret one way",
+        config.display(),
+        config.display(),
+        line - 1
+    );
+    assert!(stderr.contains(&wanted), "{stderr}");
+}

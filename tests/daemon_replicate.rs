@@ -83,6 +83,18 @@ fn metric(text: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Waits until `daemon` has shipped at least `results` results.
+async fn replicated(daemon: &Daemon, results: f64) {
+    poll(WAIT, &format!("{results} results replicated"), async || {
+        let (_, body) = daemon.get("/metrics").await?;
+        match metric(&body, "vigie_replication_results_total") {
+            Some(n) if n >= results => Ok(()),
+            other => Err(format!("vigie_replication_results_total {other:?}")),
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_daemon_replicates_and_pings_and_a_fresh_vm_restores_the_same_history() {
     let s3 = AuthS3::shared();
@@ -164,14 +176,7 @@ async fn the_daemon_replicates_and_pings_and_a_fresh_vm_restores_the_same_histor
     // the same node's sequence, and a third restore sees both.
     let mut restored_daemon = Daemon::spawn(&fresh.config_path(), fresh_api);
     restored_daemon.wait_healthy(START).await;
-    poll(WAIT, "new results replicated", async || {
-        let (_, body) = restored_daemon.get("/metrics").await?;
-        match metric(&body, "vigie_replication_results_total") {
-            Some(n) if n >= 2.0 => Ok(()),
-            other => Err(format!("vigie_replication_results_total {other:?}")),
-        }
-    })
-    .await;
+    replicated(&restored_daemon, 2.0).await;
     restored_daemon.stop(STOP).await;
     let continued = history(&fresh).await;
     let third = Env::with_config("");
@@ -221,4 +226,78 @@ async fn restore_without_replication_or_with_wrong_keys_says_what_to_fix() {
         stderr.contains("InvalidAccessKeyId") || stderr.contains("credentials"),
         "{stderr}"
     );
+}
+
+/// Writes `secret` to `dir/name`, mode 0600, as an operator would.
+fn write_secret(dir: &std::path::Path, name: &str, secret: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// The runbook "stop the service, run `vigie restore`" with keys given by
+/// name: the daemon reads them from `$CREDENTIALS_DIRECTORY` (laid out as
+/// the packaged unit's `LoadCredential=vigie:DIR` makes it, `vigie_NAME`),
+/// and once it is stopped, with that directory gone as systemd removes it,
+/// `restore` reads the same names from `credentials_dir`.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_keys_by_name_restore_works_with_the_service_stopped() {
+    let s3 = AuthS3::shared();
+    let bucket = s3.bucket();
+    let target = TlsServer::start_leaf(&valid_leaf(), TlsOpts::default());
+    let api = free_addr();
+    let env = Env::with_config(&api_section(api, None));
+    env.prepend_config("credentials_dir = \"credentials\"\n");
+    env.append_config(&format!(
+        "[replication]\nurl = \"s3://{bucket}/vm-1\"\nendpoint = \"{}\"\nregion = \"eu-west-3\"\n\
+         access_key_id_credential = \"s3-key-id\"\nsecret_access_key_credential = \"s3-secret\"\n\
+         interval = \"1s\"\n",
+        s3.endpoint(),
+    ));
+    env.write_checks(
+        "site.toml",
+        &check_toml("site", &target.url("/"), "every = \"1s\"\ntimeout = \"5s\""),
+    );
+    let (id, secret) = s3.write_keys(env.path());
+    let (id, secret) = (
+        std::fs::read_to_string(id).unwrap(),
+        std::fs::read_to_string(secret).unwrap(),
+    );
+    // While the service runs, only systemd's copies exist: credentials_dir
+    // is still empty, so the daemon can only have used the former.
+    let run = env.path().join("run-credentials");
+    write_secret(&run, "vigie_s3-key-id", id.trim());
+    write_secret(&run, "vigie_s3-secret", secret.trim());
+
+    let mut daemon =
+        Daemon::spawn_with_env(&env.config_path(), api, &[("CREDENTIALS_DIRECTORY", &run)]);
+    daemon.wait_healthy(START).await;
+    replicated(&daemon, 3.0).await;
+    daemon.stop(STOP).await;
+
+    // Stopped: systemd removes the service's credentials; the operator's
+    // files in credentials_dir are what the CLI reads.
+    std::fs::remove_dir_all(&run).unwrap();
+    let credentials = env.path().join("credentials");
+    write_secret(&credentials, "s3-key-id", id.trim());
+    write_secret(&credentials, "s3-secret", secret.trim());
+    let original = history(&env).await;
+    // The history is lost (a new disk).
+    std::fs::remove_dir_all(env.path().join("state")).unwrap();
+
+    let validate = vigie_cli_async(&env.config_path(), &["validate"]).await;
+    assert_eq!(
+        validate.status.code(),
+        Some(0),
+        "validate: {}",
+        text(&validate.stderr)
+    );
+    let report = restore(&env, &[]).await;
+    assert!(
+        report.contains(&format!("restored from s3://{bucket}/vm-1")),
+        "{report}"
+    );
+    assert_eq!(history(&env).await, original, "restored history differs");
 }

@@ -19,6 +19,7 @@
 //!   `[[check]]` entries in `resolve/check.rs`, the shared string -> value
 //!   conversions and their messages in `resolve/cx.rs`.
 //! - `limits.rs`: the minimum and maximum of every duration key.
+//! - `credentials.rs`: which file a secret given by name stands for.
 //! - this file: the typed configuration, which files are read in which
 //!   order, and small queries on the result ([`Config::select`],
 //!   [`MaintenanceWindow::covers`]).
@@ -28,6 +29,7 @@
 //! `tls.ca_file`. Paths are joined, not canonicalized, so messages show
 //! them as the user would find them.
 
+pub mod credentials;
 mod decode;
 mod error;
 pub mod limits;
@@ -47,6 +49,7 @@ use url::Url;
 
 use crate::check::Check;
 use crate::clock::{Clock, SystemClock};
+use credentials::CredentialDirs;
 
 pub use error::{ConfigError, ConfigErrors};
 
@@ -74,6 +77,10 @@ pub struct Config {
     /// What the CRL and ARI caches hold together, in bytes
     /// (`limits::MIN_CA_CACHE_SIZE..=MAX_CA_CACHE_SIZE`).
     pub ca_cache_size: usize,
+    /// Where `*_credential` names were looked up: `credentials_dir`
+    /// (default `/etc/vigie/credentials`), or `$CREDENTIALS_DIRECTORY`
+    /// under systemd.
+    pub credentials: CredentialDirs,
     pub api: ApiConfig,
     pub connectivity: ConnectivityConfig,
     pub alerting: AlertingConfig,
@@ -455,6 +462,7 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
         let defaults = resolve::CheckDefaults {
             timeout: config.default_timeout,
             acme_directory: config.acme_directory.clone(),
+            credentials: config.credentials.clone(),
         };
         let (mut checks, skipped) =
             load_checks(path, &config.checks_dir, &defaults, now, &mut diag);
@@ -483,6 +491,7 @@ pub fn checks_from_str(
     let defaults = resolve::CheckDefaults {
         timeout: default_timeout,
         acme_directory: None,
+        credentials: CredentialDirs::from_env(credentials::DEFAULT_CREDENTIALS_DIR.into()),
     };
     let checks = match decode::checks(&src, &mut diag) {
         Some(raw) => resolve::checks(
@@ -827,6 +836,7 @@ mod tests {
             tls = "none"
             [replication]
             url = "s3://bucket/some/prefix/"
+            credentials = "environment"
             [heartbeat]
             url = "https://hc-ping.example/uuid"
         "#;

@@ -30,6 +30,8 @@ pub(crate) struct RawTop {
     pub concurrency: Option<Spanned<u64>>,
     pub default_timeout: Option<Spanned<DurationText>>,
     pub extra_ca_file: Option<Spanned<String>>,
+    /// Where `*_credential` names are read from outside systemd.
+    pub credentials_dir: Option<Spanned<String>>,
     /// The ACME directory every check asks for renewal information (ARI).
     pub acme_directory: Option<Spanned<String>>,
     /// The bytes the CRL and ARI caches hold together ("64 MiB").
@@ -64,8 +66,10 @@ pub(crate) struct RawTop {
 pub(crate) struct RawApi {
     pub listen: Option<Spanned<String>>,
     pub token_file: Option<Spanned<String>>,
+    pub token_credential: Option<Spanned<String>>,
     pub tls_cert_file: Option<Spanned<String>>,
     pub tls_key_file: Option<Spanned<String>>,
+    pub tls_key_credential: Option<Spanned<String>>,
     pub ca_file: Option<Spanned<String>>,
     pub hosts: Option<Vec<Spanned<String>>>,
     pub request_timeout: Option<Spanned<DurationText>>,
@@ -99,6 +103,7 @@ pub(crate) struct RawSmtp {
     pub tls: Option<Spanned<String>>,
     pub username: Option<Spanned<String>>,
     pub password_file: Option<Spanned<String>>,
+    pub password_credential: Option<Spanned<String>>,
     pub ca_file: Option<Spanned<String>>,
 }
 
@@ -124,7 +129,9 @@ pub(crate) struct RawReplication {
     pub endpoint: Option<Spanned<String>>,
     pub region: Option<Spanned<String>>,
     pub access_key_id_file: Option<Spanned<String>>,
+    pub access_key_id_credential: Option<Spanned<String>>,
     pub secret_access_key_file: Option<Spanned<String>>,
+    pub secret_access_key_credential: Option<Spanned<String>>,
     pub addressing: Option<Spanned<String>>,
     pub credentials: Option<Spanned<String>>,
     pub interval: Option<Spanned<DurationText>>,
@@ -140,6 +147,7 @@ pub(crate) struct RawVantage {
     pub quorum: Option<Spanned<u64>>,
     pub stale_after: Option<Spanned<DurationText>>,
     pub signing_key_file: Option<Spanned<String>>,
+    pub signing_key_credential: Option<Spanned<String>>,
     pub max_clock_skew: Option<Spanned<DurationText>>,
 }
 
@@ -226,7 +234,9 @@ pub(crate) struct RawCheck {
     pub key_prefix: Option<Spanned<String>>,
     pub content_type: Option<Spanned<String>>,
     pub access_key_id_file: Option<Spanned<String>>,
+    pub access_key_id_credential: Option<Spanned<String>>,
     pub secret_access_key_file: Option<Spanned<String>>,
+    pub secret_access_key_credential: Option<Spanned<String>>,
 }
 
 /// `[check.expect]` of an http or a dns check (one table for both, for the

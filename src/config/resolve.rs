@@ -33,6 +33,7 @@ use time::OffsetDateTime;
 use toml::Spanned;
 use url::{Host, Url};
 
+use super::credentials::{CredentialDirs, DEFAULT_CREDENTIALS_DIR};
 use super::decode::{Decoded, RawConfig};
 use super::error::Diagnostics;
 use super::limits::{
@@ -113,8 +114,14 @@ pub(crate) fn config(
     diag: &mut Diagnostics,
 ) -> Config {
     let base = base_dir(&src.path);
-    let mut cx = Cx::new(src, diag, base, now);
     let top = raw.top.as_ref().map(|d| &d.value);
+    // Read before any section: every `*_credential` key looks names up in it.
+    let credentials =
+        CredentialDirs::from_env(match top.and_then(|t| t.credentials_dir.as_ref()) {
+            Some(dir) => base.join(dir.get_ref()),
+            None => PathBuf::from(DEFAULT_CREDENTIALS_DIR),
+        });
+    let mut cx = Cx::new(src, diag, base, now, &credentials);
     let state_dir = match top.and_then(|t| t.state_dir.as_ref()) {
         Some(dir) => cx.path(dir.get_ref()),
         None => base.join(DEFAULT_STATE_DIR),
@@ -158,6 +165,7 @@ pub(crate) fn config(
         extra_ca_file,
         acme_directory,
         ca_cache_size,
+        credentials: credentials.clone(),
         api: api(&mut cx.section("api"), raw.api.as_ref()),
         connectivity: connectivity(&mut cx.section("connectivity"), raw.connectivity.as_ref()),
         alerting,
@@ -249,15 +257,26 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
     let file = |cx: &mut Cx<'_>, key: &str, value: Option<&Spanned<String>>| {
         value.and_then(|f| cx.file(key, f))
     };
-    let token_file = raw
-        .and_then(|r| r.token_file.as_ref())
-        .and_then(|f| cx.secret_file("token_file", f));
+    let token = raw.and_then(|r| r.token_file.as_ref().or(r.token_credential.as_ref()));
+    let token_file = cx.secret(
+        "token",
+        raw.and_then(|r| r.token_file.as_ref()),
+        raw.and_then(|r| r.token_credential.as_ref()),
+    );
     let cert_file = raw.and_then(|r| r.tls_cert_file.as_ref());
-    let key_file = raw.and_then(|r| r.tls_key_file.as_ref());
-    cx.both_or_neither(("tls_cert_file", cert_file), ("tls_key_file", key_file));
+    let key_given = secret_given(
+        "tls_key",
+        raw.and_then(|r| r.tls_key_file.as_ref()),
+        raw.and_then(|r| r.tls_key_credential.as_ref()),
+    );
+    cx.both_or_neither(("tls_cert_file", cert_file), (&key_given.0, key_given.1));
     let tls = match (
         file(cx, "tls_cert_file", cert_file),
-        key_file.and_then(|f| cx.secret_file("tls_key_file", f)),
+        cx.secret(
+            "tls_key",
+            raw.and_then(|r| r.tls_key_file.as_ref()),
+            raw.and_then(|r| r.tls_key_credential.as_ref()),
+        ),
     ) {
         (Some(cert_file), Some(key_file)) => Some(ApiTls {
             cert_file,
@@ -268,7 +287,13 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
     let ca_file = file(cx, "ca_file", raw.and_then(|r| r.ca_file.as_ref()));
     if let Some(spanned) = raw.and_then(|r| r.listen.as_ref()) {
         if !listen.ip().is_loopback() {
-            remote_api_rules(cx, spanned, raw, token_file.as_deref(), cert_file.is_some());
+            remote_api_rules(
+                cx,
+                spanned,
+                token,
+                token_file.as_deref(),
+                cert_file.is_some(),
+            );
         }
     }
     let hosts = raw
@@ -364,20 +389,36 @@ fn api_host(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<Strin
     None
 }
 
+/// Which of `{stem}_file` and `{stem}_credential` gives a secret, for the
+/// rules that pair it with another key: the key as written and its value,
+/// or, when neither is given, both names (`password_file`/`password_credential`)
+/// for the message that asks for one.
+fn secret_given<'v>(
+    stem: &str,
+    file: Option<&'v Spanned<String>>,
+    credential: Option<&'v Spanned<String>>,
+) -> (String, Option<&'v Spanned<String>>) {
+    match (file, credential) {
+        (Some(file), _) => (format!("{stem}_file"), Some(file)),
+        (None, Some(name)) => (format!("{stem}_credential"), Some(name)),
+        (None, None) => (format!("{stem}_file`/`{stem}_credential"), None),
+    }
+}
+
 /// A `listen` that is not loopback: a token long enough not to be guessed,
 /// and TLS so that it does not cross the network in clear.
 fn remote_api_rules(
     cx: &mut Cx<'_>,
     listen: &Spanned<String>,
-    raw: Option<&RawApi>,
+    token: Option<&Spanned<String>>,
     token_file: Option<&Path>,
     has_tls: bool,
 ) {
     let shown = listen.get_ref();
-    match (raw.and_then(|r| r.token_file.as_ref()), token_file) {
+    match (token, token_file) {
         (None, _) => {
             let message = format!(
-                "{shown} is not a loopback address: set `api.token_file` (at least {MIN_REMOTE_TOKEN_BYTES} bytes, e.g. `openssl rand -hex 32`) so that every endpoint but /healthz needs a bearer token"
+                "{shown} is not a loopback address: set `api.token_file` or `api.token_credential` (at least {MIN_REMOTE_TOKEN_BYTES} bytes, e.g. `openssl rand -hex 32`) so that every endpoint but /healthz needs a bearer token"
             );
             cx.error(&listen.span(), "listen", message);
         }
@@ -535,19 +576,25 @@ fn smtp(cx: &mut Cx<'_>, d: &Decoded<RawSmtp>) -> Option<SmtpConfig> {
         }
         Some(port) => *port.get_ref(),
     };
+    let password = secret_given(
+        "password",
+        raw.password_file.as_ref(),
+        raw.password_credential.as_ref(),
+    );
     cx.both_or_neither(
         ("username", raw.username.as_ref()),
-        ("password_file", raw.password_file.as_ref()),
+        (&password.0, password.1),
     );
     Some(SmtpConfig {
         host: host?.get_ref().clone(),
         port,
         tls,
         username: raw.username.as_ref().map(|u| u.get_ref().clone()),
-        password_file: raw
-            .password_file
-            .as_ref()
-            .and_then(|f| cx.secret_file("password_file", f)),
+        password_file: cx.secret(
+            "password",
+            raw.password_file.as_ref(),
+            raw.password_credential.as_ref(),
+        ),
         ca_file: raw.ca_file.as_ref().and_then(|f| cx.file("ca_file", f)),
     })
 }
@@ -734,21 +781,27 @@ fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<Replicati
         }
         Some(r.get_ref().clone())
     });
-    cx.both_or_neither(
-        ("access_key_id_file", raw.access_key_id_file.as_ref()),
-        (
-            "secret_access_key_file",
-            raw.secret_access_key_file.as_ref(),
-        ),
+    let key_id = secret_given(
+        "access_key_id",
+        raw.access_key_id_file.as_ref(),
+        raw.access_key_id_credential.as_ref(),
     );
-    let access_key_id_file = raw
-        .access_key_id_file
-        .as_ref()
-        .and_then(|f| cx.secret_file("access_key_id_file", f));
-    let secret_access_key_file = raw
-        .secret_access_key_file
-        .as_ref()
-        .and_then(|f| cx.secret_file("secret_access_key_file", f));
+    let secret = secret_given(
+        "secret_access_key",
+        raw.secret_access_key_file.as_ref(),
+        raw.secret_access_key_credential.as_ref(),
+    );
+    cx.both_or_neither((&key_id.0, key_id.1), (&secret.0, secret.1));
+    let access_key_id_file = cx.secret(
+        "access_key_id",
+        raw.access_key_id_file.as_ref(),
+        raw.access_key_id_credential.as_ref(),
+    );
+    let secret_access_key_file = cx.secret(
+        "secret_access_key",
+        raw.secret_access_key_file.as_ref(),
+        raw.secret_access_key_credential.as_ref(),
+    );
     let addressing = raw.addressing.as_ref().and_then(|a| match a.get_ref().as_str() {
         "path" => Some(Addressing::Path),
         "virtual_host" => Some(Addressing::VirtualHost),
@@ -760,7 +813,15 @@ fn replication(cx: &mut Cx<'_>, d: &Decoded<RawReplication>) -> Option<Replicati
             None
         }
     });
-    let has_files = raw.access_key_id_file.is_some() || raw.secret_access_key_file.is_some();
+    let has_files = key_id.1.is_some() || secret.1.is_some();
+    // Without keys nor a word on where they come from, replication would
+    // start, fail every upload and leave the history on one disk.
+    if !has_files && raw.credentials.is_none() {
+        cx.report(
+            &d.span,
+            "`[replication]` has no credentials: set `access_key_id_file` and `secret_access_key_file` (or their `*_credential` names), or `credentials = \"environment\"` (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or `\"instance\"` (the cloud's metadata service) to say where they come from".to_string(),
+        );
+    }
     let credentials = raw
         .credentials
         .as_ref()
@@ -981,13 +1042,22 @@ const KEYGEN_HELP: &str = "make each node's key with `vigie vantage keygen NODE 
 /// `signing_key_file`, read and parsed: a node that cannot sign cannot
 /// coordinate, better said by `validate` than at the first publication.
 fn signing_key(cx: &mut Cx<'_>, d: &Decoded<RawVantage>) -> Option<SigningKey> {
-    let Some(value) = &d.value.signing_key_file else {
+    let raw = &d.value;
+    let given = raw
+        .signing_key_file
+        .as_ref()
+        .or(raw.signing_key_credential.as_ref());
+    let Some(value) = given else {
         let message =
-            format!("missing key `vantage.signing_key_file`: this node signs its state and claims; {KEYGEN_HELP}");
+            format!("missing key `vantage.signing_key_file` (or `vantage.signing_key_credential`): this node signs its state and claims; {KEYGEN_HELP}");
         cx.report(&d.span, message);
         return None;
     };
-    let path = cx.secret_file("signing_key_file", value)?;
+    let path = cx.secret(
+        "signing_key",
+        raw.signing_key_file.as_ref(),
+        raw.signing_key_credential.as_ref(),
+    )?;
     let problem = match fs::read_to_string(&path) {
         Ok(text) => match SigningKey::from_pem(&text) {
             Ok(key) => return Some(key),
@@ -995,7 +1065,11 @@ fn signing_key(cx: &mut Cx<'_>, d: &Decoded<RawVantage>) -> Option<SigningKey> {
         },
         Err(e) => format!("cannot read {}: {e}", path.display()),
     };
-    cx.error(&value.span(), "signing_key_file", problem);
+    let key = match raw.signing_key_file {
+        Some(_) => "signing_key_file",
+        None => "signing_key_credential",
+    };
+    cx.error(&value.span(), key, problem);
     None
 }
 

@@ -58,6 +58,7 @@ pub fn vigie_cli(config: &Path, args: &[&str]) -> Output {
         .env_remove("VIGIE_CONFIG")
         .env_remove("VIGIE_LOG")
         .env_remove("NOTIFY_SOCKET")
+        .env_remove("CREDENTIALS_DIRECTORY")
         .stdin(Stdio::null())
         .output()
         .expect("run vigie")
@@ -113,6 +114,7 @@ impl Daemon {
             .env_remove("NOTIFY_SOCKET")
             .env_remove("JOURNAL_STREAM")
             .env_remove("VIGIE_FAULT_DIR")
+            .env_remove("CREDENTIALS_DIRECTORY")
             .env("VIGIE_LOG", "info");
         for (name, value) in vars {
             command.env(name, value);

@@ -97,6 +97,13 @@ impl Env {
         );
     }
 
+    /// Puts `text` at the top of config.toml, for top-level keys that
+    /// must come before any section.
+    pub fn prepend_config(&self, text: &str) {
+        let config = std::fs::read_to_string(self.config_path()).expect("read config.toml");
+        std::fs::write(self.config_path(), format!("{text}{config}")).expect("write config.toml");
+    }
+
     pub fn write_checks(&self, file: &str, toml: &str) {
         std::fs::write(self.dir.path().join("checks").join(file), toml).expect("write checks");
     }

@@ -24,6 +24,7 @@ use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
     TlsExpect, DEFAULT_ARI_GRACE, DEFAULT_CRITICAL_DAYS,
 };
+use crate::config::credentials::CredentialDirs;
 use crate::config::decode::{backticked, key_as_written, Decoded};
 use crate::config::error::Diagnostics;
 use crate::config::limits::{
@@ -43,6 +44,8 @@ pub(crate) struct CheckDefaults {
     pub timeout: Duration,
     /// The top-level `acme_directory`.
     pub acme_directory: Option<url::Url>,
+    /// Where `*_credential` names are looked up (upload checks' keys).
+    pub credentials: CredentialDirs,
 }
 
 /// Check names seen so far and where, to report duplicates across files.
@@ -63,7 +66,7 @@ pub(crate) fn checks(
     now: OffsetDateTime,
     diag: &mut Diagnostics,
 ) -> Vec<Check> {
-    let mut cx = Cx::new(src, diag, base_dir(&src.path), now);
+    let mut cx = Cx::new(src, diag, base_dir(&src.path), now, &defaults.credentials);
     raw.iter()
         .enumerate()
         .filter_map(|(i, d)| check(&mut cx, d, i, defaults, names))

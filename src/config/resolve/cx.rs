@@ -18,6 +18,7 @@ use url::Url;
 
 use crate::clock::{cron_before, to_chrono};
 
+use crate::config::credentials::{self, CredentialDirs};
 use crate::config::decode::Decoded;
 use crate::config::error::Diagnostics;
 use crate::config::raw::{CronText, DurationText};
@@ -42,16 +43,19 @@ pub(super) struct Cx<'a> {
     prefix: String,
     /// When the files are read: a cron expression must fire after it.
     now: OffsetDateTime,
+    /// Where `*_credential` names are looked up.
+    credentials: &'a CredentialDirs,
 }
 
 impl<'a> Cx<'a> {
     /// Top-level keys of `src`; relative paths against `base`; schedules
-    /// judged at `now`.
+    /// judged at `now`; credentials looked up in `credentials`.
     pub(super) fn new(
         src: &'a Source,
         diag: &'a mut Diagnostics,
         base: &'a Path,
         now: OffsetDateTime,
+        credentials: &'a CredentialDirs,
     ) -> Self {
         Self {
             src,
@@ -59,6 +63,7 @@ impl<'a> Cx<'a> {
             base,
             prefix: String::new(),
             now,
+            credentials,
         }
     }
 
@@ -72,6 +77,7 @@ impl<'a> Cx<'a> {
             base: self.base,
             prefix: format!("{name}."),
             now: self.now,
+            credentials: self.credentials,
         }
     }
 
@@ -163,9 +169,16 @@ impl<'a> Cx<'a> {
     /// [`Cx::file`], and a warning naming the file and its mode when its
     /// group or others may read or write it.
     pub(super) fn secret_file(&mut self, key: &str, value: &Spanned<String>) -> Option<PathBuf> {
-        use std::os::unix::fs::PermissionsExt;
         let path = self.file(key, value)?;
-        if let Ok(meta) = fs::metadata(&path) {
+        self.warn_if_shared(key, value, &path);
+        Some(path)
+    }
+
+    /// Warns when the group or others may read or write the secret at
+    /// `path`, naming its mode and the command that fixes it.
+    fn warn_if_shared(&mut self, key: &str, value: &Spanned<String>, path: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = fs::metadata(path) {
             let mode = meta.permissions().mode() & 0o777;
             if mode & 0o077 != 0 {
                 let who = match (mode & 0o070 != 0, mode & 0o007 != 0) {
@@ -181,6 +194,55 @@ impl<'a> Cx<'a> {
                 self.warn(&value.span(), key, message);
             }
         }
+    }
+
+    /// A secret given either as `{stem}_file = "PATH"` or as
+    /// `{stem}_credential = "NAME"` (see `config/credentials.rs`): the
+    /// path of the file that holds it, checked as [`Cx::secret_file`]
+    /// checks one. Both at once is an error: which one wins would be a
+    /// guess.
+    pub(super) fn secret(
+        &mut self,
+        stem: &str,
+        file: Option<&Spanned<String>>,
+        credential: Option<&Spanned<String>>,
+    ) -> Option<PathBuf> {
+        let file_key = format!("{stem}_file");
+        let credential_key = format!("{stem}_credential");
+        match (file, credential) {
+            (None, None) => None,
+            (Some(file), None) => self.secret_file(&file_key, file),
+            (None, Some(name)) => self.credential(&credential_key, name),
+            (Some(file), Some(name)) => {
+                let message = format!(
+                    "set together with `{}{file_key}` at {}; give the secret one way: keep `{credential_key}` and remove `{file_key}`, or the other way round",
+                    self.prefix,
+                    self.location(&file.span())
+                );
+                self.error(&name.span(), &credential_key, message);
+                None
+            }
+        }
+    }
+
+    /// `{key} = "NAME"`: the file NAME stands for, which must exist.
+    fn credential(&mut self, key: &str, value: &Spanned<String>) -> Option<PathBuf> {
+        let name = value.get_ref();
+        if let Some(problem) = credentials::name_problem(name) {
+            self.error(&value.span(), key, problem);
+            return None;
+        }
+        let Some(path) = self.credentials.find(name) else {
+            let message = self.credentials.missing_help(name);
+            self.error(&value.span(), key, message);
+            return None;
+        };
+        if path.is_dir() {
+            let message = format!("{} is a directory, not a file", path.display());
+            self.error(&value.span(), key, message);
+            return None;
+        }
+        self.warn_if_shared(key, value, &path);
         Some(path)
     }
 

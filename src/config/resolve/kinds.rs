@@ -121,6 +121,16 @@ fn owned_keys(d: &Decoded<RawCheck>) -> Vec<(String, Range<usize>, &'static [Kin
             raw.secret_access_key_file.as_ref().map(|v| v.span()),
             UPLOAD,
         ),
+        (
+            "access_key_id_credential".into(),
+            raw.access_key_id_credential.as_ref().map(|v| v.span()),
+            UPLOAD,
+        ),
+        (
+            "secret_access_key_credential".into(),
+            raw.secret_access_key_credential.as_ref().map(|v| v.span()),
+            UPLOAD,
+        ),
     ];
     if let Some(expect) = &raw.expect {
         keys.extend(expect_keys(expect, d));

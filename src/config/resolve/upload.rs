@@ -68,22 +68,26 @@ pub(super) fn upload(
         Some(list) => header_names(cx, "expose_headers", Some(list)),
         None => DEFAULT_EXPOSE_HEADERS.map(String::from).to_vec(),
     };
-    let access_key_id = cx
-        .required(
-            d,
-            "access_key_id_file",
+    let access_key_id = key(
+        cx,
+        d,
+        "access_key_id",
+        (
             raw.access_key_id_file.as_ref(),
-            context,
-        )
-        .and_then(|f| key_file(cx, "access_key_id_file", f));
-    let secret_access_key = cx
-        .required(
-            d,
-            "secret_access_key_file",
+            raw.access_key_id_credential.as_ref(),
+        ),
+        context,
+    );
+    let secret_access_key = key(
+        cx,
+        d,
+        "secret_access_key",
+        (
             raw.secret_access_key_file.as_ref(),
-            context,
-        )
-        .and_then(|f| key_file(cx, "secret_access_key_file", f));
+            raw.secret_access_key_credential.as_ref(),
+        ),
+        context,
+    );
     let (bucket, endpoint, virtual_host) = addressing?;
     Some(UploadCheck {
         bucket,
@@ -183,10 +187,29 @@ fn content_type(cx: &mut Cx<'_>, value: &Spanned<String>) -> Option<String> {
     Some(text.clone())
 }
 
-/// The credential in a key file, trimmed (files usually end with a
-/// newline). Never shown: errors name the file, not its content.
-fn key_file(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<String> {
-    let path = cx.secret_file(key, value)?;
+/// The key given by `{stem}_file` or `{stem}_credential` (one of them is
+/// required), trimmed (files usually end with a newline). Never shown:
+/// errors name the file, not its content.
+fn key(
+    cx: &mut Cx<'_>,
+    d: &Decoded<RawCheck>,
+    stem: &str,
+    (file, credential): (Option<&Spanned<String>>, Option<&Spanned<String>>),
+    context: &str,
+) -> Option<String> {
+    let (key, value) = match (file, credential) {
+        (Some(file), _) => (format!("{stem}_file"), file),
+        (None, Some(name)) => (format!("{stem}_credential"), name),
+        (None, None) => {
+            let also = format!(" (or `{stem}_credential`){context}");
+            if !d.broken.contains(&format!("{stem}_credential")) {
+                cx.required(d, &format!("{stem}_file"), file, &also);
+            }
+            return None;
+        }
+    };
+    let key = key.as_str();
+    let path = cx.secret(stem, file, credential)?;
     match fs::read_to_string(&path) {
         Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
         Ok(_) => {
