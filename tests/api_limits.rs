@@ -714,6 +714,59 @@ async fn a_ten_year_history_is_paged_and_streamed_within_a_memory_bound() {
     daemon.stop(STOP).await;
 }
 
+// ------------------------------------------------- pages of a 1 s check
+
+/// What the daemon's peak resident memory may grow by while it answers a
+/// 1 s check's page and `/incidents` over a week of history.
+const PAGE_GROWTH_BOUND_KIB: u64 = 16 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_week_of_a_one_second_check_is_paged_from_rollups_within_a_memory_bound() {
+    let api = free_addr();
+    let env = Env::with_config(&api_section(api, None));
+    env.write_checks(
+        "t.toml",
+        &check_toml(
+            "busy",
+            &format!("https://{HOST}:{}/", refused_addr().port()),
+            "every = \"1d\"",
+        ),
+    );
+    let now = time::OffsetDateTime::now_utc();
+    {
+        let state = env.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let store =
+            vigie::store::SledStore::open(&vigie::store::history_path(&state), Duration::ZERO)
+                .unwrap();
+        use vigie::store::Store;
+        for result in common::history::busy_week("busy", now) {
+            store.append(&result).unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+    let pid = daemon.pid();
+    let hwm_before = proc_kib(pid, "VmHWM");
+    for path in ["/checks/busy", "/incidents", "/checks/busy", "/incidents"] {
+        let (status, body) = daemon.get(path).await.unwrap();
+        assert_eq!(status, 200, "{path}: {body}");
+        // 600 streaks of flapping and three outages: the newest 500 listed.
+        assert!(body.contains("First 500 failures shown"), "{path}: {body}");
+        assert_eq!(body.matches("<tr class=\"open\">").count(), 1, "{path}");
+        assert!(body.contains("status 503, expected 200"), "{path}");
+    }
+    let hwm_after = proc_kib(pid, "VmHWM");
+    println!("pages of a week of a 1 s check: daemon VmHWM {hwm_before} KiB before, {hwm_after} KiB after");
+    assert!(
+        hwm_after - hwm_before < PAGE_GROWTH_BOUND_KIB,
+        "peak memory grew by {} KiB (bound {PAGE_GROWTH_BOUND_KIB} KiB)",
+        hwm_after - hwm_before
+    );
+    daemon.stop(STOP).await;
+}
+
 // ------------------------------------------------------ h2c, silence reasons
 
 #[tokio::test]
