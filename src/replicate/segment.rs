@@ -571,4 +571,77 @@ mod tests {
         let err = decode("node-b", &name.replace("node-a", "node-b"), &bytes).unwrap_err();
         assert!(matches!(err, SegmentError::Mismatch { .. }), "{err}");
     }
+
+    #[test]
+    fn a_line_past_the_cap_refuses_the_segment_there() {
+        let (name, bytes) = encode("node-a", &shipment(3)).unwrap();
+        let plain = String::from_utf8(zstd::decode_all(&bytes[..]).unwrap()).unwrap();
+        let mut lines: Vec<&str> = plain.lines().collect();
+        let long = format!("{{\"seq\":5,\"key\":\"{}\"}}", "a".repeat(MAX_LINE_BYTES));
+        lines.insert(1, &long);
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let hostile = zstd::encode_all(text.as_bytes(), 3).unwrap();
+        let mut seen = 0;
+        let err = read("node-a", &name, &hostile, |_, _| {
+            seen += 1;
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(err, SegmentError::LineTooLong { line: 2 }),
+            "{err}"
+        );
+        assert_eq!(seen, 0);
+
+        // One byte under the cap is a line like any other (here not a
+        // result, so refused for that instead).
+        let under = format!("{}\n", "b".repeat(MAX_LINE_BYTES - 1));
+        lines[1] = under.trim_end();
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let err = decode(
+            "node-a",
+            &name,
+            &zstd::encode_all(text.as_bytes(), 3).unwrap(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, SegmentError::Line { line: 2, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_frame_asking_for_a_window_over_the_limit_is_refused() {
+        let (name, _) = encode("node-a", &shipment(1)).unwrap();
+        // A frame header with a 32 MiB window (exponent 15), then a raw
+        // block.
+        let mut frame = 0xFD2F_B528u32.to_le_bytes().to_vec();
+        frame.extend_from_slice(&[0x00, 15 << 3]);
+        frame.extend_from_slice(&(1u32 | (4 << 3)).to_le_bytes()[..3]);
+        frame.extend_from_slice(b"abcd");
+        let err = decode("node-a", &name, &frame).unwrap_err();
+        assert!(matches!(err, SegmentError::Decompress(_)), "{err}");
+    }
+
+    #[test]
+    fn results_are_handed_over_as_read_and_a_callers_error_stops_the_read() {
+        let (name, bytes) = encode("node-a", &shipment(10)).unwrap();
+        let mut seqs = Vec::new();
+        let header = read("node-a", &name, &bytes, |seq, _| {
+            seqs.push(seq);
+            Ok::<(), &str>(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(header.first, 5);
+        assert_eq!(seqs, (5..15).collect::<Vec<u64>>());
+        let mut taken = 0;
+        let stopped = read("node-a", &name, &bytes, |_, _| {
+            taken += 1;
+            if taken == 3 {
+                return Err("store full");
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(stopped.unwrap_err(), "store full");
+        assert_eq!(taken, 3);
+    }
 }
