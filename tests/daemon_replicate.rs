@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
+use common::daemon::{api_section, free_addr, poll, vigie_cli_async, vigie_cli_measured, Daemon};
 use common::env::{check_toml, Env};
 use common::pki::{issue, valid_leaf, LeafSpec};
 use common::s3_auth::AuthS3;
@@ -222,38 +222,6 @@ async fn restore_without_replication_or_with_wrong_keys_says_what_to_fix() {
     );
 }
 
-/// `vigie --config <config> restore` to completion: its exit code, its
-/// stdout and its peak resident memory in KiB (`wait4`'s `ru_maxrss`).
-fn restore_measured(env: &Env) -> (i32, String, u64) {
-    let out_path = env.path().join("restore.out");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vigie"))
-        .arg("--config")
-        .arg(env.config_path())
-        .arg("restore")
-        .env_remove("VIGIE_CONFIG")
-        .env_remove("VIGIE_LOG")
-        .stdin(std::process::Stdio::null())
-        .stdout(out)
-        .spawn()
-        .expect("run vigie restore");
-    let mut status = 0;
-    // SAFETY: wait4 on our own child with pointers to locals; the Child is
-    // not waited on again.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let waited = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
-        assert_eq!(waited, child.id() as libc::pid_t, "wait4");
-        usage
-    };
-    assert!(
-        libc::WIFEXITED(status),
-        "vigie restore was killed: {status}"
-    );
-    let stdout = std::fs::read_to_string(&out_path).unwrap();
-    (libc::WEXITSTATUS(status), stdout, usage.ru_maxrss as u64)
-}
-
 /// Peak resident memory `vigie restore` may reach on a hostile bucket.
 const RESTORE_PEAK_KIB: u64 = 128 * 1024;
 
@@ -297,7 +265,8 @@ async fn a_hostile_bucket_costs_restore_bounded_memory_and_the_rest_is_restored(
         common::segments::genuine("vm-h", 22, 23, 20, at + time::Duration::minutes(1));
     bucket.put(&last, bytes).await.unwrap();
 
-    let (code, report, peak_kib) = restore_measured(&env);
+    let run = vigie_cli_measured(&env.config_path(), &["restore"]);
+    let (code, report, peak_kib) = (run.code, run.stdout, run.peak_kib);
     println!("vigie restore on a hostile bucket: peak RSS {peak_kib} KiB\n{report}");
     assert_eq!(code, 2, "incomplete: {report}");
     assert!(
@@ -327,7 +296,8 @@ async fn a_hostile_bucket_costs_restore_bounded_memory_and_the_rest_is_restored(
     );
 
     // Again: the two refused segments are not downloaded a second time.
-    let (code, again, _) = restore_measured(&env);
+    let run = vigie_cli_measured(&env.config_path(), &["restore"]);
+    let (code, again) = (run.code, run.stdout);
     assert_eq!(code, 2, "{again}");
     assert_eq!(
         again
