@@ -15,11 +15,10 @@
 //! page under 100 ms, the peak under 16 MiB above the resident set before
 //! the first view.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
 #[path = "support/fleet.rs"]
-#[allow(dead_code)]
 mod fleet;
-#[path = "../tests/common/history.rs"]
-mod history;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +27,7 @@ use axum::body::Body;
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 
+use common::history;
 use vigie::api::{ApiState, ServerStats, Token};
 use vigie::clock::{Clock, SystemClock};
 use vigie::health::Health;

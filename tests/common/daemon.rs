@@ -74,6 +74,9 @@ pub struct Measured {
 
 /// [`vigie_cli`] (blocking) with the process's peak resident memory and
 /// wall time; its stderr goes to this process's.
+// The child is reaped by `wait4` (which std's `wait` cannot do: it
+// drops the rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 pub fn vigie_cli_measured(config: &Path, args: &[&str]) -> Measured {
     let out_path = config.with_extension("stdout");
     let out = std::fs::File::create(&out_path).expect("create the stdout file");
