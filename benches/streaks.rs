@@ -15,6 +15,8 @@
 //! page under 100 ms, the peak under 16 MiB above the resident set before
 //! the first view.
 
+#[path = "support/api.rs"]
+mod api;
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "support/fleet.rs"]
@@ -28,10 +30,7 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 use common::history;
-use vigie::api::{ApiState, ServerStats, Token};
 use vigie::clock::{Clock, SystemClock};
-use vigie::health::Health;
-use vigie::scheduler::Slots;
 use vigie::store::{Latest, SledStore, Store};
 
 const NAME: &str = "busy";
@@ -82,23 +81,7 @@ async fn bench(rounds: usize) {
         started.elapsed().as_secs_f64()
     );
 
-    let (_config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
-    let state = ApiState {
-        store: store.clone(),
-        latest: latest.clone(),
-        slots: Slots::default(),
-        health: Arc::new(Health::new(now, Arc::default())),
-        clock,
-        token: Token::default(),
-        replication: None,
-        heartbeat: None,
-        mail: None,
-        alerts: None,
-        server: Arc::new(ServerStats::default()),
-        config: config_rx,
-        vantage: None,
-    };
-    let router = vigie::api::router(state);
+    let router = api::router(store.clone(), latest.clone(), config, clock);
     // "5" resets the peak resident set to the current one.
     std::fs::write("/proc/self/clear_refs", "5").expect("reset VmHWM");
     let rss_before = fleet::status_kib("VmRSS");

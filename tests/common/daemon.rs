@@ -51,16 +51,21 @@ pub async fn poll<T>(
 /// `vigie --config <config> <args>` to completion (blocking), with the
 /// environment that could redirect it removed.
 pub fn vigie_cli(config: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vigie"))
+    vigie_command(config, args).output().expect("run vigie")
+}
+
+/// `vigie --config <config> <args>`, not started yet.
+fn vigie_command(config: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vigie"));
+    command
         .arg("--config")
         .arg(config)
         .args(args)
         .env_remove("VIGIE_CONFIG")
         .env_remove("VIGIE_LOG")
         .env_remove("NOTIFY_SOCKET")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run vigie")
+        .stdin(Stdio::null());
+    command
 }
 
 /// What [`vigie_cli_measured`] saw of a run.
@@ -81,14 +86,7 @@ pub fn vigie_cli_measured(config: &Path, args: &[&str]) -> Measured {
     let out_path = config.with_extension("stdout");
     let out = std::fs::File::create(&out_path).expect("create the stdout file");
     let started = std::time::Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_vigie"))
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .env_remove("VIGIE_CONFIG")
-        .env_remove("VIGIE_LOG")
-        .env_remove("NOTIFY_SOCKET")
-        .stdin(Stdio::null())
+    let child = vigie_command(config, args)
         .stdout(out)
         .spawn()
         .expect("run vigie");
