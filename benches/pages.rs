@@ -16,10 +16,6 @@ mod api;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use http_body_util::BodyExt;
-use tower::ServiceExt;
-
 use vigie::clock::{Clock, SystemClock};
 use vigie::outcome::Outcome;
 use vigie::store::{Latest, SledStore, Store};
@@ -83,16 +79,8 @@ async fn bench(checks: usize, days: i64) {
         let mut times = Vec::new();
         let mut size = 0;
         for _ in 0..30 {
-            let request = axum::http::Request::get(path).body(Body::empty()).unwrap();
-            let started = Instant::now();
-            let response = router.clone().oneshot(request).await.expect("an answer");
-            assert!(
-                response.status().is_success(),
-                "{path}: {}",
-                response.status()
-            );
-            let body = response.into_body().collect().await.unwrap().to_bytes();
-            times.push(started.elapsed());
+            let (elapsed, body) = api::get(&router, path).await;
+            times.push(elapsed);
             size = body.len();
         }
         times.sort();

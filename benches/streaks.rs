@@ -25,10 +25,6 @@ mod fleet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use http_body_util::BodyExt;
-use tower::ServiceExt;
-
 use common::history;
 use vigie::clock::{Clock, SystemClock};
 use vigie::store::{Latest, SledStore, Store};
@@ -116,16 +112,7 @@ async fn bench(rounds: usize) {
 
 /// One GET through the router; the time until the whole body is read.
 async fn get(router: &axum::Router, path: &str) -> Duration {
-    let request = axum::http::Request::get(path).body(Body::empty()).unwrap();
-    let started = Instant::now();
-    let response = router.clone().oneshot(request).await.expect("an answer");
-    assert!(
-        response.status().is_success(),
-        "{path}: {}",
-        response.status()
-    );
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    let elapsed = started.elapsed();
+    let (elapsed, body) = api::get(router, path).await;
     let text = String::from_utf8_lossy(&body);
     assert!(text.contains("First 500 failures shown"), "{path}: {text}");
     elapsed

@@ -2,6 +2,11 @@
 //! it: no alerter, mail, replication or token.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
 
 use vigie::api::{ApiState, ServerStats, Token};
 use vigie::clock::Clock;
@@ -34,4 +39,19 @@ pub fn router(
         config: config_rx,
         vantage: None,
     })
+}
+
+/// One GET through `router`: the body, and the time until it was read
+/// whole. Panics unless the answer is a success.
+pub async fn get(router: &axum::Router, path: &str) -> (Duration, Bytes) {
+    let request = axum::http::Request::get(path).body(Body::empty()).unwrap();
+    let started = Instant::now();
+    let response = router.clone().oneshot(request).await.expect("an answer");
+    assert!(
+        response.status().is_success(),
+        "{path}: {}",
+        response.status()
+    );
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (started.elapsed(), body)
 }
