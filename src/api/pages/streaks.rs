@@ -4,8 +4,9 @@
 //!
 //! A week of a 1 s check is 604,800 results; reading them all for one page
 //! view cost a gigabyte. So the hour rollups decide what is read:
-//! - an hour without a `down` holds no streak; only its first result is
-//!   read (one record), to end a streak still open from the hour before;
+//! - an hour without a `down` holds no streak and is not read, except its
+//!   first result (one record) when a streak is open from the hour before,
+//!   which that result ends;
 //! - an hour of nothing but `down` is one stretch of a streak; only its
 //!   first result is read, for the start and the cause;
 //! - only an hour that mixes `down` with other results is read whole,
@@ -70,8 +71,9 @@ struct Hour {
     /// The rollup's (up, warn, down) when this was read.
     counts: (u64, u64, u64),
     /// The hour's first result (the hour's start if its raw results were
-    /// swept).
-    first_at: OffsetDateTime,
+    /// swept); `None` until needed in an hour without a `down`, where it
+    /// is read only to end a streak open from the hour before.
+    first_at: Option<OffsetDateTime>,
     /// Runs of down results, oldest first.
     runs: Vec<Run>,
     /// Earlier runs of this hour were left out ([`SHOWN`]).
@@ -120,7 +122,15 @@ impl StreakCache {
             };
             hours.insert(rollup.start, hour);
         }
-        let streaks = Arc::new(assemble(name, hours.values()));
+        let mut open_before = false;
+        for (start, hour) in hours.iter_mut() {
+            if open_before && hour.first_at.is_none() {
+                let first = store.history_page(name, *start, 1)?.pop();
+                hour.first_at = Some(first.map_or(*start, |o| o.started_at));
+            }
+            open_before = hour.runs.last().is_some_and(|r| r.end.is_none());
+        }
+        let streaks = Arc::new(assemble(name, &hours));
         *entry = Entry {
             key,
             hours,
@@ -153,25 +163,30 @@ fn cause_of(outcome: &Outcome) -> Arc<str> {
 /// how little that is outside mixed hours.
 fn read_hour(store: &dyn Store, name: &str, rollup: &Rollup) -> Result<Hour, StoreError> {
     let counts = (rollup.up, rollup.warn, rollup.down);
+    if rollup.down == 0 {
+        return Ok(Hour {
+            counts,
+            first_at: None,
+            runs: Vec::new(),
+            dropped: false,
+        });
+    }
     let first = store.history_page(name, rollup.start, 1)?.pop();
     let end = rollup.start + Duration::hours(1);
     let Some(first) = first.filter(|o| o.started_at < end) else {
         return Ok(Hour {
             counts,
-            first_at: rollup.start,
+            first_at: Some(rollup.start),
             runs: Vec::new(),
             dropped: false,
         });
     };
     let mut hour = Hour {
         counts,
-        first_at: first.started_at,
+        first_at: Some(first.started_at),
         runs: Vec::new(),
         dropped: false,
     };
-    if rollup.down == 0 {
-        return Ok(hour);
-    }
     if rollup.down == rollup.known() {
         hour.runs.push(Run {
             start: first.started_at,
@@ -230,7 +245,7 @@ fn read_hour(store: &dyn Store, name: &str, rollup: &Rollup) -> Result<Hour, Sto
 /// at the next hour's first result, and ends at that first result
 /// otherwise. Hours without results (the check was paused, or the daemon
 /// down) do not end a streak, as they would not in the raw results.
-fn assemble<'a>(name: &str, hours: impl Iterator<Item = &'a Hour>) -> Streaks {
+fn assemble(name: &str, hours: &BTreeMap<OffsetDateTime, Hour>) -> Streaks {
     let mut list: VecDeque<Incident> = VecDeque::new();
     let mut capped = false;
     let mut open: Option<Incident> = None;
@@ -238,16 +253,17 @@ fn assemble<'a>(name: &str, hours: impl Iterator<Item = &'a Hour>) -> Streaks {
         list.push_back(incident);
         list.len() > SHOWN && list.pop_front().is_some()
     };
-    for hour in hours {
+    for (start, hour) in hours {
         capped |= hour.dropped;
+        let first_at = hour.first_at.unwrap_or(*start);
         let mut runs = hour.runs.iter().peekable();
         if let Some(mut incident) = open.take() {
             match runs.peek() {
-                Some(run) if run.start == hour.first_at && !hour.dropped => {
+                Some(run) if run.start == first_at && !hour.dropped => {
                     incident.end = run.end;
                     runs.next();
                 }
-                _ => incident.end = Some(hour.first_at),
+                _ => incident.end = Some(first_at),
             }
             match incident.end {
                 Some(_) => capped |= close(incident, &mut list),
