@@ -36,6 +36,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bucket = runtime.block_on(s3.new_bucket("restore"));
     let (id, secret) = common::s3_auth::write_keys(dir.path(), "AKIABENCH", "any-secret");
+    std::fs::create_dir_all(dir.path().join("checks")).expect("checks dir");
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
