@@ -10,18 +10,14 @@
 //! 50 ms and 300 KB, a check's page under 30 ms, the uptime JSON under
 //! 5 ms.
 
+#[path = "support/api.rs"]
+mod api;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use http_body_util::BodyExt;
-use tower::ServiceExt;
-
-use vigie::api::{ApiState, ServerStats, Token};
 use vigie::clock::{Clock, SystemClock};
-use vigie::health::Health;
 use vigie::outcome::Outcome;
-use vigie::scheduler::Slots;
 use vigie::store::{Latest, SledStore, Store};
 
 const EVERY_MINUTES: i64 = 15;
@@ -78,37 +74,13 @@ async fn bench(checks: usize, days: i64) {
         started.elapsed().as_secs_f64()
     );
 
-    let (_config_tx, config_rx) = tokio::sync::watch::channel(Arc::new(config));
-    let state = ApiState {
-        store: Arc::new(store),
-        latest,
-        slots: Slots::default(),
-        health: Arc::new(Health::new(now, Arc::default())),
-        clock,
-        token: Token::default(),
-        replication: None,
-        heartbeat: None,
-        mail: None,
-        alerts: None,
-        server: Arc::new(ServerStats::default()),
-        config: config_rx,
-        vantage: None,
-    };
-    let router = vigie::api::router(state);
+    let router = api::router(Arc::new(store), latest, config, clock);
     for path in ["/", "/checks/check-007", "/api/v1/uptime/check-007?days=90"] {
         let mut times = Vec::new();
         let mut size = 0;
         for _ in 0..30 {
-            let request = axum::http::Request::get(path).body(Body::empty()).unwrap();
-            let started = Instant::now();
-            let response = router.clone().oneshot(request).await.expect("an answer");
-            assert!(
-                response.status().is_success(),
-                "{path}: {}",
-                response.status()
-            );
-            let body = response.into_body().collect().await.unwrap().to_bytes();
-            times.push(started.elapsed());
+            let (elapsed, body) = api::get(&router, path).await;
+            times.push(elapsed);
             size = body.len();
         }
         times.sort();

@@ -81,7 +81,8 @@
 //! - [`replicate`]: off-region copy of the history to S3-compatible
 //!   storage (object_store, SigV4): the replicator ships the store's
 //!   replication queue as compressed, checksummed segments; `restore`
-//!   rebuilds a store from them; lag for metrics and health.
+//!   rebuilds a store from them (each segment capped before it is
+//!   downloaded and read a line at a time); lag for metrics and health.
 //! - [`vantage`]: several vigies, one verdict: each publishes its state to
 //!   the bucket, pages only on a quorum of live vantages, and claims each
 //!   mail with a conditional create so that exactly one node sends it.
@@ -99,7 +100,9 @@
 //!   that fails past it, `api/body` the per-route body limits, `api/host`
 //!   the `Host` rule, `api/auth` the token and who may ask,
 //!   `api/session` browser sessions, `api/throttle` the login throttle,
-//!   `api/tls` its HTTPS, `api/history` the streamed, paged history.
+//!   `api/tls` its HTTPS, `api/history` the streamed, paged history,
+//!   `api/pages` the status pages (`api/pages/streaks` their failure
+//!   streaks from the hour rollups, cached per check).
 //!
 //! The wiring:
 //! - [`daemon`]: `vigie run`: builds every task from the config, runs each

@@ -609,34 +609,47 @@ fn large_outcome(n: u64, at: time::OffsetDateTime) -> vigie::outcome::Outcome {
     outcome
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ten_year_history_is_paged_and_streamed_within_a_memory_bound() {
-    let api = free_addr();
+/// A daemon's directory with check `name` (probing a refused port once a
+/// day) and `history` already in its store.
+fn env_with_history(
+    api: std::net::SocketAddr,
+    name: &str,
+    history: impl Iterator<Item = vigie::outcome::Outcome>,
+) -> Env {
     let env = Env::with_config(&api_section(api, None));
-    // A check the daemon knows, probing rarely (a refused port).
     env.write_checks(
         "t.toml",
         &check_toml(
-            "big",
+            name,
             &format!("https://{HOST}:{}/", refused_addr().port()),
             "every = \"1d\"",
         ),
     );
-    let now = time::OffsetDateTime::now_utc();
-    {
-        let state = env.path().join("state");
-        std::fs::create_dir_all(&state).unwrap();
-        let store =
-            vigie::store::SledStore::open(&vigie::store::history_path(&state), Duration::ZERO)
-                .unwrap();
-        use vigie::store::Store;
-        for n in 0..STORED {
-            // Spread over the last 30 days, oldest first.
-            let at = now - time::Duration::days(30) + time::Duration::minutes(14 * n as i64);
-            store.append(&large_outcome(n, at)).unwrap();
-        }
-        store.flush().unwrap();
+    let state = env.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let store =
+        vigie::store::SledStore::open(&vigie::store::history_path(&state), Duration::ZERO).unwrap();
+    use vigie::store::Store;
+    for outcome in history {
+        store.append(&outcome).unwrap();
     }
+    store.flush().unwrap();
+    env
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ten_year_history_is_paged_and_streamed_within_a_memory_bound() {
+    let api = free_addr();
+    let now = time::OffsetDateTime::now_utc();
+    // Spread over the last 30 days, oldest first.
+    let env = env_with_history(
+        api,
+        "big",
+        (0..STORED).map(|n| {
+            let at = now - time::Duration::days(30) + time::Duration::minutes(14 * n as i64);
+            large_outcome(n, at)
+        }),
+    );
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(START).await;
     let pid = daemon.pid();
@@ -712,6 +725,39 @@ async fn a_ten_year_history_is_paged_and_streamed_within_a_memory_bound() {
     let view: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(view["outcomes"].as_array().unwrap().len() as u64, month);
     assert!(view.get("next_after").is_none());
+    daemon.stop(STOP).await;
+}
+
+// ------------------------------------------------- pages of a 1 s check
+
+/// What the daemon's peak resident memory may grow by while it answers a
+/// 1 s check's page and `/incidents` over a week of history.
+const PAGE_GROWTH_BOUND_KIB: u64 = 16 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_week_of_a_one_second_check_is_paged_from_rollups_within_a_memory_bound() {
+    let api = free_addr();
+    let now = time::OffsetDateTime::now_utc();
+    let env = env_with_history(api, "busy", common::history::busy_week("busy", now));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+    let pid = daemon.pid();
+    let hwm_before = proc_kib(pid, "VmHWM");
+    for path in ["/checks/busy", "/incidents", "/checks/busy", "/incidents"] {
+        let (status, body) = daemon.get(path).await.unwrap();
+        assert_eq!(status, 200, "{path}: {body}");
+        // 600 streaks of flapping and three outages: the newest 500 listed.
+        assert!(body.contains("First 500 failures shown"), "{path}: {body}");
+        assert_eq!(body.matches("<tr class=\"open\">").count(), 1, "{path}");
+        assert!(body.contains("status 503, expected 200"), "{path}");
+    }
+    let hwm_after = proc_kib(pid, "VmHWM");
+    println!("pages of a week of a 1 s check: daemon VmHWM {hwm_before} KiB before, {hwm_after} KiB after");
+    assert!(
+        hwm_after - hwm_before < PAGE_GROWTH_BOUND_KIB,
+        "peak memory grew by {} KiB (bound {PAGE_GROWTH_BOUND_KIB} KiB)",
+        hwm_after - hwm_before
+    );
     daemon.stop(STOP).await;
 }
 

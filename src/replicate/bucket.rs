@@ -600,8 +600,14 @@ fn source_chain<'a>(
 /// What went wrong, shortest useful form: the S3 error code and message
 /// when the server sent one (`SignatureDoesNotMatch (The request signature
 /// we calculated does not match...)`), else the root cause (`Connection
-/// refused (os error 111)`).
+/// refused (os error 111)`). Escaped and capped: it can quote a key or a
+/// message the bucket chose (a listing that fails on a key holding a
+/// carriage return quotes the key).
 fn detail(err: &object_store::Error) -> String {
+    crate::sanitize::message(&unescaped_detail(err))
+}
+
+fn unescaped_detail(err: &object_store::Error) -> String {
     let texts: Vec<String> = source_chain(err).map(|e| e.to_string()).collect();
     let all = texts.join(": ");
     if let Some(code) = between(&all, "<Code>", "</Code>") {

@@ -1,10 +1,17 @@
 //! `vigie restore`: rebuild a store from a node's segments.
 //!
 //! Lists `history/<node>/`, downloads the segments in sequence order (a few
-//! at a time), verifies each (zstd checksum, the segment's own sha256, the
-//! header against the name) and puts its results into the store. A segment
-//! that fails verification or download is reported by name and skipped;
-//! the rest is restored. Each segment's header names the last seq of the
+//! at a time, each refused unread if the bucket says it is over
+//! [`segment::MAX_SEGMENT_BYTES`], and counted as it arrives), verifies each
+//! (zstd checksum, the segment's own sha256, the header against the name)
+//! a line at a time, then reads it again to put its results into the store
+//! a batch at a time: memory holds a few compressed segments and one line,
+//! whatever a segment inflates to. A segment that fails verification or
+//! download is reported by name and skipped; the rest is restored. The
+//! ETag of a segment refused is kept in the store, so a later restore
+//! does not download it again until it changes. Names that are not
+//! segments' are listed with their control characters escaped: the
+//! bucket's writers choose them. Each segment's header names the last seq of the
 //! segment before it, so a segment missing from the bucket is reported as
 //! a gap between two named segments. The store skips results it already
 //! holds with the same value, so running restore twice writes nothing the
@@ -21,12 +28,19 @@ use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 
-use super::bucket::Bucket;
-use super::{blocking, segment, ReplicateError};
-use crate::store::{Restored, SledStore};
+use bytes::Bytes;
 
-/// Segments downloaded ahead of the one being restored.
-const DOWNLOADS_AHEAD: usize = 4;
+use super::bucket::{Bucket, Capped, ObjectVersion};
+use super::{blocking, segment, ReplicateError, SegmentError};
+use crate::sanitize::escape_controls;
+use crate::store::{RefusedSegment, Restored, SledStore, StoreError};
+
+/// Segments downloaded ahead of the one being restored: with the one being
+/// read, at most three segment caps in memory.
+const DOWNLOADS_AHEAD: usize = 2;
+
+/// Results put into the store at a time.
+const RESTORE_BATCH: usize = 1000;
 
 /// What a restore found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,24 +103,28 @@ impl fmt::Display for RestoreReport {
             self.store.replaced,
             self.store.unchanged
         )?;
+        // Names come from the bucket: whoever can write there chooses them.
         for corrupt in &self.corrupt {
-            writeln!(f, "corrupt segment {}: {}", corrupt.name, corrupt.reason)?;
+            let name = escape_controls(&corrupt.name);
+            writeln!(f, "corrupt segment {name}: {}", corrupt.reason)?;
         }
         for gap in &self.gaps {
             writeln!(
                 f,
                 "missing segment(s): nothing holds the results queued after seq {} and before {}",
-                gap.after, gap.next
+                gap.after,
+                escape_controls(&gap.next)
             )?;
         }
         if let Some(first) = &self.starts_at {
             writeln!(
                 f,
-                "note: history starts at {first}; older segments are absent (expired by the bucket's lifecycle rule, or lost)"
+                "note: history starts at {}; older segments are absent (expired by the bucket's lifecycle rule, or lost)",
+                escape_controls(first)
             )?;
         }
         for name in &self.foreign {
-            writeln!(f, "ignored {name}: not a segment name")?;
+            writeln!(f, "ignored {}: not a segment name", escape_controls(name))?;
         }
         write!(f, "replication cursor: {}", self.cursor)
     }
@@ -139,14 +157,53 @@ pub async fn restore(
     let lowest = segments.first().map(|(first, _, _)| *first);
 
     let mut downloads = stream::iter(segments.iter().cloned())
-        .map(|(first, last, name)| async move {
-            let bytes = bucket.get(&name).await;
-            (first, last, name, bytes)
+        .map(|(first, last, name)| {
+            let store = store.clone();
+            async move {
+                let refused = store.refused_segment(&name);
+                let got = match &refused {
+                    Ok(refused) => {
+                        let etag = refused.as_ref().map(|r| r.etag.as_str());
+                        bucket
+                            .get_capped(&name, segment::MAX_SEGMENT_BYTES, etag)
+                            .await
+                    }
+                    // The store's error is returned below, unread `got`.
+                    Err(_) => Ok(Capped::Missing),
+                };
+                (first, last, name, refused, got)
+            }
         })
         .buffered(DOWNLOADS_AHEAD);
-    while let Some((first, _last, name, bytes)) = downloads.next().await {
-        let bytes = match bytes {
-            Ok(bytes) => bytes,
+    while let Some((first, _last, name, refused, got)) = downloads.next().await {
+        let refused = refused?;
+        let (bytes, version) = match got {
+            Ok(Capped::Found { bytes, version }) => (bytes, version),
+            Ok(Capped::Unchanged) => {
+                let reason = refused.map_or_else(String::new, |r| r.reason);
+                report.corrupt.push(CorruptSegment {
+                    name,
+                    reason: format!(
+                        "{reason} (unchanged since a restore refused it: not downloaded again)"
+                    ),
+                });
+                continue;
+            }
+            Ok(Capped::Missing) => {
+                report.corrupt.push(CorruptSegment {
+                    name,
+                    reason: "it was listed but is gone: deleted while restoring?".to_string(),
+                });
+                continue;
+            }
+            Ok(Capped::Oversized { size, version }) => {
+                let reason = format!(
+                    "it is {size} bytes, over the {} a segment may have: not downloaded",
+                    segment::MAX_SEGMENT_BYTES
+                );
+                refuse(&store, &mut report, name, &version, reason).await?;
+                continue;
+            }
             Err(err @ (ReplicateError::Denied { .. } | ReplicateError::Unreachable { .. })) => {
                 return Err(err)
             }
@@ -158,19 +215,39 @@ pub async fn restore(
                 continue;
             }
         };
-        let (node, decoded_name) = (node.clone(), name.clone());
-        let decoded = blocking(move || segment::decode(&node, &decoded_name, &bytes)).await?;
-        let segment = match decoded {
-            Ok(segment) => segment,
+        let bytes = Arc::new(bytes);
+        // First pass: verified whole (checksum, count), nothing kept; a
+        // damaged segment puts nothing in the store.
+        let (check_node, check_name, check_bytes) = (node.clone(), name.clone(), bytes.clone());
+        let verified = blocking(move || {
+            segment::read(&check_node, &check_name, &check_bytes, |_, _| {
+                Ok::<(), std::convert::Infallible>(())
+            })
+        })
+        .await?;
+        let header = match verified {
+            Ok(Ok(header)) => header,
             Err(err) => {
-                report.corrupt.push(CorruptSegment {
-                    name,
-                    reason: err.to_string(),
-                });
+                refuse(&store, &mut report, name, &version, err.to_string()).await?;
                 continue;
             }
         };
-        let after = segment.header.after;
+        // Second pass: into the store a batch at a time.
+        let (target, put_node, put_name) = (store.clone(), node.clone(), name.clone());
+        let put = blocking(move || put_in(&target, &put_node, &put_name, &bytes)).await?;
+        let (results, restored) = match put {
+            Ok(put) => put?,
+            Err(err) => {
+                // The bytes verified a moment ago: only a bug gets here.
+                refuse(&store, &mut report, name, &version, err.to_string()).await?;
+                continue;
+            }
+        };
+        if refused.is_some() {
+            let (target, known) = (store.clone(), name.clone());
+            blocking(move || target.forget_refused_segment(&known)).await??;
+        }
+        let after = header.after;
         if Some(first) == lowest {
             if after != 0 {
                 report.starts_at = Some(name.clone());
@@ -181,14 +258,7 @@ pub async fn restore(
                 next: name.clone(),
             });
         }
-        report.results += segment.results.len() as u64;
-        let outcomes = segment
-            .results
-            .into_iter()
-            .map(|(_, outcome)| outcome)
-            .collect();
-        let target = store.clone();
-        let restored = blocking(move || target.restore_results(outcomes)).await??;
+        report.results += results;
         report.store.added += restored.added;
         report.store.replaced += restored.replaced;
         report.store.unchanged += restored.unchanged;
@@ -207,4 +277,57 @@ pub async fn restore(
     }
     report.cursor = store.replication_cursor();
     Ok(report)
+}
+
+/// Reports segment `name` as unusable and remembers its ETag, so that the
+/// next restore does not download it again unless it changed.
+async fn refuse(
+    store: &Arc<SledStore>,
+    report: &mut RestoreReport,
+    name: String,
+    version: &ObjectVersion,
+    reason: String,
+) -> Result<(), ReplicateError> {
+    if let Some(etag) = version.etag() {
+        let refused = RefusedSegment {
+            etag: etag.to_string(),
+            reason: reason.clone(),
+        };
+        let (target, known) = (store.clone(), name.clone());
+        blocking(move || target.remember_refused_segment(&known, &refused)).await??;
+    }
+    report.corrupt.push(CorruptSegment { name, reason });
+    Ok(())
+}
+
+/// Reads a verified segment again and puts its results into `store`,
+/// [`RESTORE_BATCH`] at a time: how many, and what the store did.
+fn put_in(
+    store: &SledStore,
+    node: &str,
+    name: &str,
+    bytes: &Bytes,
+) -> Result<Result<(u64, Restored), StoreError>, SegmentError> {
+    let mut total = Restored::default();
+    let mut results = 0u64;
+    let mut batch = Vec::with_capacity(RESTORE_BATCH);
+    let mut flush = |batch: &mut Vec<_>| -> Result<(), StoreError> {
+        let restored = store.restore_results(std::mem::take(batch))?;
+        total.added += restored.added;
+        total.replaced += restored.replaced;
+        total.unchanged += restored.unchanged;
+        Ok(())
+    };
+    let read = segment::read(node, name, bytes, |_, outcome| {
+        results += 1;
+        batch.push(outcome);
+        if batch.len() == RESTORE_BATCH {
+            flush(&mut batch)?;
+        }
+        Ok(())
+    })?;
+    if let Err(err) = read.and_then(|_| flush(&mut batch)) {
+        return Ok(Err(err));
+    }
+    Ok(Ok((results, total)))
 }

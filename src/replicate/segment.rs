@@ -53,9 +53,27 @@ pub const FORMAT: u32 = 1;
 const LEVEL: i32 = 3;
 
 /// Most a segment may inflate to; far above any real batch (a batch of
-/// 20,000 results is ~30 MB of JSON), low enough that a corrupt or hostile
-/// object cannot exhaust memory.
+/// 20,000 results is ~30 MB of JSON). Memory does not depend on it (a
+/// segment is read a line at a time): it bounds the time a hostile
+/// object can take.
 const MAX_DECODED_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// Most bytes a segment object may have: checked before its body is read
+/// (`Bucket::get_capped`). A real segment of 20,000 results compresses to
+/// well under 2 MiB.
+pub const MAX_SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Most bytes of one line, newline included. A result line is one
+/// Outcome's JSON, whose every value from a target is capped
+/// (`sanitize`): a few KiB with a long chain. A longer line is not a
+/// result vigie wrote.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+
+/// Largest zstd window accepted (log2: 16 MiB), which is what the decoder
+/// allocates. vigie writes with level 3, whose window is at most 2 MiB; a
+/// frame asking for more is refused instead of costing up to the 128 MiB
+/// zstd would otherwise allow.
+const MAX_WINDOW_LOG: u32 = 24;
 
 /// The first line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +129,8 @@ pub enum SegmentError {
     Empty,
     #[error("line {line} is not what a segment holds: {detail}")]
     Line { line: usize, detail: String },
+    #[error("line {line} is longer than {MAX_LINE_BYTES} bytes, more than any result vigie writes: the segment is refused there, unread past that point")]
+    LineTooLong { line: usize },
     #[error("it ends without its closing checksum line (truncated upload or damaged object)")]
     Truncated,
     #[error("its checksum does not match: the content says sha256 {expected}, the bytes hash to {found}")]
@@ -284,40 +304,63 @@ fn json_err(e: serde_json::Error) -> SegmentError {
     SegmentError::Encode(e.to_string())
 }
 
-/// Reads and verifies a segment stored under `name` for `node`.
+/// Reads and verifies a segment stored under `name` for `node`, whole:
+/// every result in memory at once. `vigie restore` reads with [`read`]
+/// instead, which holds one line at a time.
 pub fn decode(node: &str, name: &str, bytes: &[u8]) -> Result<Segment, SegmentError> {
-    let decoder = zstd::stream::Decoder::new(bytes).map_err(SegmentError::Decompress)?;
+    let mut results = Vec::new();
+    let header = read(node, name, bytes, |seq, outcome| {
+        results.push((seq, outcome));
+        Ok::<(), std::convert::Infallible>(())
+    })?;
+    let Ok(header) = header;
+    Ok(Segment { header, results })
+}
+
+/// Reads the segment stored under `name` for `node` one line at a time,
+/// handing each result to `each` as it is parsed, and verifies it (the
+/// header against the name, each seq within the header's, the closing
+/// count and sha256). Memory stays at one line ([`MAX_LINE_BYTES`]) and
+/// zstd's window ([`MAX_WINDOW_LOG`]) whatever the segment inflates to: a
+/// longer line refuses the segment where it passes the cap, without
+/// reading the rest of it. `each` sees results before the closing line is
+/// checked, so a caller that must not act on an unverified segment reads
+/// it twice (`restore.rs`). The outer error is the segment's; the inner
+/// one is what `each` returned, which stops the read.
+pub fn read<E>(
+    node: &str,
+    name: &str,
+    bytes: &[u8],
+    mut each: impl FnMut(u64, Outcome) -> Result<(), E>,
+) -> Result<Result<Header, E>, SegmentError> {
+    let mut decoder = zstd::stream::Decoder::new(bytes).map_err(SegmentError::Decompress)?;
+    decoder
+        .window_log_max(MAX_WINDOW_LOG)
+        .map_err(SegmentError::Decompress)?;
     let mut reader = BufReader::new(std::io::Read::take(decoder, MAX_DECODED_BYTES));
     let mut hasher = Sha256::new();
-    let mut line = String::new();
+    let mut line = Vec::new();
     let mut number = 1;
     let bad = |line: usize, detail: String| SegmentError::Line { line, detail };
 
-    if reader
-        .read_line(&mut line)
-        .map_err(SegmentError::Decompress)?
-        == 0
-    {
+    if read_line(&mut reader, &mut line, number)? == 0 {
         return Err(SegmentError::Empty);
     }
-    let header: Header = serde_json::from_str(&line)
+    let header: Header = serde_json::from_slice(&line)
         .map_err(|e| bad(number, format!("not a segment header: {e}")))?;
     check_header(node, name, &header)?;
-    hasher.update(line.as_bytes());
+    hasher.update(&line);
 
-    let mut results = Vec::new();
+    let mut count = 0u64;
     loop {
-        line.clear();
         number += 1;
-        let read = reader
-            .read_line(&mut line)
-            .map_err(SegmentError::Decompress)?;
+        let read = read_line(&mut reader, &mut line, number)?;
         // A last line without its newline is as truncated as no last line.
-        if read == 0 || !line.ends_with('\n') {
+        if read == 0 || !line.ends_with(b"\n") {
             return Err(SegmentError::Truncated);
         }
-        if line.starts_with("{\"end\":") {
-            let trailer: Trailer = serde_json::from_str(&line)
+        if line.starts_with(b"{\"end\":") {
+            let trailer: Trailer = serde_json::from_slice(&line)
                 .map_err(|e| bad(number, format!("not a closing line: {e}")))?;
             let digest = hex(&hasher.finalize());
             if trailer.end.sha256 != digest {
@@ -326,28 +369,62 @@ pub fn decode(node: &str, name: &str, bytes: &[u8]) -> Result<Segment, SegmentEr
                     found: digest,
                 });
             }
-            let count = results.len() as u64;
             if trailer.end.results != count {
                 return Err(SegmentError::Count {
                     announced: trailer.end.results,
                     found: count,
                 });
             }
-            return Ok(Segment { header, results });
+            return Ok(Ok(header));
         }
-        hasher.update(line.as_bytes());
+        hasher.update(&line);
         let parsed: LineIn =
-            serde_json::from_str(&line).map_err(|e| bad(number, format!("not a result: {e}")))?;
+            serde_json::from_slice(&line).map_err(|e| bad(number, format!("not a result: {e}")))?;
         if parsed.seq < header.first || parsed.seq > header.last || parsed.key.len() != 24 {
             return Err(bad(
                 number,
                 format!(
                     "seq {} (key {}) is outside the segment's {}..={}",
-                    parsed.seq, parsed.key, header.first, header.last
+                    parsed.seq,
+                    crate::sanitize::terminal(&crate::sanitize::value(&parsed.key)),
+                    header.first,
+                    header.last
                 ),
             ));
         }
-        results.push((parsed.seq, parsed.outcome));
+        count += 1;
+        if let Err(err) = each(parsed.seq, parsed.outcome) {
+            return Ok(Err(err));
+        }
+    }
+}
+
+/// The next line of `reader` into `line`, newline included; its length (0
+/// at the end). Refuses a line longer than [`MAX_LINE_BYTES`] as soon as
+/// it passes the cap.
+fn read_line(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    number: usize,
+) -> Result<usize, SegmentError> {
+    line.clear();
+    loop {
+        let buffer = reader.fill_buf().map_err(SegmentError::Decompress)?;
+        if buffer.is_empty() {
+            return Ok(line.len());
+        }
+        let (take, ends) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        if line.len() + take > MAX_LINE_BYTES {
+            return Err(SegmentError::LineTooLong { line: number });
+        }
+        line.extend_from_slice(&buffer[..take]);
+        reader.consume(take);
+        if ends {
+            return Ok(line.len());
+        }
     }
 }
 
@@ -493,5 +570,78 @@ mod tests {
 
         let err = decode("node-b", &name.replace("node-a", "node-b"), &bytes).unwrap_err();
         assert!(matches!(err, SegmentError::Mismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_line_past_the_cap_refuses_the_segment_there() {
+        let (name, bytes) = encode("node-a", &shipment(3)).unwrap();
+        let plain = String::from_utf8(zstd::decode_all(&bytes[..]).unwrap()).unwrap();
+        let mut lines: Vec<&str> = plain.lines().collect();
+        let long = format!("{{\"seq\":5,\"key\":\"{}\"}}", "a".repeat(MAX_LINE_BYTES));
+        lines.insert(1, &long);
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let hostile = zstd::encode_all(text.as_bytes(), 3).unwrap();
+        let mut seen = 0;
+        let err = read("node-a", &name, &hostile, |_, _| {
+            seen += 1;
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(err, SegmentError::LineTooLong { line: 2 }),
+            "{err}"
+        );
+        assert_eq!(seen, 0);
+
+        // One byte under the cap is a line like any other (here not a
+        // result, so refused for that instead).
+        let under = format!("{}\n", "b".repeat(MAX_LINE_BYTES - 1));
+        lines[1] = under.trim_end();
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let err = decode(
+            "node-a",
+            &name,
+            &zstd::encode_all(text.as_bytes(), 3).unwrap(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, SegmentError::Line { line: 2, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_frame_asking_for_a_window_over_the_limit_is_refused() {
+        let (name, _) = encode("node-a", &shipment(1)).unwrap();
+        // A frame header with a 32 MiB window (exponent 15), then a raw
+        // block.
+        let mut frame = 0xFD2F_B528u32.to_le_bytes().to_vec();
+        frame.extend_from_slice(&[0x00, 15 << 3]);
+        frame.extend_from_slice(&(1u32 | (4 << 3)).to_le_bytes()[..3]);
+        frame.extend_from_slice(b"abcd");
+        let err = decode("node-a", &name, &frame).unwrap_err();
+        assert!(matches!(err, SegmentError::Decompress(_)), "{err}");
+    }
+
+    #[test]
+    fn results_are_handed_over_as_read_and_a_callers_error_stops_the_read() {
+        let (name, bytes) = encode("node-a", &shipment(10)).unwrap();
+        let mut seqs = Vec::new();
+        let header = read("node-a", &name, &bytes, |seq, _| {
+            seqs.push(seq);
+            Ok::<(), &str>(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(header.first, 5);
+        assert_eq!(seqs, (5..15).collect::<Vec<u64>>());
+        let mut taken = 0;
+        let stopped = read("node-a", &name, &bytes, |_, _| {
+            taken += 1;
+            if taken == 3 {
+                return Err("store full");
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(stopped.unwrap_err(), "store full");
+        assert_eq!(taken, 3);
     }
 }

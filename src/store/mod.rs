@@ -63,6 +63,7 @@
 //! | `meta`       | `schema_version`                      | u32 BE |
 //! | `meta`       | `replication_cursor`                  | last replicated seq (u64 BE); present once replication was enabled or restored |
 //! | `meta`       | `replication_pending`                 | batch in flight: after, last seq, formed-at millis (u64 BE each) |
+//! | `meta`       | `refused_segment/` ++ segment name    | a segment `vigie restore` refused: its ETag, a newline, why |
 //! | `replication` | seq (u64 BE)                         | results key (check id u32 BE ++ millis u64 BE) not yet replicated |
 //! | `rollups`    | check id (u32 BE) ++ `h` or `d` ++ bucket start unix millis (u64 BE) | format byte `1` ++ postcard: newest result counted (millis), up, warn, down, max ms, fewest days left, histogram (bucket, count)..., leaves (sha256 as 32 bytes, count)... |
 //! | `leaves`     | check id (u32 BE) ++ `x` ++ sha256 (32 bytes), or ++ `t` ++ text | format byte `1` ++ postcard: subject, issuer, not_before, not_after, first seen, last seen (unix millis; last seen at most an hour stale) |
@@ -171,7 +172,8 @@ pub use self::rollup::{Granularity, Histogram, LeafCount, Rollup, ServedLeaf};
 #[cfg(test)]
 pub(crate) use self::sled::tests::open as open_sled_when_unlocked;
 pub use self::sled::{
-    Backlog, Packing, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped, SledStore,
+    Backlog, Packing, RefusedSegment, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped,
+    SledStore,
 };
 
 /// sled flushes this often in the background: the most an unclean stop

@@ -53,7 +53,9 @@ use super::rollup::{sort_timeline, Granularity, Rollup, ServedLeaf};
 use super::{bound_millis, key_millis, rfc3339, time_of_millis, AlertStore, Store, StoreError};
 use crate::outcome::Outcome;
 
-pub use self::replication::{Backlog, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped};
+pub use self::replication::{
+    Backlog, RefusedSegment, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped,
+};
 
 /// A file of vigie's own beside sled's, written once the schema version is
 /// stored: sled opens a garbled or truncated file as an empty database,

@@ -51,7 +51,13 @@ pub async fn poll<T>(
 /// `vigie --config <config> <args>` to completion (blocking), with the
 /// environment that could redirect it removed.
 pub fn vigie_cli(config: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vigie"))
+    vigie_command(config, args).output().expect("run vigie")
+}
+
+/// `vigie --config <config> <args>`, not started yet.
+fn vigie_command(config: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vigie"));
+    command
         .arg("--config")
         .arg(config)
         .args(args)
@@ -59,9 +65,52 @@ pub fn vigie_cli(config: &Path, args: &[&str]) -> Output {
         .env_remove("VIGIE_LOG")
         .env_remove("NOTIFY_SOCKET")
         .env_remove("CREDENTIALS_DIRECTORY")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run vigie")
+        .stdin(Stdio::null());
+    command
+}
+
+/// What [`vigie_cli_measured`] saw of a run.
+pub struct Measured {
+    pub code: i32,
+    pub stdout: String,
+    /// Peak resident memory of the process, KiB (`wait4`'s `ru_maxrss`).
+    pub peak_kib: u64,
+    pub elapsed: std::time::Duration,
+}
+
+/// [`vigie_cli`] (blocking) with the process's peak resident memory and
+/// wall time; its stderr goes to this process's.
+// The child is reaped by `wait4` (which std's `wait` cannot do: it
+// drops the rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
+pub fn vigie_cli_measured(config: &Path, args: &[&str]) -> Measured {
+    let out_path = config.with_extension("stdout");
+    let out = std::fs::File::create(&out_path).expect("create the stdout file");
+    let started = std::time::Instant::now();
+    let child = vigie_command(config, args)
+        .stdout(out)
+        .spawn()
+        .expect("run vigie");
+    let mut status = 0;
+    // SAFETY: wait4 on our own child with pointers to locals; the Child is
+    // not waited on again.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let waited = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
+        assert_eq!(waited, child.id() as libc::pid_t, "wait4");
+        usage
+    };
+    let elapsed = started.elapsed();
+    assert!(
+        libc::WIFEXITED(status),
+        "vigie {args:?} was killed: {status}"
+    );
+    Measured {
+        code: libc::WEXITSTATUS(status),
+        stdout: std::fs::read_to_string(&out_path).expect("read the stdout file"),
+        peak_kib: usage.ru_maxrss as u64,
+        elapsed,
+    }
 }
 
 /// [`vigie_cli`] off the async runtime's worker threads.

@@ -55,7 +55,11 @@ impl Env {
             "state_dir = \"state\"\nchecks_dir = \"checks\"\ndefault_timeout = \"5s\"\n\
              extra_ca_file = {:?}\n{top}{}{alerting}{tables}",
             root_pem.display().to_string(),
-            if top.is_empty() || top.ends_with('\n') { "" } else { "\n" },
+            if top.is_empty() || top.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            },
         );
         std::fs::write(dir.path().join("config.toml"), config).expect("write config");
         Env { dir, root_pem }

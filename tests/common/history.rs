@@ -160,3 +160,37 @@ pub fn rounds(
         })
     })
 }
+
+/// Seconds in a week: a 1 s check's results over the pages' streak window.
+pub const WEEK_SECONDS: i64 = 7 * 24 * 3600;
+
+/// Whether second `s` of [`busy_week`] is down: three outages (ten
+/// minutes, an hour and a half across an hour boundary, the last minute
+/// still failing) and twenty minutes of flapping every other second (600
+/// streaks, more than a page lists).
+pub fn busy_week_down(s: i64) -> bool {
+    let flapping = (5 * 86_400..5 * 86_400 + 1200).contains(&s) && s % 2 == 0;
+    (86_400 + 600..86_400 + 1200).contains(&s)
+        || (3 * 86_400 + 1800..3 * 86_400 + 7200).contains(&s)
+        || flapping
+        || s >= WEEK_SECONDS - 60
+}
+
+/// A 1 s check `name`'s week of results ending just before `end`, oldest
+/// first (604,800 of them), down as [`busy_week_down`] says.
+pub fn busy_week(name: &str, end: OffsetDateTime) -> impl Iterator<Item = Outcome> + '_ {
+    let from = end - Duration::seconds(WEEK_SECONDS);
+    (0..WEEK_SECONDS).map(move |s| {
+        let mut result = outcome(name, from + Duration::seconds(s), 0);
+        if busy_week_down(s) {
+            result.status = Status::Down;
+            result.failures.push(Failure {
+                assertion: Assertion::HttpStatus,
+                expected: "200".to_string(),
+                observed: "503".to_string(),
+                message: "status 503, expected 200".to_string(),
+            });
+        }
+        result
+    })
+}

@@ -20,6 +20,7 @@ pub mod pki;
 pub mod s3;
 pub mod s3_auth;
 pub mod s3_upload;
+pub mod segments;
 pub mod servers;
 pub mod smtp;
 pub mod vantage;

@@ -1,25 +1,20 @@
 //! The pages' data, gathered from the store's rollups and timeline, the
 //! newest outcomes and the config. Reads only: rollups for every figure
-//! over time (never raw results, except one check's last week for its
-//! failure streaks), the in-memory newest outcome for "now".
+//! over time (never raw results; the failure streaks are `streaks.rs`'s),
+//! the in-memory newest outcome for "now".
 
 use std::collections::BTreeMap;
 
 use time::{Duration, OffsetDateTime};
 
-use super::view::{
-    uptime, CertSummary, CheckRow, DayCell, FailureRow, Group, Incident, LeafBar, Point,
-};
+use super::view::{uptime, CertSummary, CheckRow, DayCell, FailureRow, Group, LeafBar, Point};
 use crate::cert::is_staging;
 use crate::check::Check;
-use crate::outcome::{Outcome, Status};
+use crate::outcome::Outcome;
 use crate::store::{Granularity, Rollup, Store, StoreError};
 
 /// Days on the overview's bar.
 pub const BAR_DAYS: i64 = 90;
-/// How far back failure streaks are listed: raw results are read for this
-/// long only (rollups say which checks had a failure at all).
-pub const INCIDENT_WINDOW: Duration = Duration::days(7);
 
 /// UTC midnight of `at`'s day.
 fn midnight(at: OffsetDateTime) -> OffsetDateTime {
@@ -189,50 +184,4 @@ pub fn failures(latest: Option<&Outcome>) -> Vec<FailureRow> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Every run of `down` results of `name` in the last [`INCIDENT_WINDOW`],
-/// newest first: from the first down result to the next that was not.
-/// Only read when the day rollups show a failure in that window.
-pub fn incidents(
-    store: &dyn Store,
-    name: &str,
-    now: OffsetDateTime,
-) -> Result<Vec<Incident>, StoreError> {
-    let from = now - INCIDENT_WINDOW;
-    let had_failure = store
-        .rollups(name, Granularity::Day, midnight(from))?
-        .iter()
-        .any(|r| r.down > 0);
-    if !had_failure {
-        return Ok(Vec::new());
-    }
-    let mut out: Vec<Incident> = Vec::new();
-    let mut open: Option<Incident> = None;
-    for outcome in store.history(name, from)? {
-        match (outcome.status == Status::Down, open.take()) {
-            (true, None) => {
-                let cause = outcome
-                    .failures
-                    .first()
-                    .map(|f| f.message.clone())
-                    .unwrap_or_else(|| "down".to_string());
-                open = Some(Incident {
-                    check: name.to_string(),
-                    start: outcome.started_at,
-                    end: None,
-                    cause,
-                });
-            }
-            (true, Some(incident)) => open = Some(incident),
-            (false, Some(mut incident)) => {
-                incident.end = Some(outcome.started_at);
-                out.push(incident);
-            }
-            (false, None) => {}
-        }
-    }
-    out.extend(open);
-    out.reverse();
-    Ok(out)
 }

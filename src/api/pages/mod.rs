@@ -16,6 +16,7 @@ mod build;
 mod chart;
 mod login;
 mod render;
+mod streaks;
 mod view;
 
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use maud::Markup;
 use serde::Serialize;
 use time::{Duration, OffsetDateTime};
@@ -34,6 +35,8 @@ use super::{error, ApiState};
 use crate::alert::maintenance_end;
 use crate::store::Granularity;
 use login::{login, login_form, require_session};
+use std::sync::Arc;
+use streaks::StreakCache;
 
 /// The label checks are grouped by on the overview.
 const GROUP_BY: &str = "env";
@@ -45,6 +48,8 @@ pub(super) fn router(state: ApiState) -> Router<ApiState> {
         .route("/", get(overview))
         .route("/checks/{name}", get(check))
         .route("/incidents", get(incidents))
+        // One cache of failure streaks for the router's life.
+        .layer(Extension(Arc::new(StreakCache::default())))
         .layer(middleware::from_fn_with_state(state, require_session))
         .route("/login", get(login_form).post(login))
         .route("/assets/vigie.css", get(css))
@@ -185,6 +190,7 @@ async fn overview(State(state): State<ApiState>) -> Response {
 
 async fn check(
     State(state): State<ApiState>,
+    Extension(cache): Extension<Arc<StreakCache>>,
     Path(name): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
@@ -209,18 +215,19 @@ async fn check(
         let mut row = build::check_row(store.as_ref(), &check, latest, now)?;
         row.vantage = note;
         let rollups = store.rollups(&name, granularity, now - span)?;
+        let newest = latest.map(|o| o.started_at);
         Ok::<_, crate::store::StoreError>((
             row,
             latest.map(|o| o.target.clone()),
             build::response_series(&rollups, granularity, now),
             build::failures(latest),
-            build::incidents(store.as_ref(), &name, now)?,
+            cache.streaks(store.as_ref(), &name, newest, now)?,
             build::leaves(store.as_ref(), &name)?,
         ))
     })
     .await;
     match built {
-        Ok(Ok((row, target, series, failures, incidents, leaves))) => {
+        Ok(Ok((row, target, series, failures, streaks, leaves))) => {
             let check_page = render::CheckPage {
                 check: &row,
                 target: target.as_deref(),
@@ -229,7 +236,8 @@ async fn check(
                 now,
                 series,
                 failures,
-                incidents,
+                incidents: &streaks.list,
+                capped: streaks.capped,
                 leaves,
             };
             page(
@@ -246,7 +254,10 @@ async fn check(
     }
 }
 
-async fn incidents(State(state): State<ApiState>) -> Response {
+async fn incidents(
+    State(state): State<ApiState>,
+    Extension(cache): Extension<Arc<StreakCache>>,
+) -> Response {
     let now = state.clock.now();
     let config = state.config.borrow().clone();
     let silences = match &state.alerts {
@@ -258,20 +269,33 @@ async fn incidents(State(state): State<ApiState>) -> Response {
     let silences: Vec<_> = silences.into_iter().filter(|s| s.is_active(now)).collect();
     let windows = windows(&config, now);
     let store = state.store.clone();
-    let names: Vec<String> = config.checks.iter().map(|c| c.name.clone()).collect();
+    let checks: Vec<(String, Option<OffsetDateTime>)> = config
+        .checks
+        .iter()
+        .map(|c| {
+            let newest = state.latest.get(&c.name).map(|o| o.started_at);
+            (c.name.clone(), newest)
+        })
+        .collect();
+    cache.retain(|name| checks.iter().any(|(n, _)| n == name));
     let found = tokio::task::spawn_blocking(move || {
         let mut all = Vec::new();
-        for name in names {
-            all.extend(build::incidents(store.as_ref(), &name, now)?);
+        let mut capped = false;
+        for (name, newest) in checks {
+            let streaks = cache.streaks(store.as_ref(), &name, newest, now)?;
+            capped |= streaks.capped;
+            all.extend(streaks.list.iter().cloned());
         }
         all.sort_by_key(|i| std::cmp::Reverse((i.end.is_none(), i.start)));
-        Ok::<_, crate::store::StoreError>(all)
+        capped |= all.len() > streaks::SHOWN;
+        all.truncate(streaks::SHOWN);
+        Ok::<_, crate::store::StoreError>((all, capped))
     })
     .await;
     match found {
-        Ok(Ok(all)) => page(
+        Ok(Ok((all, capped))) => page(
             StatusCode::OK,
-            render::incidents_page(&all, &silences, &windows, now, &footer(&state, now)),
+            render::incidents_page(&all, capped, &silences, &windows, now, &footer(&state, now)),
         ),
         Ok(Err(err)) => store_failed(err),
         Err(_) => (

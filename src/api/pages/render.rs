@@ -160,7 +160,10 @@ pub struct CheckPage<'a> {
     pub now: OffsetDateTime,
     pub series: Vec<(&'static str, Vec<Point>)>,
     pub failures: Vec<FailureRow>,
-    pub incidents: Vec<Incident>,
+    /// Newest first, at most [`super::streaks::SHOWN`].
+    pub incidents: &'a [Incident],
+    /// More streaks than listed.
+    pub capped: bool,
     pub leaves: Vec<LeafBar>,
 }
 
@@ -196,7 +199,7 @@ pub fn check_page(page: &CheckPage<'_>, footer: &Footer) -> Markup {
         }
         section {
             h2 { "Incidents" }
-            (incident_table(&page.incidents, false, page.now))
+            (incident_table(page.incidents, page.capped, false, page.now))
         }
         section {
             h2 { "Certificate timeline" }
@@ -219,9 +222,15 @@ pub fn check_page(page: &CheckPage<'_>, footer: &Footer) -> Markup {
     layout(&check.name, Nav::Check, footer, main)
 }
 
-fn incident_table(incidents: &[Incident], with_check: bool, now: OffsetDateTime) -> Markup {
+fn incident_table(
+    incidents: &[Incident],
+    capped: bool,
+    with_check: bool,
+    now: OffsetDateTime,
+) -> Markup {
     html! {
         @if incidents.is_empty() { p { "None in the kept history." } } @else {
+            @if capped { p.capped { (format!("First {} failures shown (the newest).", super::streaks::SHOWN)) } }
             table.incidents {
                 thead { tr {
                     @if with_check { th { "check" } }
@@ -253,6 +262,7 @@ pub struct WindowRow {
 /// `/incidents`.
 pub fn incidents_page(
     incidents: &[Incident],
+    capped: bool,
     silences: &[Silence],
     windows: &[WindowRow],
     now: OffsetDateTime,
@@ -260,7 +270,7 @@ pub fn incidents_page(
 ) -> Markup {
     let main = html! {
         h1 { "Incidents" }
-        section { h2 { "Open and recent" } (incident_table(incidents, true, now)) }
+        section { h2 { "Open and recent" } (incident_table(incidents, capped, true, now)) }
         section {
             h2 { "Silences in force" }
             @if silences.is_empty() { p { "None." } } @else {

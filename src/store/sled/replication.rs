@@ -52,6 +52,9 @@ const QUEUE_TREE: &str = "replication";
 const CURSOR_KEY: &[u8] = b"replication_cursor";
 /// `meta`: the batch in flight: after, last, formed-at millis (u64 BE each).
 const PENDING_KEY: &[u8] = b"replication_pending";
+/// Before a segment's name: a segment `vigie restore` refused, with the
+/// ETag it had and why.
+const REFUSED_PREFIX: &[u8] = b"refused_segment/";
 
 /// Queue entries written per sled batch when seeding or renumbering.
 const WRITE_CHUNK: usize = 10_000;
@@ -702,6 +705,61 @@ impl SledStore {
         }
         Ok(restored)
     }
+}
+
+/// A segment an earlier restore could not use, as it was then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedSegment {
+    pub etag: String,
+    pub reason: String,
+}
+
+impl SledStore {
+    /// What an earlier restore remembered of segment `name`, if it refused
+    /// it: a restore asks for it only if its ETag changed since.
+    pub fn refused_segment(&self, name: &str) -> Result<Option<RefusedSegment>, StoreError> {
+        let value = self
+            .replication
+            .meta
+            .get(refused_key(name))
+            .map_err(self.io("read a refused segment's ETag"))?;
+        // ETags cannot hold a newline (they are header values).
+        Ok(value.and_then(|v| {
+            let text = String::from_utf8_lossy(&v);
+            let (etag, reason) = text.split_once('\n')?;
+            Some(RefusedSegment {
+                etag: etag.to_string(),
+                reason: reason.to_string(),
+            })
+        }))
+    }
+
+    /// Remembers that segment `name` at `refused.etag` is unusable.
+    pub fn remember_refused_segment(
+        &self,
+        name: &str,
+        refused: &RefusedSegment,
+    ) -> Result<(), StoreError> {
+        let value = format!("{}\n{}", refused.etag, refused.reason);
+        self.replication
+            .meta
+            .insert(refused_key(name), value.as_bytes())
+            .map_err(self.io("remember a refused segment's ETag"))?;
+        Ok(())
+    }
+
+    /// Forgets segment `name` once a restore could use it.
+    pub fn forget_refused_segment(&self, name: &str) -> Result<(), StoreError> {
+        self.replication
+            .meta
+            .remove(refused_key(name))
+            .map_err(self.io("forget a refused segment's ETag"))?;
+        Ok(())
+    }
+}
+
+fn refused_key(name: &str) -> Vec<u8> {
+    [REFUSED_PREFIX, name.as_bytes()].concat()
 }
 
 fn seq_key(seq: u64) -> [u8; 8] {

@@ -515,22 +515,40 @@ impl SledStore {
         let mut rewritten = 0;
         for (id, day) in restored {
             let name = self.lock_free_name(id);
-            let end = day + Granularity::Day.millis() - 1;
-            let outcomes = self.read_range(id, &name, day, end)?;
-            let mut batch = Batch::default();
-            for granularity in Granularity::ALL {
-                for rollup in Rollup::from_outcomes(granularity, &outcomes) {
+            // An hour of raw results in memory at a time (a day of a 1 s
+            // check is 86,400 of them); the day's rollup takes each hour's
+            // results as they are read, as `from_outcomes` would in order.
+            let mut built: Vec<(Rollup, u64)> = Vec::new();
+            let mut whole_day: Option<(Rollup, u64)> = None;
+            let hour = Granularity::Hour.millis();
+            for from in (day..day + Granularity::Day.millis()).step_by(hour as usize) {
+                let outcomes = self.read_range(id, &name, from, from + hour - 1)?;
+                for rollup in Rollup::from_outcomes(Granularity::Hour, &outcomes) {
                     let start = rollup.start_millis();
-                    if self.read_rollup(id, granularity, start)?.as_ref() == Some(&rollup) {
-                        continue;
-                    }
-                    let through = through_of(&outcomes, granularity, start);
-                    batch.insert(
-                        &rollup_key(id, granularity, start)[..],
-                        encode_rollup(&rollup, through),
-                    );
-                    rewritten += 1;
+                    built.push((rollup, through_of(&outcomes, Granularity::Hour, start)));
                 }
+                for outcome in &outcomes {
+                    let Ok(millis) = crate::store::key_millis(outcome) else {
+                        continue;
+                    };
+                    let (rollup, through) = whole_day
+                        .get_or_insert_with(|| (Rollup::empty(Granularity::Day, day), day));
+                    rollup.add(&Sample::of(outcome));
+                    *through = (*through).max(millis);
+                }
+            }
+            built.extend(whole_day);
+            let mut batch = Batch::default();
+            for (rollup, through) in built {
+                let (granularity, start) = (rollup.granularity, rollup.start_millis());
+                if self.read_rollup(id, granularity, start)?.as_ref() == Some(&rollup) {
+                    continue;
+                }
+                batch.insert(
+                    &rollup_key(id, granularity, start)[..],
+                    encode_rollup(&rollup, through),
+                );
+                rewritten += 1;
             }
             self.rollup_trees
                 .rollups
