@@ -4,6 +4,8 @@
 //! in their two largest units. One 90 s outage reads "1 min 30 s"
 //! everywhere; nothing shows nanoseconds or `+00:00:00`.
 
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
 use time::{Duration, OffsetDateTime, UtcOffset};
 
 /// "45 s", "1 min 30 s", "12 min", "2 h 13 min", "3 d 4 h": the two
@@ -40,30 +42,26 @@ pub fn std_span(d: std::time::Duration) -> String {
 
 /// "2026-12-02 11:43 UTC".
 pub fn minute(t: OffsetDateTime) -> String {
-    let t = t.to_offset(UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute()
+    utc(
+        t,
+        format_description!("[year]-[month]-[day] [hour]:[minute] UTC"),
     )
 }
 
 /// "2026-12-02 11:43:31 UTC": where the second matters (a silence's end,
 /// a retry's time).
 pub fn second(t: OffsetDateTime) -> String {
-    let t = t.to_offset(UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
+    utc(
+        t,
+        format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC"),
     )
+}
+
+/// `t` in UTC as `format` says; `format` is a literal that always applies.
+fn utc(t: OffsetDateTime, format: &[BorrowedFormatItem<'_>]) -> String {
+    t.to_offset(UtcOffset::UTC)
+        .format(format)
+        .unwrap_or_default()
 }
 
 /// Where the daily report's times are shown and its schedule runs: UTC,

@@ -73,6 +73,22 @@ async fn restore(env: &Env, args: &[&str]) -> String {
         text(&out.stdout),
         text(&out.stderr)
     );
+    // Under a pipe, progress is a line on stderr; the last one says all
+    // segments are done.
+    let progress = text(&out.stderr);
+    let last = progress
+        .lines()
+        .rfind(|l| l.starts_with("restoring: "))
+        .unwrap_or_else(|| panic!("no progress line: {progress}"));
+    let counts: Vec<&str> = last
+        .trim_start_matches("restoring: ")
+        .split(' ')
+        .take(3)
+        .collect();
+    assert_eq!(
+        counts[0], counts[2],
+        "the last line says all are done: {last}"
+    );
     text(&out.stdout)
 }
 
@@ -320,7 +336,7 @@ async fn a_hostile_bucket_costs_restore_bounded_memory_and_the_rest_is_restored(
         id.display().to_string(),
         secret.display().to_string(),
     ));
-    let config = vigie::config::load(&env.config_path()).unwrap();
+    let config = env.load();
     let settings =
         vigie::replicate::BucketSettings::from_config(config.replication.as_ref().unwrap(), None);
     let bucket = vigie::replicate::Bucket::open(&settings).unwrap();

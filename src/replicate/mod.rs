@@ -45,7 +45,9 @@ use crate::net::CaFileError;
 use crate::store::{SledStore, StoreError};
 
 pub use self::bucket::{Addressing, Bucket, BucketSettings};
-pub use self::restore::{restore, CorruptSegment, Gap, RestoreReport};
+pub use self::restore::{
+    restore, restore_telling, CorruptSegment, Gap, RestoreProgress, RestoreReport,
+};
 pub use self::segment::SegmentError;
 
 /// Results per segment at most. A day of 1,000 checks every 30 s is 144

@@ -130,12 +130,29 @@ impl fmt::Display for RestoreReport {
     }
 }
 
+/// How far a restore is, told after each segment (restored or refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreProgress {
+    pub segments_done: usize,
+    pub segments: usize,
+    pub results: u64,
+}
+
 /// Restores every segment of `bucket`'s node into `store`; see the module
 /// docs. Errors only when the bucket cannot be listed or the store fails;
 /// bad segments are in the report.
 pub async fn restore(
     bucket: &Bucket,
     store: Arc<SledStore>,
+) -> Result<RestoreReport, ReplicateError> {
+    restore_telling(bucket, store, &|_| {}).await
+}
+
+/// [`restore`], telling `progress` after each segment.
+pub async fn restore_telling(
+    bucket: &Bucket,
+    store: Arc<SledStore>,
+    progress: &(dyn Fn(RestoreProgress) + Sync),
 ) -> Result<RestoreReport, ReplicateError> {
     let node = bucket.node().to_string();
     let prefix = segment::node_prefix(&node);
@@ -175,7 +192,14 @@ pub async fn restore(
             }
         })
         .buffered(DOWNLOADS_AHEAD);
+    let mut done = 0;
     while let Some((first, _last, name, refused, got)) = downloads.next().await {
+        progress(RestoreProgress {
+            segments_done: done,
+            segments: report.segments,
+            results: report.results,
+        });
+        done += 1;
         let refused = refused?;
         let (bytes, version) = match got {
             Ok(Capped::Found { bytes, version }) => (bytes, version),
@@ -265,6 +289,11 @@ pub async fn restore(
         report.restored_segments += 1;
     }
 
+    progress(RestoreProgress {
+        segments_done: done,
+        segments: report.segments,
+        results: report.results,
+    });
     // The rollups of every restored day, from its raw results, once.
     let target = store.clone();
     blocking(move || target.finish_restore()).await??;
