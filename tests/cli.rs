@@ -264,6 +264,7 @@ fn validate_with(env: &Env, systemd: Option<&std::path::Path>) -> (Option<i32>, 
 fn a_secret_by_name_is_read_from_systemds_directory_else_from_credentials_dir() {
     use std::os::unix::fs::PermissionsExt;
     let env = Env::new();
+    env.write_idle_check();
     env.prepend_config("credentials_dir = \"creds\"\n");
     env.append_config(&format!(
         "[api]\nlisten = \"{}\"\ntoken_credential = \"api-token\"\n",
@@ -318,6 +319,7 @@ fn a_secret_by_name_is_read_from_systemds_directory_else_from_credentials_dir() 
 #[test]
 fn a_secret_given_both_as_a_file_and_by_name_is_refused() {
     let env = Env::new();
+    env.write_idle_check();
     let token = env.path().join("api-token");
     std::fs::write(&token, "a token of no consequence\n").unwrap();
     env.append_config(&format!(
