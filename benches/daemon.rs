@@ -53,7 +53,7 @@ fn measure(n: usize, every: Duration, window: Duration) {
     std::fs::write(
         dir.join("config.toml"),
         format!(
-            "state_dir = \"state\"\nconcurrency = 64\nextra_ca_file = {:?}\n[api]\nlisten = \"127.0.0.1:{port}\"\n",
+            "state_dir = \"state\"\nconcurrency = 64\nextra_ca_file = {:?}\n[alerting]\nto = [\"oncall@example.com\"]\n[api]\nlisten = \"127.0.0.1:{port}\"\n",
             targets.root_pem.display().to_string()
         ),
     )

@@ -46,7 +46,11 @@ async fn bench(checks: usize, days: i64) {
     }
     std::fs::write(dir.path().join("checks/all.toml"), toml).unwrap();
     let config_path = dir.path().join("config.toml");
-    std::fs::write(&config_path, "state_dir = \"state\"\n").unwrap();
+    std::fs::write(
+        &config_path,
+        "state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n",
+    )
+    .unwrap();
     let config = vigie::config::load(&config_path).expect("the bench config loads");
 
     let store = SledStore::open(&dir.path().join("history"), Duration::from_secs(1)).expect("open");

@@ -37,11 +37,17 @@ fn main() {
     let bucket = runtime.block_on(s3.new_bucket("restore"));
     let (id, secret) = common::s3_auth::write_keys(dir.path(), "AKIABENCH", "any-secret");
     std::fs::create_dir_all(dir.path().join("checks")).expect("checks dir");
+    // vigie refuses a config that checks nothing; this one is never probed.
+    std::fs::write(
+        dir.path().join("checks/idle.toml"),
+        "[[check]]\nname = \"idle\"\nkind = \"http\"\nurl = \"https://localhost:1/\"\n",
+    )
+    .expect("write a check");
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
         format!(
-            "state_dir = \"state\"\n[replication]\nurl = \"s3://{bucket}/bench\"\nendpoint = \"{}\"\n\
+            "state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n[replication]\nurl = \"s3://{bucket}/bench\"\nendpoint = \"{}\"\n\
              region = \"eu-west-3\"\naccess_key_id_file = {:?}\nsecret_access_key_file = {:?}\n",
             s3.endpoint(),
             id.display().to_string(),

@@ -53,7 +53,11 @@ async fn bench(rounds: usize) {
     )
     .unwrap();
     let config_path = dir.path().join("config.toml");
-    std::fs::write(&config_path, "state_dir = \"state\"\n").unwrap();
+    std::fs::write(
+        &config_path,
+        "state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n",
+    )
+    .unwrap();
     let config = vigie::config::load(&config_path).expect("the bench config loads");
 
     let store = Arc::new(

@@ -268,7 +268,9 @@ async fn key_outside_the_allowed_prefix_is_access_denied() {
 async fn keys_name_the_replication_node() {
     // Replication is configured (never started here): its node names this
     // vigie in the object keys.
-    let env = Env::with_config("[replication]\nurl = \"s3://history/probe-7\"\n");
+    let env = Env::with_config(
+        "[replication]\nurl = \"s3://history/probe-7\"\ncredentials = \"environment\"\n",
+    );
     let outcome = probe_upload_in(env, "up-node", None, "").await;
     assert_failures(&outcome, &[]);
     let key = &report(&outcome).key;
