@@ -175,5 +175,9 @@ fn no_document_points_outside_the_repository_or_at_issues() {
             }
         }
     }
-    assert!(found.is_empty(), "documents that must stand alone:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "documents that must stand alone:\n{}",
+        found.join("\n")
+    );
 }
