@@ -1,5 +1,5 @@
 //! The bounds of every duration key, in one place: resolution takes its
-//! minima and maxima from here, and the README and `checks/README.md` list
+//! minima and maxima from here, and `docs/configuration.md` and `checks/README.md` list
 //! the same values next to each key.
 //!
 //! The minima rule out values that break the daemon (a zero timeout fails

@@ -318,8 +318,7 @@ pub struct HeartbeatConfig {
 }
 
 /// `[vantage]`: this vigie is one of several that watch the same checks
-/// and agree, through the bucket, before paging (README "Several
-/// vantages").
+/// and agree, through the bucket, before paging (`docs/vantages.md`).
 /// The bucket's endpoint, region and credentials are `[replication]`'s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VantageConfig {

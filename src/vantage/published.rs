@@ -1,7 +1,7 @@
 //! `<prefix>/<node>/state.json`: what one vantage tells the others, one
 //! object per node rewritten every `publish_every` (never one per check).
 //!
-//! The shape is a public contract (README "Vantages"): operators read it
+//! The shape is a public contract (`docs/vantages.md`): operators read it
 //! with `aws s3 cp`, and vigies of neighbouring versions read each other's.
 //! Unknown fields are ignored on reading, so a newer vigie may add some.
 
