@@ -319,11 +319,6 @@ pub fn common_name(dn: &str) -> &str {
         .unwrap_or(dn)
 }
 
-/// A date the way operators read it in mail and terminals.
-pub fn format_date(t: OffsetDateTime) -> String {
-    crate::when::minute(t)
-}
-
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);

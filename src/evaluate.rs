@@ -206,12 +206,12 @@ fn judge_validity(
     {
         out.push(Failure {
             assertion: Assertion::TlsNotYetValid,
-            expected: format!("valid now ({})", cert::format_date(now)),
-            observed: format!("valid from {}", cert::format_date(future.not_before)),
+            expected: format!("valid now ({})", crate::when::minute(now)),
+            observed: format!("valid from {}", crate::when::minute(future.not_before)),
             message: format!(
                 "{} is not valid until {} (in {}): check the issuer's or the server's clock",
                 which(chain, future),
-                cert::format_date(future.not_before),
+                crate::when::minute(future.not_before),
                 days_phrase((future.not_before - now).whole_days())
             ),
         });
@@ -250,7 +250,7 @@ fn judge_validity(
             message: format!(
                 "{} expired {ago} (on {})",
                 which(chain, first),
-                cert::format_date(first.not_after)
+                crate::when::minute(first.not_after)
             ),
         });
     } else if left < limits.critical {
@@ -262,7 +262,7 @@ fn judge_validity(
                 "{} expires in {} (on {})",
                 which(chain, first),
                 lifetime::phrase(left, hours),
-                cert::format_date(first.not_after)
+                crate::when::minute(first.not_after)
             ),
         });
     } else if let Some(failure) = renewal_overdue(expect, chain, first, hours, now) {
@@ -319,7 +319,7 @@ fn renewal_overdue(
             "{} expires in {} (on {}): renewal looks stuck",
             which(chain, first),
             lifetime::phrase(left, hours),
-            cert::format_date(first.not_after)
+            crate::when::minute(first.not_after)
         ),
     })
 }

@@ -491,12 +491,12 @@ impl fmt::Display for VerifyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             VerifyError::Expired { not_after } => {
-                write!(f, "certificate expired on {}", crate::cert::format_date(*not_after))
+                write!(f, "certificate expired on {}", crate::when::minute(*not_after))
             }
             VerifyError::NotYetValid { not_before } => write!(
                 f,
                 "certificate is not valid before {}",
-                crate::cert::format_date(*not_before)
+                crate::when::minute(*not_before)
             ),
             VerifyError::HostnameMismatch { expected, covered } => write!(
                 f,

@@ -381,7 +381,7 @@ fn named(subject: &str) -> String {
 fn date(at: UnixTime) -> String {
     let secs = i64::try_from(at.as_secs()).unwrap_or(i64::MAX);
     match OffsetDateTime::from_unix_timestamp(secs) {
-        Ok(at) => crate::cert::format_date(at),
+        Ok(at) => crate::when::minute(at),
         Err(_) => format!("{secs} seconds after 1970"),
     }
 }

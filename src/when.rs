@@ -117,6 +117,10 @@ mod tests {
         assert_eq!(s(2 * 3600 + 13 * 60 + 9), "2 h 13 min");
         assert_eq!(s(3 * 86_400), "3 d");
         assert_eq!(s(3 * 86_400 + 4 * 3600 + 59), "3 d 4 h");
+        // As the pages show an incident's length.
+        assert_eq!(s(600), "10 min");
+        assert_eq!(s(3 * 3600 + 120), "3 h 2 min");
+        assert_eq!(s(3 * 86_400 + 7200), "3 d 2 h");
         let ms = std::time::Duration::from_millis;
         assert_eq!(std_span(ms(90_999)), "1 min 30 s");
         assert_eq!(std_span(ms(4_500)), "4.5 s");

@@ -28,9 +28,6 @@ pub(super) fn days_left(not_after: OffsetDateTime, now: OffsetDateTime) -> Strin
     }
 }
 
-/// Durations as everything else in vigie writes them.
-pub(super) use crate::when::span;
-
 /// The text on one line: control characters (newlines, escapes) become
 /// spaces.
 pub(super) fn one_line(text: &str) -> String {

@@ -12,12 +12,13 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::doc::{days_left, escape, html, one_line, span, text, Block, Doc, Item, Tone};
+use super::doc::{days_left, escape, html, one_line, text, Block, Doc, Item, Tone};
 use super::event::{Event, EventKind, Snapshot};
 use super::group::Notification;
-use crate::cert::format_date;
 use crate::cert::CertInfo;
 use crate::outcome::Status;
+use crate::when::minute;
+use crate::when::span;
 
 /// One mail, ready for delivery. `mail/` turns it into a multipart
 /// (text + HTML) message with `From`, `Date` and `Auto-Submitted:
@@ -268,7 +269,7 @@ fn event_blocks(e: &Event, written: OffsetDateTime, blocks: &mut Vec<Block>) {
     if let Some(held) = &e.held {
         blocks.push(Block::Para(format!(
             "Held since {} by {}; still down now that the hold is over.",
-            format_date(held.since),
+            minute(held.since),
             held.by
         )));
     }
@@ -279,13 +280,13 @@ fn event_blocks(e: &Event, written: OffsetDateTime, blocks: &mut Vec<Block>) {
             // not hide behind the good news.
             (EventKind::Resolved, _) => format!(
                 "Still warning, which does not page (probe of {})",
-                format_date(shown.started_at)
+                minute(shown.started_at)
             ),
             (_, true) => format!(
                 "Latest probe ({}): unknown, vigie could not reach the network",
-                format_date(shown.started_at)
+                minute(shown.started_at)
             ),
-            (_, false) => format!("What failed (probe of {})", format_date(shown.started_at)),
+            (_, false) => format!("What failed (probe of {})", minute(shown.started_at)),
         };
         blocks.push(Block::Heading(heading));
         blocks.push(Block::Items(failure_items(shown)));
@@ -316,8 +317,8 @@ fn summary_fields(e: &Event, written: OffsetDateTime) -> Vec<(String, String)> {
                 "down",
                 &format!(
                     "from {} to {} ({})",
-                    format_date(e.since),
-                    format_date(end),
+                    minute(e.since),
+                    minute(end),
                     span(end - e.since)
                 ),
             ));
@@ -329,7 +330,7 @@ fn summary_fields(e: &Event, written: OffsetDateTime) -> Vec<(String, String)> {
                 "down since",
                 &format!(
                     "{} ({})",
-                    format_date(e.since),
+                    minute(e.since),
                     crate::when::ago(e.since, written)
                 ),
             ));
@@ -348,7 +349,7 @@ fn summary_fields(e: &Event, written: OffsetDateTime) -> Vec<(String, String)> {
                     "first failure",
                     &format!(
                         "{}: {}",
-                        format_date(e.first_failure.started_at),
+                        minute(e.first_failure.started_at),
                         first.unwrap_or("failing")
                     ),
                 ));
@@ -361,7 +362,7 @@ fn summary_fields(e: &Event, written: OffsetDateTime) -> Vec<(String, String)> {
         fields.push(field(
             "last success",
             &match e.last_success {
-                Some(t) => format_date(t),
+                Some(t) => minute(t),
                 None => "never seen up".to_string(),
             },
         ));
@@ -409,11 +410,7 @@ fn chain_items(chain: &[CertInfo], now: OffsetDateTime) -> Vec<Item> {
                 field("issuer", &c.issuer),
                 field(
                     "not after",
-                    &format!(
-                        "{} ({})",
-                        format_date(c.not_after),
-                        days_left(c.not_after, now)
-                    ),
+                    &format!("{} ({})", minute(c.not_after), days_left(c.not_after, now)),
                 ),
             ],
         })
@@ -437,8 +434,8 @@ fn network_blocks(e: &Event, written: OffsetDateTime, blocks: &mut Vec<Block>) {
                 "blind",
                 &format!(
                     "from {} to {} ({})",
-                    format_date(e.since),
-                    format_date(end),
+                    minute(e.since),
+                    minute(end),
                     span(end - e.since)
                 ),
             ));
@@ -448,7 +445,7 @@ fn network_blocks(e: &Event, written: OffsetDateTime, blocks: &mut Vec<Block>) {
                 "blind since",
                 &format!(
                     "{} ({})",
-                    format_date(e.since),
+                    minute(e.since),
                     crate::when::ago(e.since, written)
                 ),
             ));

@@ -17,10 +17,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::cert::format_date;
 use crate::clock::{cron_before, saturating_add};
 use crate::config::limits::MAX_HOLD;
 use crate::config::{glob_match, MaintenanceWindow};
+use crate::when::minute;
 
 /// The longest silence: a year, the same bound as a `[[maintenance]]`
 /// duration. Holding a check's pages for longer is `page = false` in its
@@ -161,7 +161,7 @@ impl Hold {
     /// The hold in words, for mails and logs.
     pub fn describe(&self) -> String {
         let until = match self.until {
-            Some(t) => format!(" until {}", format_date(t)),
+            Some(t) => format!(" until {}", minute(t)),
             None => String::new(),
         };
         match &self.cause {

@@ -88,7 +88,7 @@ pub fn history_table(outcomes: &[Outcome]) -> String {
             .unwrap_or_default();
         let line = format!(
             "{:<23}  {:<6}  {:<8}  {reason}",
-            cert::format_date(o.started_at)
+            crate::when::minute(o.started_at)
                 .trim_end_matches(" UTC")
                 .to_string()
                 + &format!(":{:02}", o.started_at.second()),

@@ -724,7 +724,7 @@ impl Alerter {
                         ),
                         observed: match peer.modified {
                             Some(at) => {
-                                format!("last state written {}", crate::cert::format_date(at))
+                                format!("last state written {}", crate::when::minute(at))
                             }
                             None => "no state in the bucket".to_string(),
                         },

@@ -139,7 +139,7 @@ impl Narrator {
         let line = match before {
             Some((Status::Down, since)) if outcome.status == Status::Down && first => format!(
                 "{name} still DOWN since {}{}",
-                crate::cert::format_date(since),
+                crate::when::minute(since),
                 reason()
             ),
             Some((was, _)) if was == outcome.status && !first => return None,

@@ -65,7 +65,7 @@ fn renewal_window(
         assertion: Assertion::TlsRenewalWindow,
         expected: format!(
             "a new certificate by {} (the CA's renewal window)",
-            cert::format_date(end)
+            crate::when::minute(end)
         ),
         observed: format!(
             "the same certificate, {} hours after the window ended",
@@ -73,8 +73,8 @@ fn renewal_window(
         ),
         message: format!(
             "the CA asked for this certificate to be renewed between {} and {}, and it is still served ({verdict}){see}",
-            cert::format_date(start),
-            cert::format_date(end)
+            crate::when::minute(start),
+            crate::when::minute(end)
         ),
     });
     status
@@ -88,7 +88,7 @@ fn revoked(tls: &TlsReport, out: &mut Vec<Failure>) {
     {
         let when = report
             .revoked_at
-            .map(cert::format_date)
+            .map(crate::when::minute)
             .unwrap_or_else(|| "an unknown date".to_string());
         let reason = report.reason.as_deref().unwrap_or("no reason given");
         let which = match tls.chain.first() {

@@ -226,7 +226,7 @@ pub fn judge(known: &Known, of: &Subject<'_>, now: OffsetDateTime) -> CrlReport 
         report.status = CrlStatus::Stale;
         report.detail = Some(format!(
             "the CRL was due to be replaced on {}",
-            crate::cert::format_date(next)
+            crate::when::minute(next)
         ));
     }
     report

@@ -175,7 +175,7 @@ impl NodeState {
             format!(
                 "{}'s state has a probe at {}, more than {} ahead of this node's clock",
                 self.node,
-                crate::cert::format_date(latest),
+                crate::when::minute(latest),
                 crate::when::std_span(skew)
             )
         })

@@ -26,8 +26,8 @@ use time::OffsetDateTime;
 
 use super::published::{NodeState, ViewStatus};
 use crate::alert::{Hold, HoldCause};
-use crate::cert::format_date;
 use crate::clock::saturating_sub;
+use crate::when::minute;
 
 /// One peer as this node last saw it in the bucket.
 #[derive(Debug, Clone, PartialEq)]
@@ -332,7 +332,7 @@ pub fn silent_words(peer: &Peer) -> String {
         );
     }
     match peer.modified {
-        Some(at) => format!("vantage {} silent since {}", peer.node, format_date(at)),
+        Some(at) => format!("vantage {} silent since {}", peer.node, minute(at)),
         None => format!("vantage {} silent: no state in the bucket", peer.node),
     }
 }

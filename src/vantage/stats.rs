@@ -194,7 +194,7 @@ impl VantageSnapshot {
                     "vantage: {} object(s) claiming to be from {peer} refused ({}), the latest at {}: {}",
                     refused.count,
                     reason.as_str(),
-                    crate::cert::format_date(refused.at),
+                    crate::when::minute(refused.at),
                     refused.latest
                 ));
             }
@@ -203,7 +203,7 @@ impl VantageSnapshot {
             if *at >= since {
                 out.push(format!(
                     "vantage: {check}: {words} (at {})",
-                    crate::cert::format_date(*at)
+                    crate::when::minute(*at)
                 ));
             }
         }

@@ -8,11 +8,12 @@ use time::OffsetDateTime;
 use super::{
     CertChange, CertRow, Health, IncidentRow, IssuerFlag, Leaf, Problem, Renewal, Report, GROUP_BY,
 };
-use crate::alert::doc::{self, days_left, span, Block, Doc, Item, Tone};
+use crate::alert::doc::{self, days_left, Block, Doc, Item, Tone};
 use crate::alert::render::{domain, Email};
 use crate::alert::silence::Silence;
 use crate::cert;
 use crate::outcome::Status;
+use crate::when::span;
 use crate::when::Zone;
 
 /// The report as a mail to `to`. Its Message-ID names the report's time

@@ -115,7 +115,7 @@ fn footer(state: &ApiState, now: OffsetDateTime) -> view::Footer {
         health: health_words(&verdict),
         replication_lag: state.replication.as_ref().map(|r| {
             let lag = r.snapshot(now).lag_seconds;
-            view::duration_words(lag as i64)
+            crate::when::span(time::Duration::seconds(lag as i64))
         }),
         outbox_backlog: mail.as_ref().map(|m| m.backlog),
         dead_letters: mail.as_ref().map(|m| m.dead_letters),
@@ -123,7 +123,7 @@ fn footer(state: &ApiState, now: OffsetDateTime) -> view::Footer {
             .alerts
             .as_ref()
             .and_then(|a| a.status.last_report())
-            .map(view::minute),
+            .map(crate::when::minute),
         version: env!("CARGO_PKG_VERSION"),
     }
 }

@@ -11,10 +11,10 @@ use time::OffsetDateTime;
 
 use super::chart;
 use super::view::{
-    duration_words, minute, percent, status_word, CheckRow, FailureRow, Footer, Group, Incident,
-    LeafBar, Point,
+    percent, status_word, CheckRow, FailureRow, Footer, Group, Incident, LeafBar, Point,
 };
 use crate::alert::Silence;
+use crate::when::{minute, span};
 
 /// Which page the navigation marks as current.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +242,7 @@ fn incident_table(
                             @if with_check { td { a href=(format!("/checks/{}", i.check)) { (i.check) } } }
                             td { (minute(i.start)) }
                             td { @match i.end { Some(end) => (minute(end)), None => strong { "open" } } }
-                            td { (duration_words((i.end.unwrap_or(now) - i.start).whole_seconds())) }
+                            td { (span(i.end.unwrap_or(now) - i.start)) }
                             td { (i.cause) }
                         }
                     }

@@ -119,8 +119,8 @@ impl LeafBar {
             },
             day(self.not_before),
             day(self.not_after),
-            minute(self.first_seen),
-            minute(self.last_seen),
+            crate::when::minute(self.first_seen),
+            crate::when::minute(self.last_seen),
             self.sha256
         )
     }
@@ -179,14 +179,6 @@ pub fn percent(share: f64) -> String {
     format!("{value:.2}%")
 }
 
-pub fn duration_words(seconds: i64) -> String {
-    crate::when::span(time::Duration::seconds(seconds))
-}
-
-pub fn minute(at: OffsetDateTime) -> String {
-    crate::when::minute(at)
-}
-
 pub fn day(at: OffsetDateTime) -> String {
     at.date().to_string()
 }
@@ -204,14 +196,5 @@ mod tests {
         assert_eq!(percent(0.99999), "99.99%");
         assert_eq!(percent(1.0), "100.00%");
         assert_eq!(percent(0.5), "50.00%");
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(duration_words(45), "45 s");
-        assert_eq!(duration_words(600), "10 min");
-        assert_eq!(duration_words(3 * 3600 + 120), "3 h 2 min");
-        assert_eq!(duration_words(3 * 86_400 + 7200), "3 d 2 h");
-        assert_eq!(duration_words(90), "1 min 30 s");
     }
 }
