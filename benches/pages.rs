@@ -36,7 +36,6 @@ fn main() {
 
 async fn bench(checks: usize, days: i64) {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join("checks")).unwrap();
     let mut toml = String::new();
     for n in 0..checks {
         let env = ["prod", "staging", "dev"][n % 3];
@@ -44,14 +43,7 @@ async fn bench(checks: usize, days: i64) {
             "[[check]]\nname = \"check-{n:03}\"\nkind = \"http\"\nurl = \"https://www.example.com/{n}\"\nlabels = {{ env = \"{env}\" }}\n"
         ));
     }
-    std::fs::write(dir.path().join("checks/all.toml"), toml).unwrap();
-    let config_path = dir.path().join("config.toml");
-    std::fs::write(
-        &config_path,
-        "state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n",
-    )
-    .unwrap();
-    let config = vigie::config::load(&config_path).expect("the bench config loads");
+    let config = api::config_with(dir.path(), &toml);
 
     let store = SledStore::open(&dir.path().join("history"), Duration::from_secs(1)).expect("open");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

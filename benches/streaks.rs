@@ -46,19 +46,10 @@ fn main() {
 
 async fn bench(rounds: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join("checks")).unwrap();
-    std::fs::write(
-        dir.path().join("checks/busy.toml"),
-        format!("[[check]]\nname = \"{NAME}\"\nkind = \"http\"\nurl = \"https://www.example.com/\"\nevery = \"1s\"\n"),
-    )
-    .unwrap();
-    let config_path = dir.path().join("config.toml");
-    std::fs::write(
-        &config_path,
-        "state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n",
-    )
-    .unwrap();
-    let config = vigie::config::load(&config_path).expect("the bench config loads");
+    let config = api::config_with(
+        dir.path(),
+        &format!("[[check]]\nname = \"{NAME}\"\nkind = \"http\"\nurl = \"https://www.example.com/\"\nevery = \"1s\"\n"),
+    );
 
     let store = Arc::new(
         SledStore::open(&dir.path().join("history"), Duration::from_secs(1)).expect("open"),

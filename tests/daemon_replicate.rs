@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::daemon::{api_section, free_addr, poll, vigie_cli_async, vigie_cli_measured, Daemon};
+use common::daemon::{api_section, free_addr, vigie_cli_async, vigie_cli_measured, Daemon};
 use common::env::{check_toml, Env};
 use common::pki::{issue, valid_leaf, LeafSpec};
 use common::s3_auth::AuthS3;
@@ -92,23 +92,11 @@ async fn restore(env: &Env, args: &[&str]) -> String {
     text(&out.stdout)
 }
 
-/// The value of an unlabelled sample in a `/metrics` text.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// Waits until `daemon` has shipped at least `results` results.
 async fn replicated(daemon: &Daemon, results: f64) {
-    poll(WAIT, &format!("{results} results replicated"), async || {
-        let (_, body) = daemon.get("/metrics").await?;
-        match metric(&body, "vigie_replication_results_total") {
-            Some(n) if n >= results => Ok(()),
-            other => Err(format!("vigie_replication_results_total {other:?}")),
-        }
-    })
-    .await;
+    daemon
+        .wait_metric("vigie_replication_results_total", results, WAIT)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -130,14 +118,7 @@ async fn the_daemon_replicates_and_pings_and_a_fresh_vm_restores_the_same_histor
     let (old, api) = vm(s3, &bucket, "vm-1", &target, &heartbeat);
     let mut daemon = Daemon::spawn(&old.config_path(), api);
     daemon.wait_healthy(START).await;
-    poll(WAIT, "5 results replicated", async || {
-        let (_, body) = daemon.get("/metrics").await?;
-        match metric(&body, "vigie_replication_results_total") {
-            Some(n) if n >= 5.0 => Ok(()),
-            other => Err(format!("vigie_replication_results_total {other:?}")),
-        }
-    })
-    .await;
+    replicated(&daemon, 5.0).await;
     let health = daemon.get_json("/healthz").await.unwrap();
     assert_eq!(health["replication"]["status"], "ok", "{health}");
     assert!(

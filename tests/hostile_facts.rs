@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
+use common::daemon::{api_section, free_addr, metric, poll, vigie_cli_async, Daemon};
 use common::env::{check_toml, Env};
 use common::history;
 use common::pki::{issue, valid_leaf, LeafSpec, HOST};
@@ -184,13 +184,6 @@ const NAMES: [&str; 4] = ["secrets-follow", "secrets-302", "huge-header", "ansi-
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The value of an unlabelled sample in a `/metrics` text.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 async fn cli(env: &Env, args: &[&str]) -> Vec<u8> {

@@ -15,6 +15,21 @@ use vigie::health::Health;
 use vigie::scheduler::Slots;
 use vigie::store::{Latest, Store};
 
+/// The config the page benches load: `checks` as `dir/checks/all.toml`,
+/// the state under `dir/state`, someone to page (vigie refuses a config
+/// that pages nobody).
+pub fn config_with(dir: &std::path::Path, checks: &str) -> Config {
+    std::fs::create_dir_all(dir.join("checks")).unwrap();
+    std::fs::write(dir.join("checks/all.toml"), checks).unwrap();
+    let config_path = dir.join("config.toml");
+    std::fs::write(
+        &config_path,
+        "state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n",
+    )
+    .unwrap();
+    vigie::config::load(&config_path).expect("the bench config loads")
+}
+
 pub fn router(
     store: Arc<dyn Store>,
     latest: Latest,

@@ -125,6 +125,13 @@ pub async fn vigie_cli_async(config: &Path, args: &[&str]) -> Output {
     .expect("vigie CLI task")
 }
 
+/// The value of an unlabelled sample in a `/metrics` text.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 /// A running `vigie run`.
@@ -306,6 +313,19 @@ impl Daemon {
             (200, body) => serde_json::from_str(&body).map_err(|e| format!("{path}: {e}: {body}")),
             (status, body) => Err(format!("GET {path}: {status} {body}")),
         }
+    }
+
+    /// Waits until the unlabelled `/metrics` sample `name` is at least
+    /// `value`, for `timeout` at most.
+    pub async fn wait_metric(&self, name: &str, value: f64, timeout: Duration) {
+        poll(timeout, &format!("{name} >= {value}"), async || {
+            let (_, body) = self.get("/metrics").await?;
+            match metric(&body, name) {
+                Some(n) if n >= value => Ok(()),
+                other => Err(format!("{name} {other:?}")),
+            }
+        })
+        .await;
     }
 
     /// Waits until `/healthz` answers 200 with `status: "ok"`; panics with

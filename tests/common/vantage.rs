@@ -222,12 +222,7 @@ impl FleetKeys {
     }
 }
 
-/// The value of an unlabelled sample in a `/metrics` text.
-pub fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-}
+pub use super::daemon::metric;
 
 pub fn subject(mail: &Received) -> String {
     mail.header("Subject").unwrap_or_default()
