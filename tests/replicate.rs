@@ -96,7 +96,11 @@ impl Setup {
     }
 
     async fn segment_names(&self) -> Vec<String> {
-        let mut names = self.bucket().list("history/").await.unwrap();
+        let mut names = Vec::new();
+        self.bucket()
+            .list("history/", &mut |name| names.push(name))
+            .await
+            .unwrap();
         names.sort();
         names
     }

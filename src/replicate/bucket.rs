@@ -4,6 +4,8 @@
 //!
 //! This file owns how the bucket is addressed and how its failures are
 //! told to the operator; it knows nothing of segments or the store.
+//! Listings are the one request vigie signs itself, with object_store's
+//! authorizer: see `listing.rs` for why.
 //!
 //! Transport. The HTTP client is built by `net::service_client`
 //! (rustls, aws-lc-rs, the Mozilla roots plus `extra_ca_file`), handed to
@@ -26,8 +28,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
-use object_store::client::{HttpClient, HttpConnector};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AwsAuthorizer, S3ConditionalPut};
+use object_store::client::{HttpClient, HttpConnector, HttpRequestBody};
 use object_store::path::Path as ObjectPath;
 use object_store::{
     BackoffConfig, ClientOptions, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
@@ -36,6 +38,7 @@ use object_store::{
 use time::OffsetDateTime;
 use url::Url;
 
+use super::listing::{self, Page};
 use super::ReplicateError;
 use crate::config::{Credentials, ReplicationConfig};
 use crate::redact::redact;
@@ -120,11 +123,17 @@ impl BucketSettings {
 /// One node's place in one bucket.
 #[derive(Debug, Clone)]
 pub struct Bucket {
-    store: Arc<dyn ObjectStore>,
+    store: Arc<AmazonS3>,
     bucket: String,
     node: String,
     /// Where requests go, for messages.
     endpoint: String,
+    /// What listings are sent through and signed for (see `listing.rs`).
+    client: reqwest::Client,
+    list_base: Url,
+    region: String,
+    max_retries: usize,
+    retry_timeout: Duration,
 }
 
 /// Hands object_store the client vigie built (see the module docs).
@@ -177,6 +186,7 @@ impl Bucket {
             None => format!("https://s3.{region}.amazonaws.com"),
         };
 
+        let list_base = list_base(endpoint.as_deref(), &bucket, &region, virtual_host)?;
         let client = crate::net::service_client(settings.extra_ca_file.as_deref())?
             .connect_timeout(Duration::from_secs(10))
             .timeout(settings.request_timeout)
@@ -206,7 +216,7 @@ impl Bucket {
                 max_retries: settings.max_retries,
                 retry_timeout: settings.retry_timeout,
             })
-            .with_http_connector(Connector(client));
+            .with_http_connector(Connector(client.clone()));
         if let Some(endpoint) = &endpoint {
             builder = builder.with_endpoint(endpoint);
         }
@@ -219,6 +229,11 @@ impl Bucket {
             bucket,
             node,
             endpoint: shown_endpoint,
+            client,
+            list_base,
+            region,
+            max_retries: settings.max_retries,
+            retry_timeout: settings.retry_timeout,
         })
     }
 
@@ -253,33 +268,141 @@ impl Bucket {
         got.bytes().await.map_err(|e| self.error(&action, e))
     }
 
-    /// Every object name under `prefix` (a folder path ending in `/`).
-    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, ReplicateError> {
-        let action = format!("listing {prefix}");
-        let mut listing = self.store.list(Some(&ObjectPath::from(prefix)));
-        let mut names = Vec::new();
-        while let Some(meta) = listing.next().await {
-            names.push(
-                meta.map_err(|e| self.error(&action, e))?
-                    .location
-                    .to_string(),
-            );
+    /// Hands `visit` every object name under `prefix` (a folder path ending
+    /// in `/`), a page at a time, so a prefix of millions of objects costs
+    /// one page of memory. Names are decoded: they may hold any character,
+    /// control characters included.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        visit: &mut (dyn FnMut(String) + Send),
+    ) -> Result<(), ReplicateError> {
+        let mut next: Option<String> = None;
+        loop {
+            let page = self
+                .list_page(prefix, listing::PAGE_KEYS, next.as_deref())
+                .await?;
+            page.keys.into_iter().for_each(&mut *visit);
+            match page.next {
+                // A server that hands back the token it was given would
+                // list the same page forever.
+                Some(token) if next.as_deref() == Some(token.as_str()) => {
+                    return Err(ReplicateError::Failed {
+                        bucket: self.shown(),
+                        action: format!("listing {prefix}"),
+                        detail: "the server named the same next page twice".to_string(),
+                    });
+                }
+                Some(token) => next = Some(token),
+                None => return Ok(()),
+            }
         }
-        Ok(names)
     }
 
     /// The first object name under `prefix`, if any (one list request).
     pub async fn first(&self, prefix: &str) -> Result<Option<String>, ReplicateError> {
+        let page = self.list_page(prefix, 1, None).await?;
+        Ok(page.keys.into_iter().next())
+    }
+
+    /// One page of a listing, retried like object_store retries (a
+    /// transport error, 5xx, 429), within `max_retries` and `retry_timeout`.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        max_keys: usize,
+        continuation: Option<&str>,
+    ) -> Result<Page, ReplicateError> {
         let action = format!("listing {prefix}");
-        let mut listing = self.store.list(Some(&ObjectPath::from(prefix)));
-        match listing.next().await {
-            Some(meta) => Ok(Some(
-                meta.map_err(|e| self.error(&action, e))?
-                    .location
-                    .to_string(),
-            )),
-            None => Ok(None),
+        let url = listing::page_url(&self.list_base, prefix, max_keys, continuation);
+        let started = std::time::Instant::now();
+        let mut backoff = Duration::from_millis(200);
+        let mut retries = 0;
+        loop {
+            let failure = match self.list_once(&action, &url).await? {
+                Ok(page) => return Ok(page),
+                Err(failure) => failure,
+            };
+            if !failure.retry
+                || retries >= self.max_retries
+                || started.elapsed() + backoff > self.retry_timeout
+            {
+                let detail = crate::sanitize::message(&failure.detail);
+                return Err(self.reported(&action, failure.trouble, detail));
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            retries += 1;
         }
+    }
+
+    /// One signed ListObjectsV2 request. The outer `Err` is final (no
+    /// credentials to sign with); the inner one says whether to retry.
+    async fn list_once(
+        &self,
+        action: &str,
+        url: &Url,
+    ) -> Result<Result<Page, ListFailure>, ReplicateError> {
+        let credential = self
+            .store
+            .credentials()
+            .get_credential()
+            .await
+            .map_err(|e| self.error(action, e))?;
+        let mut request = http::Request::builder()
+            .method(http::Method::GET)
+            .uri(url.as_str())
+            .body(HttpRequestBody::from(Vec::new()))
+            .map_err(|e| ReplicateError::Setup {
+                bucket: self.bucket.clone(),
+                detail: e.to_string(),
+            })?;
+        AwsAuthorizer::new(&credential, "s3", &self.region)
+            .try_authorize(&mut request, None)
+            .map_err(|e| self.error(action, e))?;
+        let sent = self
+            .client
+            .get(url.clone())
+            .headers(request.headers().clone())
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => return Ok(Err(ListFailure::transport(&e))),
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(match read_capped(response, listing::MAX_PAGE_BYTES).await {
+                Ok((body, false)) => listing::parse_page(&body).map_err(ListFailure::garbled),
+                Ok((_, true)) => Err(ListFailure::garbled(format!(
+                    "a listing page over {} bytes",
+                    listing::MAX_PAGE_BYTES
+                ))),
+                Err(e) => Err(ListFailure::transport(&e)),
+            });
+        }
+        let body = read_capped(response, listing::MAX_ERROR_BYTES)
+            .await
+            .map(|(body, _)| body)
+            .unwrap_or_default();
+        let body = String::from_utf8_lossy(&body);
+        let detail = match between(&body, "<Code>", "</Code>") {
+            Some(code) => match between(&body, "<Message>", "</Message>") {
+                Some(message) => format!("{code} ({message})"),
+                None => code.to_string(),
+            },
+            None => status.to_string(),
+        };
+        let trouble = match status.as_u16() {
+            401 | 403 => Trouble::Denied,
+            _ => Trouble::Other,
+        };
+        let retry = status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS;
+        Ok(Err(ListFailure {
+            trouble,
+            detail,
+            retry,
+        }))
     }
 
     /// Creates `name` only if it does not exist (`If-None-Match: *`):
@@ -402,13 +525,22 @@ impl Bucket {
             e.downcast_ref::<object_store::client::HttpError>()
                 .is_some_and(|h| !matches!(h.kind(), object_store::client::HttpErrorKind::Decode))
         });
-        // object_store maps 401/403 to these two variants for some calls
-        // and leaves others (listing) as generic errors: the S3 error code
-        // decides too.
-        let refused = AUTH_CODES.iter().any(|code| detail.starts_with(code));
-        match &err {
+        let trouble = match &err {
             object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. } => ReplicateError::Denied {
+            | object_store::Error::Unauthenticated { .. } => Trouble::Denied,
+            _ if unreachable => Trouble::Unreachable,
+            _ => Trouble::Other,
+        };
+        self.reported(action, trouble, detail)
+    }
+
+    /// A failure as the operator is told it. object_store maps 401/403 to
+    /// its own variants for some calls and leaves others (listing) as
+    /// generic errors: the S3 error code in `detail` decides too.
+    fn reported(&self, action: &str, trouble: Trouble, detail: String) -> ReplicateError {
+        let refused = AUTH_CODES.iter().any(|code| detail.starts_with(code));
+        match trouble {
+            Trouble::Denied => ReplicateError::Denied {
                 bucket: self.shown(),
                 endpoint: self.endpoint.clone(),
                 action: action.to_string(),
@@ -424,18 +556,94 @@ impl Bucket {
                 bucket: self.bucket.clone(),
                 endpoint: self.endpoint.clone(),
             },
-            _ if unreachable => ReplicateError::Unreachable {
+            Trouble::Unreachable => ReplicateError::Unreachable {
                 endpoint: self.endpoint.clone(),
                 action: action.to_string(),
                 detail,
             },
-            _ => ReplicateError::Failed {
+            Trouble::Other => ReplicateError::Failed {
                 bucket: self.shown(),
                 action: action.to_string(),
                 detail,
             },
         }
     }
+}
+
+/// What kind of failure a request met, before the S3 error code is read.
+#[derive(Debug, Clone, Copy)]
+enum Trouble {
+    /// 401/403: the credentials may not do this.
+    Denied,
+    /// No HTTP answer at all.
+    Unreachable,
+    Other,
+}
+
+/// One listing request that failed, unescaped (escaped when reported).
+#[derive(Debug)]
+struct ListFailure {
+    trouble: Trouble,
+    detail: String,
+    retry: bool,
+}
+
+impl ListFailure {
+    /// No answer, or one cut short: the root cause, worth another try.
+    fn transport(err: &reqwest::Error) -> ListFailure {
+        let root = source_chain(err).last().map(ToString::to_string);
+        ListFailure {
+            trouble: Trouble::Unreachable,
+            detail: root.unwrap_or_else(|| err.to_string()),
+            retry: true,
+        }
+    }
+
+    /// An answer that is not a listing: the server's fault, not retried.
+    fn garbled(detail: String) -> ListFailure {
+        ListFailure {
+            trouble: Trouble::Other,
+            detail,
+            retry: false,
+        }
+    }
+}
+
+/// At most `cap` bytes of `response`'s body, and whether there was more.
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > cap {
+            body.extend_from_slice(&chunk[..cap - body.len()]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+/// The URL that addresses the bucket itself, as object_store addresses it:
+/// `endpoint` is [`endpoint_for`]'s (the bucket already in the host for
+/// virtual-host style); without one, AWS's regional endpoint.
+fn list_base(
+    endpoint: Option<&str>,
+    bucket: &str,
+    region: &str,
+    virtual_host: bool,
+) -> Result<Url, ReplicateError> {
+    let base = match (endpoint, virtual_host) {
+        (Some(endpoint), true) => endpoint.to_string(),
+        (Some(endpoint), false) => format!("{endpoint}/{bucket}"),
+        (None, true) => format!("https://{bucket}.s3.{region}.amazonaws.com"),
+        (None, false) => format!("https://s3.{region}.amazonaws.com/{bucket}"),
+    };
+    Url::parse(&base).map_err(|e| ReplicateError::Setup {
+        bucket: bucket.to_string(),
+        detail: format!("{base}: {e}"),
+    })
 }
 
 /// The version of an object a conditional write compares against.
@@ -650,6 +858,25 @@ mod tests {
             endpoint_for(&endpoint, "b", false),
             "https://s3.nl-ams.scw.cloud"
         );
+    }
+
+    #[test]
+    fn listings_address_the_bucket_as_object_store_does() {
+        let base = |endpoint, virtual_host| {
+            list_base(endpoint, "b", "eu-west-3", virtual_host)
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            base(Some("http://127.0.0.1:9000"), false),
+            "http://127.0.0.1:9000/b"
+        );
+        assert_eq!(
+            base(Some("https://b.s3.nl-ams.scw.cloud"), true),
+            "https://b.s3.nl-ams.scw.cloud/"
+        );
+        assert_eq!(base(None, true), "https://b.s3.eu-west-3.amazonaws.com/");
+        assert_eq!(base(None, false), "https://s3.eu-west-3.amazonaws.com/b");
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //! share one bucket.
 
 pub mod bucket;
+mod listing;
 mod restore;
 pub mod segment;
 

@@ -62,11 +62,17 @@ pub struct RestoreReport {
     /// The oldest segment does not start the sequence: older segments are
     /// absent (expired by a lifecycle rule, or lost). Its name.
     pub starts_at: Option<String>,
-    /// Objects under the node's prefix that are not segments.
+    /// Objects under the node's prefix that are not segments: the first
+    /// [`FOREIGN_NAMED`] by name, and how many more there are.
     pub foreign: Vec<String>,
+    pub foreign_more: usize,
     /// The replication cursor the store was left at.
     pub cursor: u64,
 }
+
+/// Objects that are not segments named in a report: whoever can write the
+/// bucket can add millions, and the operator needs a few to find them.
+pub const FOREIGN_NAMED: usize = 20;
 
 /// A segment that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +132,13 @@ impl fmt::Display for RestoreReport {
         for name in &self.foreign {
             writeln!(f, "ignored {}: not a segment name", escape_controls(name))?;
         }
+        if self.foreign_more > 0 {
+            writeln!(
+                f,
+                "ignored {} more objects whose names are not segment names",
+                self.foreign_more
+            )?;
+        }
         write!(f, "replication cursor: {}", self.cursor)
     }
 }
@@ -161,12 +174,18 @@ pub async fn restore_telling(
         ..RestoreReport::default()
     };
     let mut segments: Vec<(u64, u64, String)> = Vec::new();
-    for name in bucket.list(&prefix).await? {
-        match segment::parse_name(&node, &name) {
-            Some((first, last)) => segments.push((first, last, name)),
-            None => report.foreign.push(name),
-        }
-    }
+    let (mut foreign, mut foreign_more) = (Vec::new(), 0);
+    bucket
+        .list(
+            &prefix,
+            &mut |name| match segment::parse_name(&node, &name) {
+                Some((first, last)) => segments.push((first, last, name)),
+                None if foreign.len() < FOREIGN_NAMED => foreign.push(name),
+                None => foreign_more += 1,
+            },
+        )
+        .await?;
+    (report.foreign, report.foreign_more) = (foreign, foreign_more);
     // Sequence order: a key restored twice ends with its later value.
     segments.sort();
     report.segments = segments.len();
