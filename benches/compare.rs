@@ -13,7 +13,11 @@
 //!   -> `app::check_now`, chain parsing and evaluation included, the same
 //!   path as `vigie check` and the daemon;
 //! - the floor (re-executed with `--floor`);
-//! - `prometheus-blackbox-exporter` itself.
+//! - `prometheus-blackbox-exporter` itself;
+//! - and once a round, `vigie check --json` as an operator runs it: the
+//!   release binary loading the config, probing every target once and
+//!   writing the JSON, measured from the kernel's account of the exited
+//!   process (CPU time and peak RSS, start-up included).
 //!
 //! Run: `benches/compare.sh` (installs blackbox_exporter) or
 //! `cargo bench --bench compare -- N CONCURRENCY ROUNDS` (default 1000 50 3).
@@ -57,6 +61,10 @@ fn main() {
     compare(n, concurrency, rounds.max(1));
 }
 
+/// One round of the four: vigie in process, blackbox_exporter, the floor,
+/// and `vigie check` as a process.
+type Tools = (Round, Round, Round, Round);
+
 /// What one tool did in one round.
 #[derive(Clone, Copy, Debug, Default)]
 struct Round {
@@ -98,7 +106,7 @@ fn compare(n: usize, concurrency: usize, rounds: usize) {
     std::fs::write(
         dir.join("config.toml"),
         format!(
-            "concurrency = {concurrency}\ndefault_timeout = \"30s\"\nextra_ca_file = {:?}\n",
+            "concurrency = {concurrency}\ndefault_timeout = \"30s\"\nextra_ca_file = {:?}\n[alerting]\nenabled = false\n",
             targets.root_pem.display().to_string()
         ),
     )
@@ -190,7 +198,7 @@ fn compare(n: usize, concurrency: usize, rounds: usize) {
         "round", "tool", "probes/s", "CPU ms/probe", "peak RSS", "targets ms/pr"
     );
 
-    let mut results: Vec<(Round, Round, Round)> = Vec::new();
+    let mut results: Vec<Tools> = Vec::new();
     let mut perf = Vec::new();
     for round in 0..=rounds {
         if round == 1 {
@@ -223,11 +231,17 @@ fn compare(n: usize, concurrency: usize, rounds: usize) {
             v = vigie.run(targets_pid);
             f = floor.run(targets_pid);
         }
+        let c = run_vigie_check(&dir, targets_pid);
         let label = match round {
             0 => "warm-up".to_string(),
             r => format!("round {r}"),
         };
-        for (tool, r) in [("vigie", &v), ("blackbox", &b), ("floor", &f)] {
+        for (tool, r) in [
+            ("vigie", &v),
+            ("blackbox", &b),
+            ("floor", &f),
+            ("check", &c),
+        ] {
             println!(
                 "  {label:<8} {tool:<9} {:>9.0} {:>12.3} {:>6.1} MiB {:>13.3}",
                 r.rate(n),
@@ -243,12 +257,17 @@ fn compare(n: usize, concurrency: usize, rounds: usize) {
             v.hwm / b.hwm,
             v.cpu_ms(n) / f.cpu_ms(n)
         );
+        println!(
+            "  {label:<8} vigie check process/blackbox: CPU {:.3}, RSS {:.3}",
+            c.cpu_ms(n) / b.cpu_ms(n),
+            c.hwm / b.hwm,
+        );
         if round > 0 {
-            results.push((v, b, f));
+            results.push((v, b, f, c));
         }
     }
 
-    let median = |f: &dyn Fn(&(Round, Round, Round)) -> f64| {
+    let median = |f: &dyn Fn(&Tools) -> f64| {
         let mut xs: Vec<f64> = results.iter().map(f).collect();
         xs.sort_by(|a, b| a.total_cmp(b));
         let mid = xs.len() / 2;
@@ -264,6 +283,9 @@ fn compare(n: usize, concurrency: usize, rounds: usize) {
     let v_rate = median(&|r| r.0.rate(n));
     let b_rate = median(&|r| r.1.rate(n));
     let f_rate = median(&|r| r.2.rate(n));
+    let c_cpu = median(&|r| r.3.cpu_ms(n));
+    let c_rate = median(&|r| r.3.rate(n));
+    let c_hwm = results.iter().map(|r| r.3.hwm).fold(0.0, f64::max);
     let v_hwm = proc_hwm(vigie.child.id());
     let b_hwm = proc_hwm(bb_pid);
     let f_hwm = proc_hwm(floor.child.id());
@@ -278,6 +300,9 @@ fn compare(n: usize, concurrency: usize, rounds: usize) {
     println!(
         "  floor     {f_rate:>7.0} handshakes/s  {f_cpu:.3} ms CPU/handshake  peak RSS {f_hwm:5.1} MiB"
     );
+    println!(
+        "  vigie check --json (a process per round, start-up and JSON included)  {c_rate:>7.0} probes/s  {c_cpu:.3} ms CPU/probe  peak RSS {c_hwm:5.1} MiB"
+    );
     let cpu_ratio = v_cpu / b_cpu;
     let rss_ratio = v_hwm / b_hwm;
     let floor_ratio = v_cpu / f_cpu;
@@ -291,6 +316,13 @@ fn compare(n: usize, concurrency: usize, rounds: usize) {
     println!(
         "  vigie/floor: CPU per probe {floor_ratio:.2}x the bare handshake (target <= 2: {})",
         verdict(floor_ratio <= 2.0)
+    );
+    println!(
+        "  vigie check process/blackbox: CPU per probe {:.3} (target <= 0.25: {}), peak RSS {:.3} (target <= 0.5: {})",
+        c_cpu / b_cpu,
+        verdict(c_cpu / b_cpu <= 0.25),
+        c_hwm / b_hwm,
+        verdict(c_hwm / b_hwm <= 0.5),
     );
     println!("  load after: {}", loadavg());
 
@@ -462,6 +494,48 @@ fn run_blackbox(
         wall,
         cpu: targets::process_cpu_time(bb_pid) - cpu_before,
         hwm: proc_hwm(bb_pid),
+        targets_cpu: targets::process_cpu_time(targets_pid) - targets_before,
+    }
+}
+
+/// `vigie check --json` on the bench's config, as an operator runs it; its
+/// CPU time and peak RSS from wait4(2), the kernel's account of the exited
+/// process.
+// The child is reaped by wait4 below, which std's `wait` cannot replace:
+// it drops the kernel's resource usage of the exited process.
+#[allow(clippy::zombie_processes)]
+fn run_vigie_check(dir: &Path, targets_pid: u32) -> Round {
+    let targets_before = targets::process_cpu_time(targets_pid);
+    let log = dir.join("check.log");
+    let started = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_vigie"))
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .args(["check", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("check log"))
+        .spawn()
+        .expect("start vigie check");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: all-zero is a valid rusage, filled in by wait4 below.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4(2) on our own child, with pointers to live locals.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = started.elapsed();
+    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "vigie check did not find every target up (wait status {status}): see {}",
+        log.display()
+    );
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Round {
+        wall,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+        // ru_maxrss is in KiB on Linux.
+        hwm: usage.ru_maxrss as f64 / 1024.0,
         targets_cpu: targets::process_cpu_time(targets_pid) - targets_before,
     }
 }

@@ -40,7 +40,7 @@ fn measure(n: usize, concurrency: usize, rounds: usize) {
     std::fs::write(
         dir.path().join("config.toml"),
         format!(
-            "concurrency = {concurrency}\ndefault_timeout = \"30s\"\nextra_ca_file = {:?}\n",
+            "concurrency = {concurrency}\ndefault_timeout = \"30s\"\nextra_ca_file = {:?}\n[alerting]\nenabled = false\n",
             targets.root_pem.display().to_string()
         ),
     )
