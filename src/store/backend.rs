@@ -63,7 +63,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 }
 
 /// An outcome as every backend gives it back (see the module docs): what
-/// the contract tests compare with and what [`MemoryStore`] keeps.
+/// the contract tests compare with and what [`MemoryStore`](super::MemoryStore) keeps.
 pub fn as_stored(outcome: &Outcome) -> Outcome {
     let mut stored = outcome.clone();
     stored.started_at = truncate_to_millis(outcome.started_at);

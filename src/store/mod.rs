@@ -55,7 +55,7 @@
 //! on-disk contract, written down in `format/mod.rs`; the sled backend
 //! itself is `sled/` (one file per group of trees).
 //!
-//! Replication (`sled/replication.rs`, sled only): while the daemon
+//! Replication (`sled/queue.rs`, `sled/replication.rs`, sled only): while the daemon
 //! replicates, each append also queues its key under the next sequence
 //! number in `replication`; the replicator (`replicate/`) ships the queue in
 //! order and advances `replication_cursor`. [`Store::sweep`] never deletes a

@@ -11,10 +11,11 @@ use time::OffsetDateTime;
 use crate::outcome::Outcome;
 use crate::store::error::StoreError;
 
+/// `checks`: before a name (the value is its id).
 pub(in crate::store) const NAME_PREFIX: u8 = b'n';
-
+/// `checks`: before an id (the value is its name).
 pub(in crate::store) const ID_PREFIX: u8 = b'i';
-
+/// `checks`: before an id and an index (the value is a dictionary string).
 pub(in crate::store) const STRING_PREFIX: u8 = b's';
 
 /// `meta`: the last shipped seq (u64 BE). Present once replication has
@@ -64,6 +65,7 @@ pub(in crate::store) fn key_millis_of(key: &[u8]) -> u64 {
     key.get(4..).and_then(be_u64).unwrap_or_default()
 }
 
+/// A `results` or `newest` key: check id ++ started_at millis.
 pub(in crate::store) fn result_key(id: u32, millis: u64) -> [u8; 12] {
     let mut key = [0; 12];
     key[..4].copy_from_slice(&id.to_be_bytes());
@@ -71,6 +73,7 @@ pub(in crate::store) fn result_key(id: u32, millis: u64) -> [u8; 12] {
     key
 }
 
+/// A dictionary string's key in `checks`.
 pub(in crate::store) fn string_key(id: u32, index: u32) -> [u8; 9] {
     let mut key = [STRING_PREFIX; 9];
     key[1..5].copy_from_slice(&id.to_be_bytes());
@@ -78,6 +81,7 @@ pub(in crate::store) fn string_key(id: u32, index: u32) -> [u8; 9] {
     key
 }
 
+/// A `chain_uses` key: chain key ++ check id.
 pub(in crate::store) fn use_key(chain: &ChainKey, id: u32) -> [u8; 20] {
     let mut key = [0; 20];
     key[..16].copy_from_slice(chain);
@@ -85,6 +89,7 @@ pub(in crate::store) fn use_key(chain: &ChainKey, id: u32) -> [u8; 20] {
     key
 }
 
+/// A `checks` key: `prefix` ++ `rest`.
 pub(in crate::store) fn prefixed(prefix: u8, rest: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(1 + rest.len());
     key.push(prefix);
@@ -100,18 +105,22 @@ pub(in crate::store) fn string_position(rest: &[u8]) -> Option<(u32, u32)> {
     Some((be_u32(&rest[..4])?, be_u32(&rest[4..])?))
 }
 
+/// A `chains` key read back (16 bytes, or not one).
 pub(in crate::store) fn chain_key(bytes: &[u8]) -> Option<ChainKey> {
     ChainKey::try_from(bytes).ok()
 }
 
+/// A refused segment's key in `meta`.
 pub(in crate::store) fn refused_key(name: &str) -> Vec<u8> {
     [REFUSED_PREFIX, name.as_bytes()].concat()
 }
 
+/// A `replication` key: the sequence number.
 pub(in crate::store) fn seq_key(seq: u64) -> [u8; 8] {
     seq.to_be_bytes()
 }
 
+/// A big-endian integer of a key or value, or `None` if the length is wrong.
 pub(in crate::store) fn be_u32(bytes: &[u8]) -> Option<u32> {
     <[u8; 4]>::try_from(bytes).ok().map(u32::from_be_bytes)
 }
@@ -120,6 +129,7 @@ pub(in crate::store) fn be_u64(bytes: &[u8]) -> Option<u64> {
     <[u8; 8]>::try_from(bytes).ok().map(u64::from_be_bytes)
 }
 
+/// Key bytes as lowercase hex, for messages and fingerprints.
 pub(in crate::store) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -10,7 +10,6 @@
 //! None of it knows sled: keys and values are bytes here, the trees they
 //! go in are opened by `sled/mod.rs` and written by the files beside it.
 //!
-
 //! # Key layout (sled, schema version 3)
 //!
 //! | tree         | key                                   | value |
@@ -37,8 +36,6 @@
 //! from. A leaf's key is written when the leaf is new, seen earlier than
 //! before, or an hour after its last write.
 //!
-
-//!
 //! A check's newest results are one key each in `newest`; older ones are
 //! packed into blocks of 20 in `results` (`SledStore`'s packing), which is
 //! what keeps a result under 25 bytes of key and value and a day of one
@@ -57,8 +54,6 @@
 //! 253 bytes/result allocated for 22 of data). In `newest` the churning
 //! leaves hold only small singles, and a `results` leaf changes once per
 //! block.
-//!
-
 //!
 //! Check ids are allocated once per name (the highest id plus one), never
 //! reused, and survive restarts: `checks` entries are never deleted, so a
@@ -80,12 +75,10 @@
 //! certificates, and a change in how they are described (a parser upgrade)
 //! makes a new entry rather than showing old text for new results.
 //!
-//! `chain_uses` lets [`Store::sweep`] drop chains no result refers to without
+//! `chain_uses` lets [`Store::sweep`](crate::store::Store::sweep) drop chains no result refers to without
 //! reading results: each (chain, check) pair keeps the time of its last use,
 //! rewritten at most once an hour, so a chain whose every use is more than an
 //! hour older than the sweep's cutoff is unreferenced.
-//!
-
 //!
 //! # Schema versions
 //!
@@ -99,19 +92,15 @@
 //! (`sled/upgrade.rs`); and a database found empty beside the sentinel
 //! file [`schema::SENTINEL`] is damage, not a new store.
 //!
-
 //! Schema 2 had no `rollups` and no `leaves`. Opening such a store builds
 //! them once from its raw results, a day of one check at a time, then
 //! bumps the version (an interrupted build is started over at the next
 //! open). That is the only time rollups are made by scanning results.
 //!
-
-//!
 //! Schema 1 had no `newest`: the singles sat in `results` after the last
 //! block. Opening such a store moves them (copy, then remove, then bump
 //! the version; an interrupted move leaves copies that are skipped as
 //! above and is finished by the next open).
-//!
 
 pub(super) mod codec;
 pub(super) mod keys;

@@ -1,7 +1,7 @@
 //! The on-disk backend: sled 0.34 (the stable line), one database in the
-//! daemon's `state_dir`, laid out as `format/mod.rs` describes. This file opens it and holds
-//! the registry of its trees; what is done with them is in the files beside
-//! it, each the only writer of its trees:
+//! daemon's `state_dir`, laid out as `format/mod.rs` describes. This file
+//! opens it and holds the registry of its trees; what is done with them is
+//! in the files beside it, each the only writer of its trees:
 //!
 //! - `history.rs`: the results (`results`, `newest`), the check ids and
 //!   dictionaries (`checks`), the chains (`chains`, `chain_uses`): the
@@ -13,11 +13,11 @@
 //! - `upgrade.rs`: the schema version and the upgrades at open;
 //! - `state.rs`: what appends keep in memory.
 //!
-//! The alert trees and the outbox share the database ([`SledStore::alerts`];
-//! `store/alerts.rs`, `store/outbox.rs`).
+//! The alert trees and the outbox share the database
+//! ([`SledStore::alerts`]; `store/alerts.rs`, `store/outbox.rs`).
 //!
 //! Durability. sled keeps writes in memory and writes them out every
-//! `flush_every` (and on [`Store::flush`], and when the store is dropped).
+//! `flush_every` (and on [`Store::flush`](crate::store::Store::flush), and when the store is dropped).
 //! An unclean stop (kill -9, OOM, power loss) loses at most what was
 //! appended during the last `flush_every`, and never more than that: on
 //! reopening, sled recovers its log up to the first torn or missing write,
@@ -95,20 +95,25 @@ impl Packing {
     pub const DEFAULT: Packing = Packing { size: 20, keep: 4 };
 }
 
-/// History in a sled database.
+/// History in a sled database: the registry of its trees, each written
+/// by one file beside this one.
 pub struct SledStore {
     path: PathBuf,
     db: Db,
+    /// Blocks of each check's results, and late singles (`history.rs`).
     results: Tree,
-    /// Each check's single results after its last `results` entry.
+    /// Each check's single results after its last `results` entry
+    /// (`history.rs`).
     newest: Tree,
+    /// Check names, ids and dictionaries (`history.rs`).
     checks: Tree,
+    /// Certificate chains, and which check used each when (`history.rs`).
     chains: Tree,
     chain_uses: Tree,
     packing: Packing,
-    /// The replication queue and cursor (`sled/replication.rs`).
+    /// The replication queue and cursor (`queue.rs`, `replication.rs`).
     replication: Queue,
-    /// Rollups and the certificate timeline (`sled/rollups.rs`).
+    /// Rollups and the certificate timeline (`rollups.rs`).
     rollup_trees: RollupTrees,
     /// False only in benchmarks ([`SledStore::without_rollups`]).
     keep_rollups: bool,
@@ -124,7 +129,7 @@ struct RollupTrees {
 impl SledStore {
     /// Opens (or creates) the database in `dir`. `flush_every` bounds what
     /// an unclean stop loses; zero turns the background flush off (only
-    /// [`Store::flush`] and a clean close write).
+    /// [`Store::flush`](crate::store::Store::flush) and a clean close write).
     pub fn open(dir: &Path, flush_every: Duration) -> Result<SledStore, StoreError> {
         Self::open_packing(dir, flush_every, Packing::DEFAULT)
     }

@@ -16,7 +16,6 @@
 //! numbers follow append order exactly. The cursor in `meta` is the last
 //! sequence number shipped; entries at or below it are removed once it
 //! has advanced.
-//!
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

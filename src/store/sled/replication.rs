@@ -4,6 +4,7 @@
 //! queue's books, and why replication is a queue rather than a cursor over
 //! `results`, are `sled/queue.rs`.
 //!
+//! # Crash between upload and cursor update
 //!
 //! Before a batch is handed out, its range is recorded in `meta`
 //! (`replication_pending`: after, last, formed at) and flushed. A process
@@ -11,8 +12,8 @@
 //! range again at the next start and hands out exactly the same entries
 //! with the same formation time, so the upload is repeated under the same
 //! name with the same content. The queue entry is written after the result
-//! it names, so sled's prefix recovery (see `sled/mod.rs`) never leaves an entry
-//! without its result.
+//! it names, so sled's prefix recovery (see `sled/mod.rs`) never
+//! leaves an entry without its result.
 //!
 //! # What it does not do
 //!

@@ -6,7 +6,7 @@
 //!
 //! Appends. A check's newest hour and day (its *hot* buckets) live in
 //! memory and are written every [`WRITE_EVERY`] appends of the check, when
-//! a bucket is left for the next, on [`Store::flush`] and when the store
+//! a bucket is left for the next, on [`Store::flush`](crate::store::Store::flush) and when the store
 //! is dropped: a rollup key rewritten at every append made sled rewrite
 //! its leaf pages over and over (`benches/rollups.rs`: appends 7 times
 //! slower, kilobytes of log per append). A result that is not newer than

@@ -10,10 +10,12 @@ use time::{Duration as TimeDuration, OffsetDateTime};
 
 use super::{open_error, Packing, SledStore};
 use crate::outcome::Outcome;
+use crate::store::backend::Store;
 use crate::store::contract::{up, T0};
+use crate::store::error::StoreError;
 use crate::store::format::codec;
 use crate::store::format::keys::key_millis_of;
-use crate::store::{Granularity, Rollup, ServedLeaf, Store, StoreError};
+use crate::store::rollup::{Granularity, Rollup, ServedLeaf};
 
 /// Runs `open` again while it finds the database locked, for up to 5 s:
 /// sled's flusher thread lets go of the file lock a moment after the
