@@ -1,7 +1,8 @@
-//! History: every judged [`Outcome`], kept so that `history`, the API, the
-//! daily report, alerting and replication can read it back; beside it what
-//! alerting remembers ([`AlertStore`]), the mail it queued ([`OutboxStore`])
-//! and the newest outcome of each check in memory ([`Latest`]).
+//! History: every judged [`Outcome`](crate::outcome::Outcome), kept so
+//! that `history`, the API, the daily report, alerting and replication can
+//! read it back; beside it what alerting remembers ([`AlertStore`]), the
+//! mail it queued ([`OutboxStore`]) and the newest outcome of each check in
+//! memory ([`Latest`]).
 //!
 //! This module owns the [`Store`] contract and the on-disk layout; it does
 //! not decide what to keep (the caller sweeps with its retention) nor when to

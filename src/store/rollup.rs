@@ -460,7 +460,8 @@ pub(crate) fn sort_timeline(leaves: &mut [ServedLeaf]) {
 }
 
 /// Whether the bucket of `granularity` starting at `start` millis ends at
-/// or before `cutoff` millis (what [`Store::sweep_rollups`] deletes).
+/// or before `cutoff` millis (what
+/// [`Store::sweep_rollups`](crate::store::Store::sweep_rollups) deletes).
 pub(in crate::store) fn bucket_swept(granularity: Granularity, start: u64, cutoff: u64) -> bool {
     start.saturating_add(granularity.millis()) <= cutoff
 }

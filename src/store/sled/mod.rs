@@ -5,7 +5,7 @@
 //!
 //! - `history.rs`: the results (`results`, `newest`), the check ids and
 //!   dictionaries (`checks`), the chains (`chains`, `chain_uses`): the
-//!   [`Store`] contract;
+//!   [`Store`](crate::store::Store) contract;
 //! - `rollups.rs`: the rollups and the certificate timeline (`rollups`,
 //!   `leaves`);
 //! - `queue.rs` and `replication.rs`: the replication queue (`replication`,
