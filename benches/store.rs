@@ -84,7 +84,12 @@ fn main() {
     let chains = store.chain_count();
     drop(store);
     let (apparent, allocated) = dir_size(&db);
-    let logical = logical_bytes(&db);
+    let trees = tree_bytes(&db);
+    let logical: u64 = trees
+        .iter()
+        .filter(|t| matches!(t.name, "results" | "newest"))
+        .map(|t| t.keys + t.values)
+        .sum();
 
     println!("store bench: {checks} checks x {per_check} results (one every 30 s), sled 0.34.7");
     println!(
@@ -113,6 +118,25 @@ fn main() {
         apparent as f64 / kept as f64,
         logical as f64 / kept as f64
     );
+    println!("  by tree (per kept result): entries, key bytes, value bytes");
+    for tree in &trees {
+        let per = |bytes: u64| bytes as f64 / kept as f64;
+        println!(
+            "    {:<12} {:>9} entries  key {:6.2}  value {:6.2}{}",
+            tree.name,
+            tree.entries,
+            per(tree.keys),
+            per(tree.values),
+            match tree.block_headers {
+                0 => String::new(),
+                headers => format!(
+                    "  (block headers {:.2}, records {:.2})",
+                    per(headers),
+                    per(tree.values - headers)
+                ),
+            }
+        );
+    }
     println!(
         "  RSS:           {} MiB after the appends (peak {} MiB until then); peak {} MiB with the reads and the sweep",
         appended_rss / 1024,
@@ -125,20 +149,53 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Key + value bytes of the trees holding results (blocks in `results`,
-/// the newest singles in `newest`), read with sled directly.
-fn logical_bytes(db: &Path) -> u64 {
+/// Entries, key bytes and value bytes of one tree; for `results`, the
+/// part of the values that is block headers (format byte, count, last
+/// millis, raw length: 17 bytes per block) rather than records.
+struct TreeBytes {
+    name: &'static str,
+    entries: u64,
+    keys: u64,
+    values: u64,
+    block_headers: u64,
+}
+
+/// What every tree of the store holds, read with sled directly: where a
+/// result's bytes go before sled's own overhead (the file size less these).
+fn tree_bytes(db: &Path) -> Vec<TreeBytes> {
+    const TREES: [&str; 9] = [
+        "results",
+        "newest",
+        "checks",
+        "chains",
+        "chain_uses",
+        "rollups",
+        "leaves",
+        "replication",
+        "meta",
+    ];
     let db = sled::open(db).expect("reopen with sled");
-    ["results", "newest"]
+    TREES
         .into_iter()
         .map(|name| {
-            let tree = db.open_tree(name).expect("results tree");
-            tree.iter()
-                .map(|entry| {
-                    let (key, value) = entry.expect("read result");
-                    (key.len() + value.len()) as u64
-                })
-                .sum::<u64>()
+            let tree = db.open_tree(name).expect("open tree");
+            let mut bytes = TreeBytes {
+                name,
+                entries: 0,
+                keys: 0,
+                values: 0,
+                block_headers: 0,
+            };
+            for entry in tree.iter() {
+                let (key, value) = entry.expect("read entry");
+                bytes.entries += 1;
+                bytes.keys += key.len() as u64;
+                bytes.values += value.len() as u64;
+                if name == "results" && matches!(value.first(), Some(2 | 4)) {
+                    bytes.block_headers += 17;
+                }
+            }
+            bytes
         })
-        .sum()
+        .collect()
 }

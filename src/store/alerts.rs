@@ -23,8 +23,8 @@ use sled::transaction::{ConflictableTransactionResult, TransactionError};
 use sled::{Db, Transactional, Tree};
 use time::OffsetDateTime;
 
+use super::error::StoreError;
 use super::outbox::{self, lock, MemoryOutbox, MessageId, OutboxStore};
-use super::StoreError;
 use crate::alert::report::CertChange;
 use crate::alert::{AlertState, Email, Silence};
 use crate::clock::{saturating_sub, unix_millis};

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::{SledStore, StoreError};
+use super::error::StoreError;
+use super::sled::SledStore;
 
 /// The marker naming the store set aside, in `state_dir`.
 pub const CORRUPT_MARKER: &str = "history.corrupt";

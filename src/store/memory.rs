@@ -12,8 +12,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use time::OffsetDateTime;
 
-use super::rollup::{self, Granularity, Rollup, Sample, ServedLeaf};
-use super::{as_stored, bound_millis, key_millis, Store, StoreError};
+use super::backend::{as_stored, Store};
+use super::error::StoreError;
+use super::format::keys::{bound_millis, key_millis};
+use super::rollup::{self, bucket_swept, Granularity, Rollup, Sample, ServedLeaf};
 use crate::outcome::Outcome;
 
 /// Everything kept of one check.
@@ -170,7 +172,7 @@ impl Store for MemoryStore {
                     Granularity::Hour => hours,
                     Granularity::Day => days,
                 };
-                !super::bucket_swept(granularity, start, cutoff)
+                !bucket_swept(granularity, start, cutoff)
             });
             check
                 .leaves

@@ -1,7 +1,8 @@
-//! History: every judged [`Outcome`], kept so that `history`, the API, the
-//! daily report, alerting and replication can read it back; beside it what
-//! alerting remembers ([`AlertStore`]), the mail it queued ([`OutboxStore`])
-//! and the newest outcome of each check in memory ([`Latest`]).
+//! History: every judged [`Outcome`](crate::outcome::Outcome), kept so
+//! that `history`, the API, the daily report, alerting and replication can
+//! read it back; beside it what alerting remembers ([`AlertStore`]), the
+//! mail it queued ([`OutboxStore`]) and the newest outcome of each check in
+//! memory ([`Latest`]).
 //!
 //! This module owns the [`Store`] contract and the on-disk layout; it does
 //! not decide what to keep (the caller sweeps with its retention) nor when to
@@ -49,87 +50,13 @@
 //!   the rollups lack at most one late result appended just before the
 //!   stop.
 //!
-//! # Key layout (sled, schema version 3)
+//! # On disk
 //!
-//! | tree         | key                                   | value |
-//! |--------------|---------------------------------------|-------|
-//! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | a block of the check's consecutive records from this time on (format byte `2`, header, LZ4), or one record (format byte `1` ++ postcard) that arrived late, between blocks; see [`record`] |
-//! | `newest`     | check id (u32 BE) ++ started_at unix millis (u64 BE) | one record (format byte `1`), after the check's last `results` entry |
-//! | `checks`     | `n` ++ name (UTF-8)                   | check id (u32 BE) |
-//! | `checks`     | `i` ++ check id (u32 BE)              | name (UTF-8) |
-//! | `checks`     | `s` ++ check id ++ index (u32 BE each) | one string of the check's dictionary |
-//! | `chains`     | chain key (16 bytes)                  | format byte `1` ++ postcard list of certificates |
-//! | `chain_uses` | chain key ++ check id (u32 BE)        | last use, unix millis (u64 BE), at most an hour stale |
-//! | `meta`       | `schema_version`                      | u32 BE |
-//! | `meta`       | `replication_cursor`                  | last replicated seq (u64 BE); present once replication was enabled or restored |
-//! | `meta`       | `replication_pending`                 | batch in flight: after, last seq, formed-at millis (u64 BE each) |
-//! | `meta`       | `refused_segment/` ++ segment name    | a segment `vigie restore` refused: its ETag, a newline, why |
-//! | `replication` | seq (u64 BE)                         | results key (check id u32 BE ++ millis u64 BE) not yet replicated |
-//! | `rollups`    | check id (u32 BE) ++ `h` or `d` ++ bucket start unix millis (u64 BE) | format byte `1` ++ postcard: newest result counted (millis), up, warn, down, max ms, fewest days left, histogram (bucket, count)..., leaves (sha256 as 32 bytes, count)... |
-//! | `leaves`     | check id (u32 BE) ++ `x` ++ sha256 (32 bytes), or ++ `t` ++ text | format byte `1` ++ postcard: subject, issuer, not_before, not_after, first seen, last seen (unix millis; last seen at most an hour stale) |
+//! The sled trees, their keys and values, and the schema versions are the
+//! on-disk contract, written down in `format/mod.rs`; the sled backend
+//! itself is `sled/` (one file per group of trees).
 //!
-//! A rollup is one key per check and hour or day (about 70 bytes of key
-//! and value for a check serving one leaf), so a check's 90 days are one
-//! range scan of 90 keys. Its value also records the newest result it
-//! counts (unix millis), which the catch-up after an unclean stop starts
-//! from. A leaf's key is written when the leaf is new, seen earlier than
-//! before, or an hour after its last write.
-//!
-//! Schema 2 had no `rollups` and no `leaves`. Opening such a store builds
-//! them once from its raw results, a day of one check at a time, then
-//! bumps the version (an interrupted build is started over at the next
-//! open). That is the only time rollups are made by scanning results.
-//!
-//! A check's newest results are one key each in `newest`; older ones are
-//! packed into blocks of 20 in `results` (`SledStore`'s packing), which is
-//! what keeps a result under 25 bytes of key and value and a day of one
-//! check to a few dozen keys. Entries of one check never overlap in time,
-//! and every `newest` entry is later than the check's `results`, so
-//! `history` is one range scan over the check's prefix in each tree,
-//! starting at the block `since` falls into. A `newest` entry at or before
-//! the check's last `results` entry is a copy a stop left behind while
-//! packing: readers skip it and the next open removes it.
-//!
-//! The singles have a tree of their own because of how sled 0.34 spends
-//! disk: every write to a leaf appends to its log, and every tenth
-//! rewrites the whole leaf. In one tree, a check's singles shared leaves
-//! with its last blocks (1–2 KB each), so each append rewrote kilobytes of
-//! blocks, and the log grew faster than sled reclaims it (benches/store.rs:
-//! 253 bytes/result allocated for 22 of data). In `newest` the churning
-//! leaves hold only small singles, and a `results` leaf changes once per
-//! block.
-//!
-//! Schema 1 had no `newest`: the singles sat in `results` after the last
-//! block. Opening such a store moves them (copy, then remove, then bump
-//! the version; an interrupted move leaves copies that are skipped as
-//! above and is finished by the next open).
-//!
-//! Check ids are allocated once per name (the highest id plus one), never
-//! reused, and survive restarts: `checks` entries are never deleted, so a
-//! check that comes back gets its old history back.
-//!
-//! A record does not repeat what a check repeats. The check's name is its
-//! id in the key. Strings that stay the same for weeks (target URL, HTTP and
-//! TLS versions, cipher suite, server name, CORS answers, issuer names in
-//! verify errors) go to the check's append-only dictionary once and are
-//! referenced by index; past 1024 entries per check they are stored inline.
-//! The kind stays in the record (one byte): a check may change kind under
-//! the same name, and old results must keep theirs. The certificate chain
-//! (all but `days_left`, which is what the probe computed and is kept per
-//! record, one varint per certificate; `hours_left` and `lifetime_hours`
-//! are not stored: they are derived on read from `started_at` and the
-//! dates, as the probe computes them) is stored once in `chains`, keyed by
-//! the first 16 bytes of the SHA-256 of its encoding; that encoding carries
-//! every certificate's SHA-256 fingerprint, so the key identifies the
-//! certificates, and a change in how they are described (a parser upgrade)
-//! makes a new entry rather than showing old text for new results.
-//!
-//! `chain_uses` lets [`Store::sweep`] drop chains no result refers to without
-//! reading results: each (chain, check) pair keeps the time of its last use,
-//! rewritten at most once an hour, so a chain whose every use is more than an
-//! hour older than the sweep's cutoff is unreferenced.
-//!
-//! Replication (`sled/replication.rs`, sled only): while the daemon
+//! Replication (`sled/queue.rs`, `sled/replication.rs`, sled only): while the daemon
 //! replicates, each append also queues its key under the next sequence
 //! number in `replication`; the replicator (`replicate/`) ships the queue in
 //! order and advances `replication_cursor`. [`Store::sweep`] never deletes a
@@ -147,34 +74,34 @@
 pub(crate) mod alerting_contract;
 mod alerts;
 mod aside;
+mod backend;
+mod error;
+mod format;
 mod latest;
 mod memory;
 mod outbox;
-mod record;
 mod rollup;
 mod sled;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use time::{OffsetDateTime, UtcOffset};
-
-use crate::outcome::{Outcome, VerifyError};
-
 pub use self::alerts::AlertStore;
 pub use self::aside::{
     acknowledge, open_or_set_aside, set_aside_earlier, SetAside, CORRUPT_MARKER,
 };
+pub use self::backend::{as_stored, Store};
+pub use self::error::StoreError;
 pub use self::latest::Latest;
 pub use self::memory::MemoryStore;
 pub use self::outbox::{DeadLetter, MessageId, OutboxStore, Pending, Schedule, TransportState};
 pub use self::rollup::{Granularity, Histogram, LeafCount, Rollup, ServedLeaf};
+pub use self::sled::replication::{
+    Backlog, RefusedSegment, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped,
+};
 #[cfg(test)]
 pub(crate) use self::sled::tests::open as open_sled_when_unlocked;
-pub use self::sled::{
-    Backlog, Packing, RefusedSegment, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped,
-    SledStore,
-};
+pub use self::sled::{Packing, SledStore};
 
 /// sled flushes this often in the background: the most an unclean stop
 /// (kill -9, power loss) can lose.
@@ -205,235 +132,6 @@ pub fn create_state_dir(dir: &Path) -> std::io::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Where judged outcomes are kept. Every method may block on disk I/O.
-pub trait Store: Send + Sync + std::fmt::Debug {
-    /// Stores one judged outcome. Key = check id (u32 BE) ++ started_at unix
-    /// millis (u64 BE).
-    fn append(&self, outcome: &Outcome) -> Result<(), StoreError>;
-    /// Outcomes of check `name` with started_at >= since (both truncated to
-    /// the millisecond), oldest first; empty if the check is unknown.
-    fn history(&self, name: &str, since: OffsetDateTime) -> Result<Vec<Outcome>, StoreError>;
-    /// The first `limit` outcomes of [`Store::history`]: what a streamed
-    /// answer reads at a time, so that a long window is never decoded
-    /// whole. The next page starts a millisecond after the last one.
-    fn history_page(
-        &self,
-        name: &str,
-        since: OffsetDateTime,
-        limit: usize,
-    ) -> Result<Vec<Outcome>, StoreError>;
-    /// The most recent outcome of `name`.
-    fn latest(&self, name: &str) -> Result<Option<Outcome>, StoreError>;
-    /// The most recent outcome of every check ever stored, ordered by name.
-    fn latest_all(&self) -> Result<Vec<Outcome>, StoreError>;
-    /// Deletes results that started before `before`; returns how many.
-    /// Rollups and the timeline stay (see [`Store::sweep_rollups`]).
-    fn sweep(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
-    /// The `granularity` rollups of `name` from the bucket holding `since`
-    /// on, oldest first; buckets without results are absent. Empty if the
-    /// check is unknown.
-    fn rollups(
-        &self,
-        name: &str,
-        granularity: Granularity,
-        since: OffsetDateTime,
-    ) -> Result<Vec<Rollup>, StoreError>;
-    /// Every leaf certificate `name` has served (as long as the rollups
-    /// keep it), first seen first.
-    fn certificates(&self, name: &str) -> Result<Vec<ServedLeaf>, StoreError>;
-    /// Deletes the hour rollups that end at or before `hours_before`, the
-    /// day rollups that end at or before `days_before`, and the timeline's
-    /// leaves last seen before `days_before`; returns how many entries.
-    fn sweep_rollups(
-        &self,
-        hours_before: OffsetDateTime,
-        days_before: OffsetDateTime,
-    ) -> Result<u64, StoreError>;
-    /// Makes everything appended so far durable.
-    fn flush(&self) -> Result<(), StoreError>;
-    /// Number of stored results (for metrics and benchmarks). The first call
-    /// on a sled store counts them (a full scan); later calls are free.
-    fn len(&self) -> Result<u64, StoreError>;
-    fn is_empty(&self) -> Result<bool, StoreError> {
-        Ok(self.len()? == 0)
-    }
-}
-
-/// Why the store could not do what was asked, in the operator's terms.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(
-        "the store at {} is in use by another process (is `vigie run` running? use its API, or stop it)",
-        path.display()
-    )]
-    Locked { path: PathBuf },
-    #[error(
-        "cannot open the store at {}: {cause} (check that the directory exists and that vigie may write to it)",
-        path.display()
-    )]
-    Open { path: PathBuf, cause: ::sled::Error },
-    #[error(
-        "the store at {} has schema version {found}, but this vigie reads only version {supported}: \
-         a newer vigie wrote it; run that version, or point state_dir at another directory",
-        path.display()
-    )]
-    SchemaTooNew {
-        path: PathBuf,
-        found: u32,
-        supported: u32,
-    },
-    #[error(
-        "the store at {} is damaged: {what}: {detail} (restore it with `vigie restore`, or move it aside to start afresh)",
-        path.display()
-    )]
-    Corrupt {
-        path: PathBuf,
-        what: String,
-        detail: String,
-    },
-    #[error(
-        "the store at {} could not {action}: {cause} (is the disk full, read-only or failing?)",
-        path.display()
-    )]
-    Io {
-        path: PathBuf,
-        action: String,
-        cause: ::sled::Error,
-    },
-    #[error(
-        "cannot store the result of {name} started at {}: results before 1970 have no key",
-        rfc3339(started_at)
-    )]
-    BeforeEpoch {
-        name: String,
-        started_at: OffsetDateTime,
-    },
-    #[error(
-        "the store at {} has allocated every check id (4294967295 names): restore into a fresh state_dir to renumber",
-        path.display()
-    )]
-    IdsExhausted { path: PathBuf },
-}
-
-impl StoreError {
-    /// Whether the disk refused the store (permission, no space, a
-    /// read-only or vanished directory), as opposed to the store being
-    /// unreadable. Only such a refusal makes vigie run on a temporary store
-    /// and wait for the disk; everything else about opening is damage.
-    pub fn is_disk_refusal(&self) -> bool {
-        let cause = match self {
-            StoreError::Open { cause, .. } | StoreError::Io { cause, .. } => cause,
-            _ => return false,
-        };
-        let ::sled::Error::Io(io) = cause else {
-            return false;
-        };
-        use std::io::ErrorKind::*;
-        matches!(
-            io.kind(),
-            PermissionDenied | ReadOnlyFilesystem | StorageFull | QuotaExceeded | NotFound
-        ) || matches!(
-            io.raw_os_error(),
-            Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOSPC | libc::EDQUOT)
-        )
-    }
-
-    /// What went wrong, without the store's path or the check's name: fit
-    /// for a third party (the heartbeat's `/fail` body). The OS error is
-    /// kept, it is what says "disk full" or "read-only".
-    pub fn brief(&self) -> String {
-        match self {
-            StoreError::Locked { .. } => "the store is in use by another process".to_string(),
-            StoreError::Open { cause, .. } => format!("cannot open the store: {cause}"),
-            StoreError::SchemaTooNew {
-                found, supported, ..
-            } => {
-                format!("the store has schema version {found}, this vigie reads {supported}")
-            }
-            StoreError::Corrupt { what, .. } => format!("the store is damaged ({what})"),
-            StoreError::Io { action, cause, .. } => {
-                format!("the store could not {action}: {cause}")
-            }
-            StoreError::BeforeEpoch { .. } => "a result dated before 1970 has no key".to_string(),
-            StoreError::IdsExhausted { .. } => "the store has allocated every check id".to_string(),
-        }
-    }
-}
-
-/// An outcome as every backend gives it back (see the module docs): what
-/// the contract tests compare with and what [`MemoryStore`] keeps.
-pub fn as_stored(outcome: &Outcome) -> Outcome {
-    let mut stored = outcome.clone();
-    stored.started_at = truncate_to_millis(outcome.started_at);
-    if let Some(http) = stored.http.as_mut() {
-        http.headers = Vec::new();
-        http.body = Vec::new();
-    }
-    if let Some(tls) = stored.tls.as_mut() {
-        let mut chain = tls.chain.to_vec();
-        for cert in &mut chain {
-            cert.not_before = cert.not_before.to_offset(UtcOffset::UTC);
-            cert.not_after = cert.not_after.to_offset(UtcOffset::UTC);
-        }
-        tls.chain = chain.into();
-        match tls.verify_error.as_mut() {
-            Some(VerifyError::Expired { not_after: at })
-            | Some(VerifyError::NotYetValid { not_before: at }) => {
-                *at = at.to_offset(UtcOffset::UTC);
-            }
-            _ => {}
-        }
-    }
-    stored
-}
-
-/// The key time of an outcome: unix milliseconds, truncated.
-fn key_millis(outcome: &Outcome) -> Result<u64, StoreError> {
-    let millis = outcome
-        .started_at
-        .unix_timestamp_nanos()
-        .div_euclid(1_000_000);
-    u64::try_from(millis).map_err(|_| StoreError::BeforeEpoch {
-        name: outcome.name.clone(),
-        started_at: outcome.started_at,
-    })
-}
-
-/// A `since`/`before` bound as key millis; times before 1970 mean "from the
-/// start".
-fn bound_millis(at: OffsetDateTime) -> u64 {
-    let millis = at.unix_timestamp_nanos().div_euclid(1_000_000);
-    u64::try_from(millis.max(0)).unwrap_or(u64::MAX)
-}
-
-/// Whether the bucket of `granularity` starting at `start` millis ends at
-/// or before `cutoff` millis (what [`Store::sweep_rollups`] deletes).
-fn bucket_swept(granularity: Granularity, start: u64, cutoff: u64) -> bool {
-    start.saturating_add(granularity.millis()) <= cutoff
-}
-
-/// The time a key stands for, in UTC.
-fn time_of_millis(millis: u64) -> OffsetDateTime {
-    // Every u64 millisecond count that `key_millis` produced came from an
-    // OffsetDateTime, so it is in range; a corrupt key far in the future is
-    // clamped rather than trusted.
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000)
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-}
-
-/// A time as operators read it in messages.
-fn rfc3339(at: &OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| at.to_string())
-}
-
-fn truncate_to_millis(at: OffsetDateTime) -> OffsetDateTime {
-    let millis = at.unix_timestamp_nanos().div_euclid(1_000_000);
-    OffsetDateTime::from_unix_timestamp_nanos(millis * 1_000_000)
-        .unwrap_or(at)
-        .to_offset(UtcOffset::UTC)
 }
 
 /// The scenarios every backend must pass, written once. Each backend's test

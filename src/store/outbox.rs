@@ -39,7 +39,7 @@ use sled::transaction::{
 use sled::{Db, Transactional, Tree};
 use time::OffsetDateTime;
 
-use super::StoreError;
+use super::error::StoreError;
 use crate::alert::Email;
 use crate::clock::{from_unix_millis, unix_millis};
 

@@ -34,6 +34,7 @@ use time::OffsetDateTime;
 
 use crate::cert::{is_staging, CertInfo};
 use crate::outcome::{Outcome, Status};
+use crate::store::format::keys::{bound_millis, key_millis, time_of_millis};
 
 /// How stale a leaf's `last_seen` may be.
 pub(crate) const LEAF_SEEN_GRANULARITY_MS: u64 = 60 * 60 * 1000;
@@ -227,7 +228,7 @@ impl Rollup {
     pub fn empty(granularity: Granularity, start: u64) -> Rollup {
         Rollup {
             granularity,
-            start: super::time_of_millis(granularity.start_of(start)),
+            start: time_of_millis(granularity.start_of(start)),
             up: 0,
             warn: 0,
             down: 0,
@@ -244,7 +245,7 @@ impl Rollup {
     pub fn from_outcomes(granularity: Granularity, outcomes: &[Outcome]) -> Vec<Rollup> {
         let mut buckets: BTreeMap<u64, Rollup> = BTreeMap::new();
         for outcome in outcomes {
-            let Ok(millis) = super::key_millis(outcome) else {
+            let Ok(millis) = key_millis(outcome) else {
                 continue;
             };
             let start = granularity.start_of(millis);
@@ -258,7 +259,7 @@ impl Rollup {
 
     /// Start of the bucket, unix millis.
     pub fn start_millis(&self) -> u64 {
-        super::bound_millis(self.start)
+        bound_millis(self.start)
     }
 
     /// Results with a status (every status is known today: up, warn and
@@ -383,7 +384,7 @@ pub struct ServedLeaf {
 impl ServedLeaf {
     /// The leaf as first seen at `at` millis.
     pub fn new(leaf: &CertInfo, at: u64) -> ServedLeaf {
-        let seen = super::time_of_millis(at);
+        let seen = time_of_millis(at);
         ServedLeaf {
             sha256: leaf.sha256.clone(),
             subject: leaf.subject.clone(),
@@ -402,22 +403,22 @@ impl ServedLeaf {
         let (first, last) = (self.first_seen_millis(), self.last_seen_millis());
         let mut changed = false;
         if at < first {
-            self.first_seen = super::time_of_millis(at);
+            self.first_seen = time_of_millis(at);
             changed = true;
         }
         if at >= last.saturating_add(LEAF_SEEN_GRANULARITY_MS) {
-            self.last_seen = super::time_of_millis(at);
+            self.last_seen = time_of_millis(at);
             changed = true;
         }
         changed
     }
 
     pub fn first_seen_millis(&self) -> u64 {
-        super::bound_millis(self.first_seen)
+        bound_millis(self.first_seen)
     }
 
     pub fn last_seen_millis(&self) -> u64 {
-        super::bound_millis(self.last_seen)
+        bound_millis(self.last_seen)
     }
 
     /// The timeline `outcomes` (of one check, oldest first) make when
@@ -441,7 +442,7 @@ pub(crate) fn observe_outcome<'a>(
     outcome: &Outcome,
 ) -> Option<&'a ServedLeaf> {
     let leaf = outcome.tls.as_ref()?.chain.first()?;
-    let at = super::key_millis(outcome).ok()?;
+    let at = key_millis(outcome).ok()?;
     match leaves.entry(leaf.sha256.clone()) {
         std::collections::btree_map::Entry::Vacant(slot) => {
             Some(slot.insert(ServedLeaf::new(leaf, at)))
@@ -456,6 +457,13 @@ pub(crate) fn observe_outcome<'a>(
 /// Timeline order: first seen, then fingerprint.
 pub(crate) fn sort_timeline(leaves: &mut [ServedLeaf]) {
     leaves.sort_by(|a, b| (a.first_seen, &a.sha256).cmp(&(b.first_seen, &b.sha256)));
+}
+
+/// Whether the bucket of `granularity` starting at `start` millis ends at
+/// or before `cutoff` millis (what
+/// [`Store::sweep_rollups`](crate::store::Store::sweep_rollups) deletes).
+pub(in crate::store) fn bucket_swept(granularity: Granularity, start: u64, cutoff: u64) -> bool {
+    start.saturating_add(granularity.millis()) <= cutoff
 }
 
 #[cfg(test)]
@@ -585,8 +593,12 @@ mod tests {
         assert_eq!(timeline[0].last_seen, T0 + Duration::minutes(120));
         assert!(!timeline[0].staging);
         let mut leaf = timeline[0].clone();
-        assert!(!leaf.observe(super::super::bound_millis(T0 + Duration::minutes(125))));
-        assert!(leaf.observe(super::super::bound_millis(T0 - Duration::minutes(5))));
+        assert!(!leaf.observe(crate::store::format::keys::bound_millis(
+            T0 + Duration::minutes(125)
+        )));
+        assert!(leaf.observe(crate::store::format::keys::bound_millis(
+            T0 - Duration::minutes(5)
+        )));
         assert_eq!(leaf.first_seen, T0 - Duration::minutes(5));
     }
 

@@ -1,19 +1,8 @@
-//! The replication queue of the sled store: which results have not been
-//! copied off-region yet, in the order they were appended, and the cursor
-//! that says how far the copy has got. The replicator (`replicate/`) drives it; this
-//! file only keeps the books. It uploads nothing and knows no bucket.
-//!
-//! # Why a queue, not a cursor over `results`
-//!
-//! `results` is ordered by check id, then time: a result appended now for
-//! check 1 sorts before yesterday's results of check 2, and a probe that
-//! started at 10:00:00 is appended after one that started at 10:00:05 and
-//! finished first. No position in `results` separates "replicated" from
-//! "not yet". So each append (while replication is enabled) also writes
-//! `replication` / seq -> results key, under the store's lock, so sequence
-//! numbers follow append order exactly. The cursor in `meta` is the last
-//! sequence number shipped; entries at or below it are removed once it
-//! has advanced.
+//! What the replicator (`replicate/`) calls on the sled store: turn
+//! replication on, hand out the next batch and read it, confirm what was
+//! shipped, continue after a restore, and put restored results back. The
+//! queue's books, and why replication is a queue rather than a cursor over
+//! `results`, are `sled/queue.rs`.
 //!
 //! # Crash between upload and cursor update
 //!
@@ -23,8 +12,8 @@
 //! range again at the next start and hands out exactly the same entries
 //! with the same formation time, so the upload is repeated under the same
 //! name with the same content. The queue entry is written after the result
-//! it names, so sled's prefix recovery (see `sled.rs`) never leaves an entry
-//! without its result.
+//! it names, so sled's prefix recovery (see `sled/mod.rs`) never
+//! leaves an entry without its result.
 //!
 //! # What it does not do
 //!
@@ -34,58 +23,28 @@
 //! sweep is bounded by the oldest queued result) are counted as `gone`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use ::sled::{Batch, Db, Tree};
+use ::sled::Batch;
 use time::OffsetDateTime;
 
-use super::{be_u32, be_u64, key_millis_of, record, result_key, SledStore, State};
+use super::queue::{pending_bytes, Pending};
+use super::state::State;
+use super::SledStore;
 use crate::outcome::Outcome;
-use crate::store::{as_stored, bound_millis, key_millis, time_of_millis, Store, StoreError};
-
-/// The queue tree: seq (u64 BE) -> results key (check id u32 BE ++ millis
-/// u64 BE).
-const QUEUE_TREE: &str = "replication";
-/// `meta`: the last shipped seq (u64 BE). Present once replication has
-/// been enabled on this store (or a restore set it).
-const CURSOR_KEY: &[u8] = b"replication_cursor";
-/// `meta`: the batch in flight: after, last, formed-at millis (u64 BE each).
-const PENDING_KEY: &[u8] = b"replication_pending";
-/// Before a segment's name: a segment `vigie restore` refused, with the
-/// ETag it had and why.
-const REFUSED_PREFIX: &[u8] = b"refused_segment/";
+use crate::store::backend::{as_stored, Store};
+use crate::store::error::StoreError;
+use crate::store::format::codec;
+use crate::store::format::keys::{
+    be_u32, be_u64, bound_millis, key_millis, key_millis_of, refused_key, result_key, seq_key,
+    time_of_millis, CURSOR_KEY, PENDING_KEY,
+};
 
 /// Queue entries written per sled batch when seeding or renumbering.
 const WRITE_CHUNK: usize = 10_000;
 
 /// Shipped queue entries removed per sled batch.
 const REMOVE_CHUNK: usize = 1_000;
-
-/// Queue bookkeeping held by the [`SledStore`]; see the module docs.
-pub(super) struct Queue {
-    tree: Tree,
-    meta: Tree,
-    /// Appends queue their result only while this is set (the daemon with
-    /// `[replication]`); `vigie check`, `history` and `restore` never do.
-    enabled: AtomicBool,
-    /// The next sequence number. Allocated and written under the store's
-    /// lock (the `&mut State` parameters prove it), so an entry below it is
-    /// always on disk.
-    next_seq: AtomicU64,
-    /// Mirror of `meta` / `replication_cursor` (0 when absent).
-    cursor: AtomicU64,
-    /// Entries above the cursor.
-    backlog: AtomicU64,
-}
-
-/// The batch in flight (`meta` / `replication_pending`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Pending {
-    after: u64,
-    last: u64,
-    formed_ms: u64,
-}
 
 /// Results to copy off-region, in the order they were appended.
 #[derive(Debug, Clone)]
@@ -160,93 +119,6 @@ pub struct Restored {
     pub unchanged: u64,
 }
 
-impl Queue {
-    /// Opens the queue tree and reads the cursor, the batch in flight and
-    /// the backlog (one walk over the unshipped entries).
-    pub(super) fn open(db: &Db, meta: &Tree, dir: &Path) -> Result<Queue, StoreError> {
-        let io = |action: &str| {
-            let action = action.to_string();
-            move |cause| StoreError::Io {
-                path: dir.to_path_buf(),
-                action: action.clone(),
-                cause,
-            }
-        };
-        let corrupt = |what: &str| StoreError::Corrupt {
-            path: dir.to_path_buf(),
-            what: what.to_string(),
-            detail: "not the expected length".to_string(),
-        };
-        let tree = db.open_tree(QUEUE_TREE).map_err(|cause| StoreError::Open {
-            path: dir.to_path_buf(),
-            cause,
-        })?;
-        let cursor = match meta
-            .get(CURSOR_KEY)
-            .map_err(io("read the replication cursor"))?
-        {
-            Some(bytes) => be_u64(&bytes).ok_or_else(|| corrupt("the replication cursor"))?,
-            None => 0,
-        };
-        let pending = match meta
-            .get(PENDING_KEY)
-            .map_err(io("read the replication batch in flight"))?
-        {
-            Some(bytes) => Some(
-                parse_pending(&bytes).ok_or_else(|| corrupt("the replication batch in flight"))?,
-            ),
-            None => None,
-        };
-        let last_key = match tree.last().map_err(io("read the replication queue"))? {
-            Some((key, _)) => be_u64(&key).ok_or_else(|| corrupt("a replication queue key"))?,
-            None => 0,
-        };
-        let mut backlog = 0;
-        for key in tree.range(seq_key(cursor.saturating_add(1))..).keys() {
-            key.map_err(io("count the replication backlog"))?;
-            backlog += 1;
-        }
-        let highest = cursor.max(last_key).max(pending.map_or(0, |p| p.last));
-        Ok(Queue {
-            tree,
-            meta: meta.clone(),
-            enabled: AtomicBool::new(false),
-            next_seq: AtomicU64::new(highest.saturating_add(1)),
-            cursor: AtomicU64::new(cursor),
-            backlog: AtomicU64::new(backlog),
-        })
-    }
-
-    /// Queues result (`id`, `millis`) if replication is enabled. Called by
-    /// `append` under the store's lock, after the result is written.
-    pub(super) fn enqueue(
-        &self,
-        _locked: &mut State,
-        id: u32,
-        millis: u64,
-    ) -> Result<(), ::sled::Error> {
-        if !self.enabled.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let seq = self.next_seq.fetch_add(1, Ordering::AcqRel);
-        self.tree
-            .insert(seq_key(seq), &result_key(id, millis)[..])?;
-        self.backlog.fetch_add(1, Ordering::AcqRel);
-        Ok(())
-    }
-
-    fn pending(&self) -> Result<Option<Pending>, ::sled::Error> {
-        Ok(self
-            .meta
-            .get(PENDING_KEY)?
-            .and_then(|bytes| parse_pending(&bytes)))
-    }
-
-    fn started(&self) -> Result<bool, ::sled::Error> {
-        self.meta.contains_key(CURSOR_KEY)
-    }
-}
-
 impl SledStore {
     /// Turns replication on for this process: from now on every append is
     /// queued. The first time ever on this store (no cursor in `meta`),
@@ -281,7 +153,7 @@ impl SledStore {
             let (key, value) = entry.map_err(self.io("read results to queue for replication"))?;
             let key_ms = key_millis_of(&key);
             let id = be_u32(&key[..4.min(key.len())]).unwrap_or_default();
-            let results = record::parse_entry(key_ms, &value)
+            let results = codec::parse_entry(key_ms, &value)
                 .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
             for (millis, _) in results {
                 let seq = queue.next_seq.fetch_add(1, Ordering::AcqRel);
@@ -758,40 +630,13 @@ impl SledStore {
     }
 }
 
-fn refused_key(name: &str) -> Vec<u8> {
-    [REFUSED_PREFIX, name.as_bytes()].concat()
-}
-
-fn seq_key(seq: u64) -> [u8; 8] {
-    seq.to_be_bytes()
-}
-
-fn pending_bytes(pending: &Pending) -> [u8; 24] {
-    let mut bytes = [0; 24];
-    bytes[..8].copy_from_slice(&pending.after.to_be_bytes());
-    bytes[8..16].copy_from_slice(&pending.last.to_be_bytes());
-    bytes[16..].copy_from_slice(&pending.formed_ms.to_be_bytes());
-    bytes
-}
-
-fn parse_pending(bytes: &[u8]) -> Option<Pending> {
-    if bytes.len() != 24 {
-        return None;
-    }
-    Some(Pending {
-        after: be_u64(&bytes[..8])?,
-        last: be_u64(&bytes[8..16])?,
-        formed_ms: be_u64(&bytes[16..])?,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use time::Duration as TimeDuration;
 
-    use super::super::tests::open;
     use super::*;
     use crate::store::contract::{up, T0};
+    use crate::store::sled::tests::open;
 
     fn minute(n: i64) -> OffsetDateTime {
         T0 + TimeDuration::minutes(n)

@@ -1,11 +1,12 @@
 //! The rollups and the certificate timeline on disk (trees `rollups` and
-//! `leaves`, laid out as `store/mod.rs` describes), kept up to date by
+//! `leaves`, laid out as `format/mod.rs` describes; their encoding is
+//! `format/rollups.rs`), kept up to date by
 //! `append`, rebuilt from raw results by a restore and, once, by the
 //! upgrade from schema 2.
 //!
 //! Appends. A check's newest hour and day (its *hot* buckets) live in
 //! memory and are written every [`WRITE_EVERY`] appends of the check, when
-//! a bucket is left for the next, on [`Store::flush`] and when the store
+//! a bucket is left for the next, on [`Store::flush`](crate::store::Store::flush) and when the store
 //! is dropped: a rollup key rewritten at every append made sled rewrite
 //! its leaf pages over and over (`benches/rollups.rs`: appends 7 times
 //! slower, kilobytes of log per append). A result that is not newer than
@@ -20,96 +21,25 @@
 //! memory whole (a few leaves per check) and a leaf's entry is written
 //! only when it is new or its `first_seen`/`last_seen` moved, i.e. at
 //! most once an hour per leaf.
-//!
-//! Encodings: a rollup is format byte `1` ++ postcard of [`StoredRollup`];
-//! a leaf is format byte `1` ++ postcard of [`StoredLeaf`]. Fingerprints
-//! are 32 bytes when they are 64 hex digits (always, from `cert.rs`), else
-//! their text.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 
-use ::sled::{Batch, Db, Tree};
-use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
+use ::sled::Batch;
 
-use super::{be_u32, record, SledStore, State};
+use super::state::{Hot, State};
+use super::SledStore;
 use crate::outcome::Outcome;
-use crate::store::rollup::{self, Granularity, Histogram, LeafCount, Rollup, Sample, ServedLeaf};
-use crate::store::{bucket_swept, time_of_millis, StoreError};
-
-const ROLLUP_FORMAT: u8 = 1;
-const LEAF_FORMAT: u8 = 1;
-/// Leaf key tags: a binary fingerprint, or one kept as text.
-const SHA_BYTES: u8 = b'x';
-const SHA_TEXT: u8 = b't';
-
-/// The two trees.
-pub(super) struct Trees {
-    pub rollups: Tree,
-    pub leaves: Tree,
-}
+use crate::store::error::{rfc3339, StoreError};
+use crate::store::format::codec;
+use crate::store::format::keys::{key_millis, key_millis_of, time_of_millis};
+use crate::store::format::rollups::{
+    decode_leaf, decode_rollup, encode_leaf, encode_rollup, leaf_key, leaf_key_parts, rollup_key,
+    rollup_key_start,
+};
+use crate::store::rollup::{self, bucket_swept, Granularity, Rollup, Sample, ServedLeaf};
 
 /// Appends of a check between two writes of its hot buckets.
 pub(super) const WRITE_EVERY: u32 = 10;
-
-/// What appends keep in memory (inside the store's [`State`]).
-#[derive(Default)]
-pub(super) struct Cache {
-    /// Each check's newest bucket of each granularity.
-    hot: HashMap<(u32, Granularity), Hot>,
-    /// Appends of each check since its hot buckets were last written.
-    unwritten: HashMap<u32, u32>,
-    /// Every check's timeline, by fingerprint.
-    pub leaves: HashMap<u32, BTreeMap<String, ServedLeaf>>,
-    /// (check, day) a restore put results into, until `finish_restore`.
-    restored: BTreeSet<(u32, u64)>,
-}
-
-/// A bucket and the newest result (key millis) it counts.
-struct Hot {
-    rollup: Rollup,
-    through: u64,
-}
-
-#[derive(Serialize, Deserialize)]
-struct StoredRollup {
-    /// Key millis of the newest result counted.
-    through: u64,
-    up: u64,
-    warn: u64,
-    down: u64,
-    max_ms: f64,
-    min_days_left: Option<i64>,
-    histogram: Vec<(u8, u64)>,
-    leaves: Vec<(Sha, u64)>,
-}
-
-/// Variant order is format: append only.
-#[derive(Serialize, Deserialize)]
-enum Sha {
-    Bytes([u8; 32]),
-    Text(String),
-}
-
-#[derive(Serialize, Deserialize)]
-struct StoredLeaf {
-    subject: String,
-    issuer: String,
-    /// Unix seconds and nanoseconds.
-    not_before: (i64, u32),
-    not_after: (i64, u32),
-    first_seen: u64,
-    last_seen: u64,
-}
-
-impl Trees {
-    pub fn open(db: &Db) -> Result<Trees, ::sled::Error> {
-        Ok(Trees {
-            rollups: db.open_tree("rollups")?,
-            leaves: db.open_tree("leaves")?,
-        })
-    }
-}
 
 impl SledStore {
     /// Reads every check's timeline (at open).
@@ -290,7 +220,7 @@ impl SledStore {
             let missing = self.read_range(id, &name, from, u64::MAX)?;
             let mut buckets: BTreeMap<(Granularity, u64), (Rollup, u64)> = BTreeMap::new();
             for outcome in &missing {
-                let Ok(millis) = crate::store::key_millis(outcome) else {
+                let Ok(millis) = key_millis(outcome) else {
                     continue;
                 };
                 for &(granularity, first) in &lacking {
@@ -528,7 +458,7 @@ impl SledStore {
                     built.push((rollup, through_of(&outcomes, Granularity::Hour, start)));
                 }
                 for outcome in &outcomes {
-                    let Ok(millis) = crate::store::key_millis(outcome) else {
+                    let Ok(millis) = key_millis(outcome) else {
                         continue;
                     };
                     let (rollup, through) = whole_day
@@ -631,7 +561,7 @@ impl SledStore {
         let first_of = |entry: Option<::sled::Result<(::sled::IVec, ::sled::IVec)>>| {
             entry
                 .transpose()
-                .map(|entry| entry.map(|(key, _)| super::key_millis_of(&key)))
+                .map(|entry| entry.map(|(key, _)| key_millis_of(&key)))
         };
         let low = [
             first_of(self.check_range(id, 0).next()).map_err(&io)?,
@@ -657,7 +587,7 @@ impl SledStore {
         id: u32,
         name: &str,
         millis: u64,
-        replaced: record::Decoded,
+        replaced: codec::Decoded,
     ) -> Result<Sample, StoreError> {
         let mut chain = match replaced.chain_key() {
             Some(key) => self.chain(&key)?,
@@ -683,183 +613,78 @@ impl SledStore {
                     Granularity::Hour => "hour",
                     Granularity::Day => "day",
                 },
-                crate::store::rfc3339(&time_of_millis(start))
+                rfc3339(&time_of_millis(start))
             ),
             "does not decode",
         )
     }
 }
 
-/// check id (u32 BE) ++ granularity (`h` or `d`) ++ bucket start millis
-/// (u64 BE).
-fn rollup_key(id: u32, granularity: Granularity, start: u64) -> [u8; 13] {
-    let mut key = [0; 13];
-    key[..4].copy_from_slice(&id.to_be_bytes());
-    key[4] = match granularity {
-        Granularity::Hour => b'h',
-        Granularity::Day => b'd',
-    };
-    key[5..].copy_from_slice(&start.to_be_bytes());
-    key
-}
-
-fn rollup_key_start(key: &[u8]) -> u64 {
-    key.get(5..)
-        .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
-        .map_or(0, u64::from_be_bytes)
-}
-
-/// check id (u32 BE) ++ `x` ++ 32 fingerprint bytes, or ++ `t` ++ text.
-fn leaf_key(id: u32, sha256: &str) -> Vec<u8> {
-    let mut key = id.to_be_bytes().to_vec();
-    match sha_bytes(sha256) {
-        Some(bytes) => {
-            key.push(SHA_BYTES);
-            key.extend_from_slice(&bytes);
-        }
-        None => {
-            key.push(SHA_TEXT);
-            key.extend_from_slice(sha256.as_bytes());
-        }
-    }
-    key
-}
-
-fn leaf_key_parts(key: &[u8]) -> Option<(u32, String)> {
-    let id = be_u32(key.get(..4)?)?;
-    let sha = match (key.get(4)?, key.get(5..)?) {
-        (&SHA_BYTES, bytes) if bytes.len() == 32 => hex(bytes),
-        (&SHA_TEXT, text) => String::from_utf8(text.to_vec()).ok()?,
-        _ => return None,
-    };
-    Some((id, sha))
-}
-
-/// 64 hex digits as 32 bytes (lowercase only: the text must come back the
-/// same).
-fn sha_bytes(sha256: &str) -> Option<[u8; 32]> {
-    let text = sha256.as_bytes();
-    if text.len() != 64 {
-        return None;
-    }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let mut bytes = [0; 32];
-    for (i, pair) in text.chunks(2).enumerate() {
-        bytes[i] = digit(pair[0])? << 4 | digit(pair[1])?;
-    }
-    Some(bytes)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The newest result of `outcomes` in the bucket starting at `start`.
 fn through_of(outcomes: &[Outcome], granularity: Granularity, start: u64) -> u64 {
     outcomes
         .iter()
-        .filter_map(|outcome| crate::store::key_millis(outcome).ok())
+        .filter_map(|outcome| key_millis(outcome).ok())
         .filter(|&millis| granularity.start_of(millis) == start)
         .max()
         .unwrap_or(start)
 }
 
-fn encode_rollup(rollup: &Rollup, through: u64) -> Vec<u8> {
-    let stored = StoredRollup {
-        through,
-        up: rollup.up,
-        warn: rollup.warn,
-        down: rollup.down,
-        max_ms: rollup.max_ms,
-        min_days_left: rollup.min_days_left,
-        histogram: rollup.histogram.buckets().to_vec(),
-        leaves: rollup
-            .leaves
-            .iter()
-            .map(|leaf| {
-                let sha = match sha_bytes(&leaf.sha256) {
-                    Some(bytes) => Sha::Bytes(bytes),
-                    None => Sha::Text(leaf.sha256.clone()),
-                };
-                (sha, leaf.results)
-            })
-            .collect(),
-    };
-    with_format(ROLLUP_FORMAT, &stored)
-}
+#[cfg(test)]
+mod tests {
+    use time::{Duration as TimeDuration, OffsetDateTime};
 
-fn decode_rollup(granularity: Granularity, start: u64, bytes: &[u8]) -> Option<(Rollup, u64)> {
-    let (&format, body) = bytes.split_first()?;
-    if format != ROLLUP_FORMAT {
-        return None;
+    use super::*;
+    use crate::store::contract::up;
+    use crate::store::sled::tests::{assert_rollups_recompute, minute, minutes, open_small_blocks};
+    use crate::store::Store;
+
+    #[test]
+    fn rollups_and_the_timeline_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        for outcome in minutes(0..90) {
+            store.append(&outcome).unwrap();
+        }
+        drop(store);
+        let store = open_small_blocks(dir.path());
+        assert_rollups_recompute(&store, "site");
+        // The first append after the reopen reads its buckets from disk.
+        for outcome in minutes(90..150) {
+            store.append(&outcome).unwrap();
+        }
+        assert_rollups_recompute(&store, "site");
     }
-    let stored: StoredRollup = postcard::from_bytes(body).ok()?;
-    let mut leaves: Vec<LeafCount> = stored
-        .leaves
-        .into_iter()
-        .map(|(sha, results)| LeafCount {
-            sha256: match sha {
-                Sha::Bytes(bytes) => hex(&bytes),
-                Sha::Text(text) => text,
-            },
-            results,
-        })
-        .collect();
-    leaves.sort_by(|a, b| a.sha256.cmp(&b.sha256));
-    let rollup = Rollup {
-        histogram: Histogram::from_buckets(stored.histogram)?,
-        up: stored.up,
-        warn: stored.warn,
-        down: stored.down,
-        max_ms: stored.max_ms,
-        min_days_left: stored.min_days_left,
-        leaves,
-        ..Rollup::empty(granularity, start)
-    };
-    Some((rollup, stored.through))
-}
 
-fn encode_leaf(leaf: &ServedLeaf) -> Vec<u8> {
-    let at = |t: OffsetDateTime| (t.unix_timestamp(), t.nanosecond());
-    let stored = StoredLeaf {
-        subject: leaf.subject.clone(),
-        issuer: leaf.issuer.clone(),
-        not_before: at(leaf.not_before),
-        not_after: at(leaf.not_after),
-        first_seen: leaf.first_seen_millis(),
-        last_seen: leaf.last_seen_millis(),
-    };
-    with_format(LEAF_FORMAT, &stored)
-}
-
-fn decode_leaf(sha256: String, bytes: &[u8]) -> Option<ServedLeaf> {
-    let (&format, body) = bytes.split_first()?;
-    if format != LEAF_FORMAT {
-        return None;
+    #[test]
+    fn rollups_catch_up_at_open_after_an_unclean_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        for outcome in minutes(0..95) {
+            store.append(&outcome).unwrap();
+        }
+        // A late result is written at once, hot buckets with it.
+        store
+            .append(&up("site", minute(3) + TimeDuration::seconds(7)))
+            .unwrap();
+        for outcome in minutes(95..98) {
+            store.append(&outcome).unwrap();
+        }
+        store.append(&up("new", minute(97))).unwrap();
+        // What a kill -9 loses: the appends since the hot buckets' last
+        // write (the results themselves are flushed).
+        store.forget_hot();
+        let lost = store
+            .rollups("site", Granularity::Hour, OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        assert!(lost.iter().map(Rollup::known).sum::<u64>() < 99);
+        assert!(store
+            .rollups("new", Granularity::Hour, OffsetDateTime::UNIX_EPOCH)
+            .unwrap()
+            .is_empty());
+        drop(store);
+        let store = open_small_blocks(dir.path());
+        assert_rollups_recompute(&store, "site");
+        assert_rollups_recompute(&store, "new");
     }
-    let stored: StoredLeaf = postcard::from_bytes(body).ok()?;
-    let at = |(secs, nanos): (i64, u32)| {
-        OffsetDateTime::from_unix_timestamp_nanos(
-            i128::from(secs) * 1_000_000_000 + i128::from(nanos),
-        )
-        .ok()
-    };
-    Some(ServedLeaf {
-        sha256,
-        staging: crate::cert::is_staging(&stored.issuer),
-        subject: stored.subject,
-        issuer: stored.issuer,
-        not_before: at(stored.not_before)?,
-        not_after: at(stored.not_after)?,
-        first_seen: time_of_millis(stored.first_seen),
-        last_seen: time_of_millis(stored.last_seen),
-    })
-}
-
-fn with_format<T: Serialize>(format: u8, value: &T) -> Vec<u8> {
-    postcard::to_extend(value, vec![format]).expect("postcard into a Vec cannot fail")
 }

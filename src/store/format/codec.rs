@@ -5,7 +5,7 @@
 //! internally tagged enums), which a non-self-describing format like
 //! postcard cannot read back, so the record has its own types here, with
 //! conversions both ways. What a record leaves out and where it is instead
-//! is described in the key layout of `store/mod.rs`: the name (key), the
+//! is described in the key layout of `format/mod.rs`: the name (key), the
 //! chain (`chains` tree) and the check's recurring strings (its dictionary).
 //!
 //! A `results` value is either one record (first byte [`RECORD_FORMAT`])
@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use super::keys::ChainKey;
 use crate::cert::CertInfo;
 use crate::check::KindName;
 use crate::outcome::{
@@ -48,15 +49,15 @@ use crate::outcome::{
 };
 
 /// First byte of every result value.
-pub(super) const RECORD_FORMAT: u8 = 1;
+pub(in crate::store) const RECORD_FORMAT: u8 = 1;
 /// First byte of a `results` value holding a block of records.
-pub(super) const BLOCK_FORMAT: u8 = 2;
+pub(in crate::store) const BLOCK_FORMAT: u8 = 2;
 /// First byte of a record with extensions.
-pub(super) const RECORD_FORMAT_EXT: u8 = 3;
+pub(in crate::store) const RECORD_FORMAT_EXT: u8 = 3;
 /// First byte of a block whose records carry (possibly empty) extensions.
-pub(super) const BLOCK_FORMAT_EXT: u8 = 4;
+pub(in crate::store) const BLOCK_FORMAT_EXT: u8 = 4;
 /// First byte of every chain value.
-pub(super) const CHAIN_FORMAT: u8 = 1;
+pub(in crate::store) const CHAIN_FORMAT: u8 = 1;
 
 /// Format byte, count (u32 BE), last millis (u64 BE), raw length (u32 BE).
 const BLOCK_HEADER: usize = 1 + 4 + 8 + 4;
@@ -64,12 +65,9 @@ const BLOCK_HEADER: usize = 1 + 4 + 8 + 4;
 /// before it is allocated.
 const BLOCK_MAX_RAW: usize = 64 << 20;
 
-/// The first 16 bytes of the SHA-256 of a chain's encoding.
-pub(super) type ChainKey = [u8; 16];
-
 /// A string a check sees again and again, or a one-off.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) enum Str {
+pub(in crate::store) enum Str {
     /// Index into the check's dictionary.
     Dict(u32),
     Inline(String),
@@ -77,7 +75,7 @@ pub(super) enum Str {
 
 /// Why bytes could not be read back as a record or chain.
 #[derive(Debug)]
-pub(super) struct DecodeError(pub String);
+pub(in crate::store) struct DecodeError(pub String);
 
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -86,40 +84,40 @@ impl std::fmt::Display for DecodeError {
 }
 
 /// One outcome, ready to store.
-pub(super) struct Encoded {
+pub(in crate::store) struct Encoded {
     pub value: Vec<u8>,
     pub chain: Option<EncodedChain>,
 }
 
 /// A chain as stored in `chains`, and its key.
-pub(super) struct EncodedChain {
+pub(in crate::store) struct EncodedChain {
     pub key: ChainKey,
     pub bytes: Vec<u8>,
 }
 
 /// A record read back, waiting for its dictionary and chain.
-pub(super) struct Decoded(Full);
+pub(in crate::store) struct Decoded(Full);
 
 /// Is this `results` value a lone record (of either format)?
-pub(super) fn is_single(value: &[u8]) -> bool {
+pub(in crate::store) fn is_single(value: &[u8]) -> bool {
     matches!(value.first(), Some(&RECORD_FORMAT | &RECORD_FORMAT_EXT))
 }
 
 /// Is this `results` value a block (of either format)?
-pub(super) fn is_block(value: &[u8]) -> bool {
+pub(in crate::store) fn is_block(value: &[u8]) -> bool {
     matches!(value.first(), Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT))
 }
 
 /// How many results a `results` value holds and when the last started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Span {
+pub(in crate::store) struct Span {
     pub count: u64,
     pub last: u64,
 }
 
 /// One certificate of a stored chain: [`CertInfo`] without `days_left`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) struct StoredCert {
+pub(in crate::store) struct StoredCert {
     subject: String,
     issuer: String,
     not_before: Time,
@@ -282,7 +280,7 @@ struct Time {
 // ---- encoding ----
 
 /// Encodes `outcome`; `intern` turns a recurring string into a [`Str`].
-pub(super) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -> Str) -> Encoded {
+pub(in crate::store) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -> Str) -> Encoded {
     let (tls, chain) = match &outcome.tls {
         Some(tls) => {
             let (stored, chain) = stored_tls(tls, intern);
@@ -491,7 +489,7 @@ fn stored_cors(cors: &CorsReport, intern: &mut dyn FnMut(&str) -> Str) -> Stored
 
 /// A block of `results` (sorted by millis, at least one): the value to store
 /// under the first one's key.
-pub(super) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
+pub(in crate::store) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
     let base = results.first().map_or(0, |(millis, _)| *millis);
     let last = results.last().map_or(0, |(millis, _)| *millis);
     let extended = results.iter().any(|(_, d)| !d.0.ext.is_empty());
@@ -521,7 +519,7 @@ pub(super) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
 
 /// The span of a `results` value stored under `key_millis`, from its header
 /// only (nothing is decompressed).
-pub(super) fn span(key_millis: u64, value: &[u8]) -> Result<Span, DecodeError> {
+pub(in crate::store) fn span(key_millis: u64, value: &[u8]) -> Result<Span, DecodeError> {
     match value.first() {
         Some(&RECORD_FORMAT | &RECORD_FORMAT_EXT) => Ok(Span {
             count: 1,
@@ -535,7 +533,7 @@ pub(super) fn span(key_millis: u64, value: &[u8]) -> Result<Span, DecodeError> {
 }
 
 /// Every result of a `results` value, with its millis, oldest first.
-pub(super) fn parse_entry(
+pub(in crate::store) fn parse_entry(
     key_millis: u64,
     value: &[u8],
 ) -> Result<Vec<(u64, Decoded)>, DecodeError> {
@@ -548,7 +546,7 @@ pub(super) fn parse_entry(
 /// history of 24 blocks allocates them once, not 48 times (each large
 /// allocation makes glibc's malloc consolidate everything freed since).
 #[derive(Default)]
-pub(super) struct Reader {
+pub(in crate::store) struct Reader {
     raw: Vec<u8>,
     results: Vec<(u64, Decoded)>,
 }
@@ -810,13 +808,13 @@ fn dns_from(dns: StoredDns, strings: &[String]) -> Result<DnsReport, DecodeError
 }
 
 /// Reads a `chains` value.
-pub(super) fn parse_chain(bytes: &[u8]) -> Result<Vec<StoredCert>, DecodeError> {
+pub(in crate::store) fn parse_chain(bytes: &[u8]) -> Result<Vec<StoredCert>, DecodeError> {
     from_bytes(CHAIN_FORMAT, "certificate chain", bytes)
 }
 
 /// A `chains` value as the certificates outcomes carry. A history decodes
 /// each distinct chain once, and its results share it.
-pub(super) fn chain_infos(bytes: &[u8]) -> Result<SharedChain, DecodeError> {
+pub(in crate::store) fn chain_infos(bytes: &[u8]) -> Result<SharedChain, DecodeError> {
     let base = parse_chain(bytes)?
         .iter()
         .map(|cert| cert.to_info(0))
@@ -827,7 +825,7 @@ pub(super) fn chain_infos(bytes: &[u8]) -> Result<SharedChain, DecodeError> {
 /// One stored chain, handed to the results that refer to it: the results
 /// with the same `days_left` (a day of one check) share one allocation
 /// instead of a copy of every certificate's strings each.
-pub(super) struct SharedChain {
+pub(in crate::store) struct SharedChain {
     /// `days_left` zero: each record has its own.
     base: Vec<CertInfo>,
     last: Option<Arc<[CertInfo]>>,
@@ -1403,7 +1401,7 @@ mod tests {
             .map(|outcome| {
                 let encoded = encode(outcome, &mut |s| dict.intern(s));
                 singles += encoded.value.len();
-                let millis = crate::store::key_millis(outcome).unwrap();
+                let millis = crate::store::format::keys::key_millis(outcome).unwrap();
                 (millis, Decoded::parse(&encoded.value).unwrap())
             })
             .collect();
@@ -1422,7 +1420,7 @@ mod tests {
             .unwrap()
             .into_iter()
             .map(|(millis, decoded)| {
-                let at = crate::store::time_of_millis(millis);
+                let at = crate::store::format::keys::time_of_millis(millis);
                 decoded
                     .into_outcome("site", at, &dict.strings, Some(&mut chain))
                     .unwrap()

@@ -1,0 +1,19 @@
+//! Which layout a store holds: the version in `meta` / `schema_version`
+//! and the sentinel file beside the database. What each version changed,
+//! and how an older store is brought up to date at open, is in
+//! `format/mod.rs`; the upgrades themselves are `sled/upgrade.rs`.
+
+/// A file of vigie's own beside sled's, written once the schema version is
+/// stored: sled opens a garbled or truncated file as an empty database,
+/// and this file is how an empty database is told from a new one.
+pub(in crate::store) const SENTINEL: &str = "vigie-store";
+
+/// The layout this code reads and writes (`meta` / `schema_version`).
+pub(in crate::store) const SCHEMA_VERSION: u32 = 3;
+
+/// The first layout with the `newest` tree (what `upgrade_from_1`
+/// leaves); version 3 added `rollups` and `leaves`.
+pub(in crate::store) const SCHEMA_NEWEST: u32 = 2;
+
+/// `meta`: the schema version (u32 BE).
+pub(in crate::store) const SCHEMA_KEY: &[u8] = b"schema_version";

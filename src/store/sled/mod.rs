@@ -1,0 +1,331 @@
+//! The on-disk backend: sled 0.34 (the stable line), one database in the
+//! daemon's `state_dir`, laid out as `format/mod.rs` describes. This file
+//! opens it and holds the registry of its trees; what is done with them is
+//! in the files beside it, each the only writer of its trees:
+//!
+//! - `history.rs`: the results (`results`, `newest`), the check ids and
+//!   dictionaries (`checks`), the chains (`chains`, `chain_uses`): the
+//!   [`Store`](crate::store::Store) contract;
+//! - `rollups.rs`: the rollups and the certificate timeline (`rollups`,
+//!   `leaves`);
+//! - `queue.rs` and `replication.rs`: the replication queue (`replication`,
+//!   its cursor in `meta`) and what the replicator calls;
+//! - `upgrade.rs`: the schema version and the upgrades at open;
+//! - `state.rs`: what appends keep in memory.
+//!
+//! The alert trees and the outbox share the database
+//! ([`SledStore::alerts`]; `store/alerts.rs`, `store/outbox.rs`).
+//!
+//! Durability. sled keeps writes in memory and writes them out every
+//! `flush_every` (and on [`Store::flush`](crate::store::Store::flush), and when the store is dropped).
+//! An unclean stop (kill -9, OOM, power loss) loses at most what was
+//! appended during the last `flush_every`, and never more than that: on
+//! reopening, sled recovers its log up to the first torn or missing write,
+//! so what survives is a prefix of what was written, across all trees
+//! (tests/store_crash.rs kills a writer repeatedly and checks exactly
+//! this). That prefix property is what lets an append write the check's
+//! id, dictionary strings, chain and chain use *before* the result that
+//! refers to them, instead of in a transaction: a result can never survive
+//! without them.
+//!
+//!
+//! second process gets [`StoreError::Locked`]. Inside the process, appends
+//! and the chain collection of a sweep are serialised by one mutex over the
+//! in-memory indexes (names, dictionaries, known chains and uses); reads
+//! take it only to look up a check.
+//!
+//! Memory. The page cache is capped at [`CACHE_BYTES`], not sled's 1 GiB
+//! default: the daemon runs on a small VM, and reads are mostly "the last
+//! day of one check".
+
+mod history;
+mod queue;
+pub(super) mod replication;
+mod rollups;
+mod state;
+#[cfg(test)]
+pub(crate) mod tests;
+mod upgrade;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use ::sled::{Db, Tree};
+
+use self::queue::Queue;
+use self::state::State;
+use crate::store::alerts::AlertStore;
+use crate::store::error::{rfc3339, StoreError};
+use crate::store::format::keys::{prefixed, time_of_millis, ID_PREFIX};
+use crate::store::format::schema::{SCHEMA_NEWEST, SCHEMA_VERSION};
+
+/// sled's page cache budget. sled counts pages at their size on disk and
+/// holds them in memory at several times that, so this is what the
+/// daemon's memory grows by as history accumulates. Measured with the
+/// daemon bench at 1,000 checks probed every 3 s (about an hour of a
+/// 30 s fleet's history every 6 minutes): 16 MiB grew to 48.7 MiB RSS in
+/// 8.5 minutes and kept growing; 4 MiB was at 42.4 MiB then and levelled
+/// off. `history` reads a check's blocks once per answer and did not slow
+/// down (`benches/store.rs`: median 3.8 ms against 4.9 ms for a day);
+/// appends did, from about 22,000 to 19,700 results/s.
+pub const CACHE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// How results are grouped into blocks.
+#[derive(Debug, Clone, Copy)]
+pub struct Packing {
+    /// Results per block.
+    pub size: usize,
+    /// The newest results a check keeps as single keys.
+    pub keep: usize,
+}
+
+impl Packing {
+    /// Ten minutes of a check probed every 30 s per block, two minutes
+    /// single. What a check has not packed yet sits in `newest`, whose
+    /// leaves every append touches, so sled keeps them in memory whatever
+    /// its cache budget: with blocks of 60, a process appending 1000 checks'
+    /// results grew to 61 MiB RSS within six hours' worth and stayed there;
+    /// with blocks of 20, 33 MiB (`benches/store.rs` at 1000 x 720, RSS
+    /// sampled, 16 MiB cache; blocks of 12: 36 MiB; in that bench a cache
+    /// of 1 or 4 MiB with blocks of 60 changed nothing, in the daemon the
+    /// cache mattered too: see [`CACHE_BYTES`]). Smaller blocks also answer `history` faster
+    /// (fewer singles to decode one by one: 1.2 ms against 3.1 ms for 720
+    /// results) at about 1 byte more of key and value per result.
+    pub const DEFAULT: Packing = Packing { size: 20, keep: 4 };
+}
+
+/// History in a sled database: the registry of its trees, each written
+/// by one file beside this one.
+pub struct SledStore {
+    path: PathBuf,
+    db: Db,
+    /// Blocks of each check's results, and late singles (`history.rs`).
+    results: Tree,
+    /// Each check's single results after its last `results` entry
+    /// (`history.rs`).
+    newest: Tree,
+    /// Check names, ids and dictionaries (`history.rs`).
+    checks: Tree,
+    /// Certificate chains, and which check used each when (`history.rs`).
+    chains: Tree,
+    chain_uses: Tree,
+    packing: Packing,
+    /// The replication queue and cursor (`queue.rs`, `replication.rs`).
+    replication: Queue,
+    /// Rollups and the certificate timeline (`rollups.rs`).
+    rollup_trees: RollupTrees,
+    /// False only in benchmarks ([`SledStore::without_rollups`]).
+    keep_rollups: bool,
+    state: Mutex<State>,
+}
+
+/// The rollups' two trees (`sled/rollups.rs`).
+struct RollupTrees {
+    rollups: Tree,
+    leaves: Tree,
+}
+
+impl SledStore {
+    /// Opens (or creates) the database in `dir`. `flush_every` bounds what
+    /// an unclean stop loses; zero turns the background flush off (only
+    /// [`Store::flush`](crate::store::Store::flush) and a clean close write).
+    pub fn open(dir: &Path, flush_every: Duration) -> Result<SledStore, StoreError> {
+        Self::open_packing(dir, flush_every, Packing::DEFAULT)
+    }
+
+    /// A store in a temporary directory, deleted when the store is dropped:
+    /// what the daemon runs on while `state_dir` refuses writes at start, so
+    /// that alerting keeps its transactions and mail its outbox.
+    pub fn open_temporary(flush_every: Duration) -> Result<SledStore, StoreError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let dir =
+            std::env::temp_dir().join(format!("vigie-history-{}-{nanos}", std::process::id()));
+        Self::open_with(&dir, flush_every, Packing::DEFAULT, true)
+    }
+
+    /// [`SledStore::open`] with other block sizes (tests, benchmarks). The
+    /// sizes are not part of the format: any store reads every block.
+    pub fn open_packing(
+        dir: &Path,
+        flush_every: Duration,
+        packing: Packing,
+    ) -> Result<SledStore, StoreError> {
+        Self::open_with(dir, flush_every, packing, false)
+    }
+
+    fn open_with(
+        dir: &Path,
+        flush_every: Duration,
+        packing: Packing,
+        temporary: bool,
+    ) -> Result<SledStore, StoreError> {
+        let flush_ms = match u64::try_from(flush_every.as_millis()).unwrap_or(u64::MAX) {
+            0 if flush_every.is_zero() => None,
+            ms => Some(ms.max(1)),
+        };
+        let db = ::sled::Config::new()
+            .path(dir)
+            .cache_capacity(CACHE_BYTES)
+            .flush_every_ms(flush_ms)
+            .temporary(temporary)
+            .open()
+            .map_err(|cause| open_error(dir, cause))?;
+        let tree = |name: &str| {
+            db.open_tree(name).map_err(|cause| StoreError::Open {
+                path: dir.to_path_buf(),
+                cause,
+            })
+        };
+        let meta = tree("meta")?;
+        let replication = Queue::open(&db, &meta, dir)?;
+        let rollup_trees = RollupTrees {
+            rollups: tree("rollups")?,
+            leaves: tree("leaves")?,
+        };
+        let store = SledStore {
+            path: dir.to_path_buf(),
+            results: tree("results")?,
+            newest: tree("newest")?,
+            checks: tree("checks")?,
+            chains: tree("chains")?,
+            chain_uses: tree("chain_uses")?,
+            packing: Packing {
+                size: packing.size.max(1),
+                keep: packing.keep,
+            },
+            replication,
+            rollup_trees,
+            keep_rollups: true,
+            state: Mutex::new(State::default()),
+            db,
+        };
+        let found = store.check_schema(&meta)?;
+        if found < SCHEMA_NEWEST {
+            store.upgrade_from_1(&meta)?;
+        }
+        store.drop_packed_newest()?;
+        let state = store.load_state()?;
+        *store.lock() = state;
+        if found < SCHEMA_VERSION {
+            store.upgrade_from_2(&meta)?;
+        }
+        let repaired = store.repair_rollups()?;
+        if repaired > 0 {
+            tracing::info!(
+                repaired,
+                "rollups caught up with results stored before an unclean stop"
+            );
+        }
+        Ok(store)
+    }
+
+    /// This store with appends that keep no rollups and no timeline, as
+    /// before schema 3: for `benches/rollups.rs` to measure what they cost.
+    /// Its rollups are then wrong; use it only on a throwaway store.
+    #[doc(hidden)]
+    pub fn without_rollups(mut self) -> SledStore {
+        self.keep_rollups = false;
+        self
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The alert and outbox trees beside the history, in the same
+    /// database so that their writes share transactions and flushes.
+    pub fn alerts(&self) -> Result<AlertStore, StoreError> {
+        AlertStore::open_sled(&self.db, self.path.clone())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every mutation of State happens after the disk write it mirrors
+        // succeeded, so a panic cannot leave it describing unwritten data.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn io(&self, action: &str) -> impl Fn(::sled::Error) -> StoreError + '_ {
+        let action = action.to_string();
+        move |cause| StoreError::Io {
+            path: self.path.clone(),
+            action: action.clone(),
+            cause,
+        }
+    }
+
+    fn corrupt_entry(&self, id: u32, millis: u64, detail: impl ToString) -> StoreError {
+        let name = self.lock_free_name(id);
+        self.corrupt(
+            &format!(
+                "the result of {name} at {}",
+                rfc3339(&time_of_millis(millis))
+            ),
+            detail,
+        )
+    }
+
+    /// The name of check `id` from the disk (callers may hold the lock).
+    fn lock_free_name(&self, id: u32) -> String {
+        let stored = self
+            .checks
+            .get(prefixed(ID_PREFIX, &id.to_be_bytes()))
+            .ok()
+            .flatten();
+        stored.map_or_else(
+            || format!("check id {id}"),
+            |name| String::from_utf8_lossy(&name).into_owned(),
+        )
+    }
+
+    fn corrupt(&self, what: &str, detail: impl ToString) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            what: what.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
+/// The newest rollups are written before sled closes the database (see
+/// `sled/rollups.rs`); an unclean stop leaves them to the next open.
+impl Drop for SledStore {
+    fn drop(&mut self) {
+        let mut state = self.lock();
+        if let Err(err) = self.write_hot(&mut state) {
+            tracing::error!(error = %err, "could not write the newest rollups at close; the next open catches them up from the results");
+        }
+    }
+}
+
+impl std::fmt::Debug for SledStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// sled reports a held lock as an untyped I/O error whose message is all
+/// there is to recognise it by (sled 0.34.7 `Config::try_lock`: "could not
+/// acquire lock on ..."); string matching is the last resort here.
+fn open_error(dir: &Path, cause: ::sled::Error) -> StoreError {
+    let locked = matches!(&cause, ::sled::Error::Io(err)
+        if err.to_string().starts_with("could not acquire lock"));
+    if locked {
+        StoreError::Locked {
+            path: dir.to_path_buf(),
+        }
+    } else {
+        StoreError::Open {
+            path: dir.to_path_buf(),
+            cause,
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The schema at open: the version a store holds is read (a fresh store
+//! gets the current one, a newer one is refused before anything is
+//! written, a database found empty beside the sentinel is damage), and an
+//! older layout is brought up to this one. What each version changed is
+//! in `format/mod.rs`.
+
+use std::path::Path;
+
+use ::sled::{Batch, Tree};
+
+use super::SledStore;
+use crate::store::error::StoreError;
+use crate::store::format::codec;
+use crate::store::format::keys::{be_u32, key_millis_of, ID_PREFIX};
+use crate::store::format::schema::{SCHEMA_KEY, SCHEMA_NEWEST, SCHEMA_VERSION, SENTINEL};
+
+impl SledStore {
+    /// The stored schema version: a fresh store gets the current one; an
+    /// older one is returned for the caller to upgrade; a newer one is
+    /// refused before anything is written.
+    pub(super) fn check_schema(&self, meta: &Tree) -> Result<u32, StoreError> {
+        let stored = meta
+            .get(SCHEMA_KEY)
+            .map_err(self.io("read the schema version"))?;
+        let sentinel = self.path.join(SENTINEL);
+        let Some(bytes) = stored else {
+            // sled opens a damaged file without a word and hands back what
+            // it could read, often nothing: an empty database in a
+            // directory vigie has written to before is that damage.
+            if sentinel.exists() {
+                return Err(self.corrupt(
+                    "the database",
+                    "sled opened it empty although vigie had written to it (the file is damaged or truncated)".to_string(),
+                ));
+            }
+            meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
+                .map_err(self.io("write the schema version"))?;
+            meta.flush().map_err(self.io("write the schema version"))?;
+            self.write_sentinel(&sentinel)?;
+            return Ok(SCHEMA_VERSION);
+        };
+        if !sentinel.exists() {
+            self.write_sentinel(&sentinel)?;
+        }
+        let found = <[u8; 4]>::try_from(bytes.as_ref())
+            .map(u32::from_be_bytes)
+            .map_err(|_| {
+                self.corrupt(
+                    "the schema version",
+                    format!("{} bytes, not 4", bytes.len()),
+                )
+            })?;
+        match found {
+            1 | SCHEMA_NEWEST | SCHEMA_VERSION => Ok(found),
+            newer if newer > SCHEMA_VERSION => Err(StoreError::SchemaTooNew {
+                path: self.path.clone(),
+                found: newer,
+                supported: SCHEMA_VERSION,
+            }),
+            older => Err(self.corrupt("the schema version", format!("unknown version {older}"))),
+        }
+    }
+
+    /// Marks the directory as one vigie has written to (see
+    /// [`SENTINEL`]).
+    pub(super) fn write_sentinel(&self, sentinel: &Path) -> Result<(), StoreError> {
+        std::fs::write(
+            sentinel,
+            "vigie keeps its history here; a database found empty beside this file is damaged\n",
+        )
+        .map_err(|cause| StoreError::Io {
+            path: self.path.clone(),
+            action: "mark the store as written".to_string(),
+            cause: ::sled::Error::Io(cause),
+        })
+    }
+
+    /// Schema 1 kept a check's newest results as single keys in `results`,
+    /// after its last block; version 2 keeps them in `newest`. Each check's
+    /// trailing singles are copied to `newest`, then removed from
+    /// `results`, then the version is bumped. An interrupted upgrade leaves
+    /// copies in both trees, which every reader skips (a `newest` entry at
+    /// or before the check's last `results` entry) and the next open
+    /// finishes.
+    pub(super) fn upgrade_from_1(&self, meta: &Tree) -> Result<(), StoreError> {
+        let mut ids: Vec<u32> = Vec::new();
+        for key in self.checks.iter().keys() {
+            let key = key.map_err(self.io("read the checks"))?;
+            if let Some((&ID_PREFIX, id)) = key.split_first() {
+                ids.extend(be_u32(id));
+            }
+        }
+        for id in ids {
+            let mut singles = Vec::new();
+            for entry in self.check_range(id, 0).rev() {
+                let (key, value) = entry.map_err(self.io("read a check's latest results"))?;
+                if !codec::is_single(&value) {
+                    break;
+                }
+                singles.push((key, value));
+            }
+            if singles.is_empty() {
+                continue;
+            }
+            let mut copies = Batch::default();
+            let mut removals = Batch::default();
+            for (key, value) in singles {
+                copies.insert(key.clone(), value);
+                removals.remove(key);
+            }
+            self.newest
+                .apply_batch(copies)
+                .map_err(self.io("move the newest results (upgrade)"))?;
+            self.results
+                .apply_batch(removals)
+                .map_err(self.io("move the newest results (upgrade)"))?;
+        }
+        meta.insert(SCHEMA_KEY, &SCHEMA_NEWEST.to_be_bytes()[..])
+            .map_err(self.io("write the schema version"))?;
+        self.db.flush().map_err(self.io("flush the upgrade"))?;
+        Ok(())
+    }
+
+    /// Schema 2 had no rollups and no certificate timeline: they are built
+    /// once from the stored results (`sled/rollups.rs`), then the version
+    /// is bumped. An interrupted build is started again by the next open.
+    pub(super) fn upgrade_from_2(&self, meta: &Tree) -> Result<(), StoreError> {
+        tracing::info!(path = %self.path.display(), "building rollups from the stored history (once, for schema 3)");
+        self.build_rollups()?;
+        self.db.flush().map_err(self.io("flush the rollups"))?;
+        meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
+            .map_err(self.io("write the schema version"))?;
+        self.db.flush().map_err(self.io("flush the upgrade"))?;
+        Ok(())
+    }
+
+    /// Removes `newest` entries that a `results` entry already covers: what
+    /// a stop between packing a block and removing its singles (or during
+    /// the upgrade) left behind.
+    pub(super) fn drop_packed_newest(&self) -> Result<(), StoreError> {
+        let mut stale = Batch::default();
+        let mut covered: Option<(u32, Option<u64>)> = None;
+        for key in self.newest.iter().keys() {
+            let key = key.map_err(self.io("read the newest results"))?;
+            let id = be_u32(&key[..4.min(key.len())]).unwrap_or_default();
+            let until = match covered {
+                Some((covered_id, until)) if covered_id == id => until,
+                _ => {
+                    let until = self.packed_until(id)?;
+                    covered = Some((id, until));
+                    until
+                }
+            };
+            if until.is_some_and(|until| key_millis_of(&key) <= until) {
+                stale.remove(key);
+            }
+        }
+        self.newest
+            .apply_batch(stale)
+            .map_err(self.io("remove packed copies of the newest results"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use time::{Duration as TimeDuration, OffsetDateTime};
+
+    use super::*;
+    use crate::store::contract::{chain, up, T0};
+    use crate::store::format::keys::{key_millis, result_key};
+    use crate::store::sled::state::intern;
+    use crate::store::sled::tests::{
+        assert_rollups_recompute, ids, minute, minutes, open, open_packed, open_small_blocks,
+        raw_db, when_unlocked,
+    };
+    use crate::store::sled::Packing;
+    use crate::store::{Granularity, Store};
+
+    /// Rewrites a store of this version into the schema 1 layout: the
+    /// newest singles back in `results`, after the blocks.
+    fn downgrade_to_schema_1(dir: &Path) {
+        let db = raw_db(dir);
+        let results = db.open_tree("results").unwrap();
+        let newest = db.open_tree("newest").unwrap();
+        for entry in newest.iter() {
+            let (key, value) = entry.unwrap();
+            results.insert(key, value).unwrap();
+        }
+        drop(newest);
+        db.drop_tree("newest").unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        meta.insert(SCHEMA_KEY, &1u32.to_be_bytes()[..]).unwrap();
+        db.flush().unwrap();
+    }
+
+    #[test]
+    fn a_schema_1_store_is_upgraded_without_losing_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let packing = Packing { size: 4, keep: 2 };
+        let open = || open_packed(dir.path(), packing);
+        let store = open();
+        for outcome in minutes(0..11) {
+            store.append(&outcome).unwrap();
+            store.append(&up("api", outcome.started_at)).unwrap();
+        }
+        drop(store);
+        downgrade_to_schema_1(dir.path());
+        {
+            let db = raw_db(dir.path());
+            let results = db.open_tree("results").unwrap();
+            assert_eq!(
+                results.len(),
+                2 * (2 + 3),
+                "two blocks and three singles each"
+            );
+        }
+
+        let store = open();
+        assert_eq!(store.results.len(), 2 * 2, "only blocks left in results");
+        assert_eq!(store.newest.len(), 2 * 3);
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..11));
+        assert_eq!(store.len().unwrap(), 22);
+        for outcome in minutes(11..16) {
+            store.append(&outcome).unwrap();
+        }
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..16));
+        assert_eq!(store.latest("site").unwrap(), Some(up("site", minute(15))));
+        assert_rollups_recompute(&store, "site");
+        assert_rollups_recompute(&store, "api");
+        drop(store);
+        let db = raw_db(dir.path());
+        let meta = db.open_tree("meta").unwrap();
+        assert_eq!(
+            meta.get(SCHEMA_KEY).unwrap().unwrap(),
+            SCHEMA_VERSION.to_be_bytes()
+        );
+    }
+
+    /// Rewrites a store of this version into the schema 2 layout: no
+    /// rollups, no timeline.
+    fn downgrade_to_schema_2(dir: &Path) {
+        let db = raw_db(dir);
+        db.drop_tree("rollups").unwrap();
+        db.drop_tree("leaves").unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        meta.insert(SCHEMA_KEY, &2u32.to_be_bytes()[..]).unwrap();
+        db.flush().unwrap();
+    }
+
+    #[test]
+    fn a_schema_2_store_gets_its_rollups_built_once_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        let day = |d: i64| T0 + TimeDuration::days(d);
+        for d in -3..=0 {
+            for h in 0..3 {
+                let at = day(d) + TimeDuration::hours(h);
+                let mut outcome = up("site", at);
+                outcome.tls.as_mut().unwrap().chain =
+                    chain(if d < -1 { "old.example" } else { "new.example" }, at).into();
+                store.append(&outcome).unwrap();
+                store.append(&up("api", at)).unwrap();
+            }
+        }
+        drop(store);
+        downgrade_to_schema_2(dir.path());
+
+        let store = open_small_blocks(dir.path());
+        assert_rollups_recompute(&store, "site");
+        assert_rollups_recompute(&store, "api");
+        assert_eq!(store.certificates("site").unwrap().len(), 2);
+        assert_eq!(
+            store
+                .rollups("site", Granularity::Day, OffsetDateTime::UNIX_EPOCH)
+                .unwrap()
+                .len(),
+            4
+        );
+        store.append(&up("api", day(1))).unwrap();
+        assert_rollups_recompute(&store, "api");
+        drop(store);
+        {
+            let db = raw_db(dir.path());
+            let meta = db.open_tree("meta").unwrap();
+            assert_eq!(
+                meta.get(SCHEMA_KEY).unwrap().unwrap(),
+                SCHEMA_VERSION.to_be_bytes()
+            );
+        }
+        // Built once: rollups lost behind the store's back are not built
+        // again from every result; only the day before the newest result
+        // is caught up (what an unclean stop may have left unwritten).
+        {
+            let db = raw_db(dir.path());
+            db.drop_tree("rollups").unwrap();
+            db.flush().unwrap();
+        }
+        let store = open_small_blocks(dir.path());
+        let days = store
+            .rollups("api", Granularity::Day, OffsetDateTime::UNIX_EPOCH)
+            .unwrap();
+        assert_eq!(
+            days.iter()
+                .map(|d| (d.start, d.known()))
+                .collect::<Vec<_>>(),
+            [
+                (day(0) - TimeDuration::hours(7), 3),
+                (day(1) - TimeDuration::hours(7), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_single_left_behind_by_a_pack_is_read_once_and_dropped_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_small_blocks(dir.path());
+        for outcome in minutes(0..5) {
+            store.append(&outcome).unwrap();
+        }
+        let id = ids(&store)["site"];
+        // A stop between writing a block and removing its singles.
+        let packed = key_millis(&up("site", minute(1))).unwrap();
+        let mut fresh = Vec::new();
+        let copy = {
+            let state = store.lock();
+            codec::encode(&up("site", minute(1)), &mut |text| {
+                intern(state.dicts.get(&id), &mut fresh, text)
+            })
+        };
+        assert!(fresh.is_empty());
+        store
+            .newest
+            .insert(result_key(id, packed), copy.value)
+            .unwrap();
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..5));
+        drop(store);
+
+        let store = open_small_blocks(dir.path());
+        assert!(!store.newest.contains_key(result_key(id, packed)).unwrap());
+        assert_eq!(store.len().unwrap(), 5);
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..5));
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(dir.path()));
+        {
+            let db = raw_db(dir.path());
+            let meta = db.open_tree("meta").unwrap();
+            meta.insert(SCHEMA_KEY, &4u32.to_be_bytes()[..]).unwrap();
+            db.flush().unwrap();
+        }
+        let err =
+            when_unlocked(|| SledStore::open(dir.path(), Duration::from_secs(1))).unwrap_err();
+        assert!(
+            matches!(err, StoreError::SchemaTooNew { found: 4, .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the store at {} has schema version 4, but this vigie reads only version 3: \
+                 a newer vigie wrote it; run that version, or point state_dir at another directory",
+                dir.path().display()
+            )
+        );
+    }
+}
