@@ -19,7 +19,8 @@
 //!   "cannot reach the network" alert.
 //! - `engine`: [`Engine`], the above wired together the way the daemon uses
 //!   them, still in memory and without I/O; the timeline tests drive it.
-//! - `doc`: a mail laid out once, written as text and as escaped HTML.
+//! - `layout`: the mail layout engine: a mail laid out once, written as
+//!   text and as escaped HTML.
 //! - `render`: [`Email`] and what alert mails say.
 //! - `report`: the daily certificate report: its data and JSON (`mod.rs`),
 //!   certificate change detection (`changes.rs`), text/HTML/mail
@@ -29,10 +30,10 @@
 //! what is mailed, never what is probed or recorded.
 
 mod blind;
-mod doc;
 mod engine;
 mod event;
 mod group;
+mod layout;
 mod policy;
 pub mod render;
 pub mod report;
@@ -47,10 +48,10 @@ mod timeline;
 pub use blind::{
     canary_failed, connectivity, gate, network_observation, Connectivity, NETWORK_CHECK,
 };
-pub(crate) use doc::escape as escape_html;
 pub use engine::{Engine, Outbound};
 pub use event::{Event, EventKind, Held, IncidentId, Snapshot};
 pub use group::{Grouper, Notification};
+pub(crate) use layout::escape as escape_html;
 pub use policy::{Overrides, Policy};
 pub use render::Email;
 pub use silence::{
