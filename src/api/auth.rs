@@ -14,7 +14,7 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::serve::Peer;
+use super::peer::Peer;
 use super::session::{self, Sessions};
 use super::throttle::Throttle;
 use super::{error, ApiState};

@@ -11,19 +11,22 @@
 
 mod auth;
 mod body;
+mod connections;
 mod deadline;
 mod history;
 mod host;
 pub mod local;
 mod pages;
+mod peer;
 mod serve;
 mod session;
 mod throttle;
 mod tls;
 
 pub use auth::Token;
+pub use connections::{ServerSnapshot, ServerStats};
 pub use history::{HistoryView, DEFAULT_HISTORY_WINDOW, MAX_PAGE, MAX_UNPAGED_WINDOW};
-pub use serve::{serve, serve_local, Limits, ServerSnapshot, ServerStats};
+pub use serve::{serve, serve_local, Limits};
 pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};
 
 use std::fmt::Write;

@@ -7,7 +7,6 @@ use std::sync::Mutex;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use super::sender::Delivery;
 use crate::clock::{from_unix_millis, unix_millis};
 
 /// Counters shared by the outbox and the sender, read by `/metrics`,
@@ -103,8 +102,9 @@ impl MailStats {
         self.dead_letters.store(n, Ordering::Relaxed);
     }
 
-    pub(super) fn set_delivery(&self, delivery: &Delivery) {
-        *self.via.lock().unwrap_or_else(|p| p.into_inner()) = delivery.describe();
+    /// Where mail goes now, in words (`Delivery::describe`).
+    pub(super) fn set_via(&self, via: String) {
+        *self.via.lock().unwrap_or_else(|p| p.into_inner()) = via;
     }
 
     pub(super) fn delivered(&self, now: OffsetDateTime) {
