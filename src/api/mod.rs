@@ -899,12 +899,93 @@ fn escape_into(out: &mut String, value: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::Metrics;
+    use super::*;
+    use crate::alert::testing::{down, golden, up, with_leaf, T0};
+    use crate::outcome::Assertion;
 
     #[test]
     fn label_values_are_escaped_for_the_exposition_format() {
         let mut m = Metrics::default();
         m.sample("x", &[("subject", "CN=\"a\\b\"\n\x1b[2J")], 1.0);
         assert_eq!(m.0, "x{subject=\"CN=\\\"a\\\\b\\\"\\\\n\\\\x1b[2J\"} 1\n");
+    }
+
+    #[test]
+    fn the_exposition_is_written_as_it_always_was() {
+        let outcomes = [
+            up("site", T0),
+            with_leaf("api", T0, |leaf| leaf.subject = "CN=\"api\"".into()),
+            down("bucket", T0, Assertion::HttpStatus),
+        ];
+        let mut text = String::new();
+        for family in ProbeFamily::ALL {
+            let mut m = Metrics::default();
+            family.write_help(&mut m);
+            for outcome in &outcomes {
+                family.write_sample(&mut m, outcome);
+            }
+            text.push_str(&m.0);
+        }
+        let stages = Arc::new(crate::supervise::Stages::default());
+        stages.register(
+            "recorder",
+            crate::supervise::Progress::Every(std::time::Duration::from_secs(60)),
+        );
+        stages.register(
+            "alerter",
+            crate::supervise::Progress::Every(std::time::Duration::from_secs(60)),
+        );
+        let clock: Arc<dyn Clock> = Arc::new(crate::clock::FakeClock::new(T0));
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("config.toml");
+        std::fs::create_dir_all(dir.path().join("checks")).unwrap();
+        std::fs::write(
+            dir.path().join("checks/site.toml"),
+            "[[check]]\nname = \"site\"\nkind = \"http\"\nurl = \"https://example.com/\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &config_path,
+            "state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n",
+        )
+        .unwrap();
+        let loaded = crate::config::load(&config_path).unwrap();
+        let (_config_tx, config) = tokio::sync::watch::channel(Arc::new(loaded));
+        let mail = Arc::new(MailStats::default());
+        mail.add_backlog(3);
+        let (requests, _alerter) = tokio::sync::mpsc::channel(1);
+        let status = Arc::new(AlertStatus::default());
+        status.set_firing(2);
+        status.set_blind(true);
+        let state = ApiState {
+            store: Arc::new(crate::store::MemoryStore::default()),
+            latest: Latest::default(),
+            slots: Slots::default(),
+            health: Arc::new(Health::new(T0, stages)),
+            clock,
+            token: Token::default(),
+            replication: None,
+            heartbeat: Some(Arc::new(HeartbeatStats::default())),
+            mail: Some(mail),
+            alerts: Some(Alerts { status, requests }),
+            server: Arc::new(ServerStats::default()),
+            config,
+            vantage: Some(Arc::new(crate::vantage::VantageStats::default())),
+        };
+        render_daemon_metrics(&mut text, &state, &state.slots.snapshot(), T0);
+        let replication = ReplicationSnapshot {
+            status: crate::replicate::ReplicationState::Behind,
+            lag_seconds: 12.5,
+            lag_results: 4,
+            last_success: Some(T0),
+            consecutive_failures: 1,
+            failures_total: 2,
+            segments_total: 3,
+            results_total: 40,
+            bytes_total: 4096,
+            last_error: None,
+        };
+        replication.write_metrics(&mut text);
+        golden("metrics/exposition.txt", &text);
     }
 }
