@@ -1,12 +1,15 @@
-//! [`AlertStatus`]: what the alerter publishes for `/metrics`, health and
-//! the pages (checks firing, blindness, the last report, the fleet's
-//! notes). The alerter writes it; readers never wait on the alerter.
+//! [`AlertStatus`]: what the alerter publishes for `/metrics` (whose
+//! families are declared here), health and the pages (checks firing,
+//! blindness, the last report, the fleet's notes). The alerter writes it;
+//! readers never wait on the alerter.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use time::OffsetDateTime;
+
+use crate::metrics::{flag, Exposition, Family};
 
 /// What the alerter publishes for `/metrics` and health.
 #[derive(Debug, Default)]
@@ -57,4 +60,19 @@ impl AlertStatus {
     pub fn set_blind(&self, blind: bool) {
         self.blind.store(blind, Ordering::Relaxed);
     }
+
+    /// The alerter's `/metrics` families.
+    pub fn write_metrics(&self, m: &mut Exposition) {
+        m.single(&FIRING, self.firing() as f64);
+        m.single(&BLIND, flag(self.blind()));
+    }
 }
+
+const FIRING: Family = Family::gauge(
+    "vigie_alerts_firing",
+    "checks with an open incident (DOWN sent, or held by a silence or window)",
+);
+const BLIND: Family = Family::gauge(
+    "vigie_blind",
+    "1 when every canary fails and network failures are not judged",
+);

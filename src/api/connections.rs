@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::metrics::{Exposition, Family};
+
 /// Connection counters for `/metrics`.
 #[derive(Debug, Default)]
 pub struct ServerStats {
@@ -50,5 +52,55 @@ impl ServerStats {
 
     pub(super) fn count_timed_out(&self) {
         Self::count(&self.timed_out);
+    }
+}
+
+impl ServerSnapshot {
+    /// The listener's `/metrics` families.
+    pub fn write_metrics(&self, m: &mut Exposition) {
+        let families = [
+            (
+                Family::gauge("vigie_api_connections", "connections to the API open now"),
+                self.open,
+            ),
+            (
+                Family::counter(
+                    "vigie_api_connections_accepted_total",
+                    "connections accepted",
+                ),
+                self.accepted_total,
+            ),
+            (
+                Family::counter(
+                    "vigie_api_connections_refused_total",
+                    "connections closed at once: every connection was answering a request",
+                ),
+                self.refused_total,
+            ),
+            (
+                Family::counter(
+                    "vigie_api_connections_evicted_total",
+                    "connections without a request in flight closed to make room for a newcomer",
+                ),
+                self.evicted_total,
+            ),
+            (
+                Family::counter(
+                    "vigie_api_connections_timed_out_total",
+                    "connections closed by the request deadline (head and body) or the idle timeout",
+                ),
+                self.timed_out_total,
+            ),
+            (
+                Family::counter(
+                    "vigie_api_requests_shed_total",
+                    "requests answered 503 at once: every place not held back for /healthz and the token was answering",
+                ),
+                self.shed_total,
+            ),
+        ];
+        for (family, value) in families {
+            m.single(&family, value as f64);
+        }
     }
 }
