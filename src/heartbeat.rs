@@ -133,7 +133,8 @@ impl HeartbeatStats {
     }
 
     /// The heartbeat's `/metrics` families.
-    pub fn write_metrics(&self, m: &mut Exposition) {
+    pub fn write_metrics(&self, out: &mut String) {
+        let mut m = Exposition::new(out);
         let last = self.last_delivered_ms.load(Ordering::Relaxed) as f64 / 1000.0;
         m.family(&PINGS);
         let pings = [

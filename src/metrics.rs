@@ -59,22 +59,21 @@ impl Family {
     }
 }
 
-/// Exposition text being written. The format wants every sample of a
-/// family right after its `# HELP` and `# TYPE` lines; [`Exposition::family`]
-/// opens a family and [`Exposition::sample`] writes into the one open.
-#[derive(Debug, Default)]
-pub struct Exposition {
-    text: String,
+/// Exposition text being appended to a `String` (each source of
+/// `/metrics` is handed the body's text and writes its families into it).
+/// The format wants every sample of a family right after its `# HELP` and
+/// `# TYPE` lines; [`Exposition::family`] opens a family and
+/// [`Exposition::sample`] writes into the one open.
+#[derive(Debug)]
+pub struct Exposition<'a> {
+    text: &'a mut String,
     open: Option<&'static str>,
 }
 
-impl Exposition {
-    /// For about `bytes` of text.
-    pub fn with_capacity(bytes: usize) -> Exposition {
-        Exposition {
-            text: String::with_capacity(bytes),
-            open: None,
-        }
+impl<'a> Exposition<'a> {
+    /// Appends to `text`.
+    pub fn new(text: &'a mut String) -> Exposition<'a> {
+        Exposition { text, open: None }
     }
 
     /// The `# HELP` and `# TYPE` lines of `family`, which samples follow.
@@ -106,7 +105,7 @@ impl Exposition {
                 }
                 self.text.push_str(key);
                 self.text.push_str("=\"");
-                escape_into(&mut self.text, value);
+                escape_into(self.text, value);
                 self.text.push('"');
             }
             self.text.push('}');
@@ -118,11 +117,6 @@ impl Exposition {
     pub fn single(&mut self, family: &Family, value: f64) {
         self.family(family);
         self.sample(family, &[], value);
-    }
-
-    /// The text written so far.
-    pub fn into_text(self) -> String {
-        self.text
     }
 }
 
@@ -155,22 +149,20 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped_for_the_exposition_format() {
-        let mut m = Exposition::default();
-        m.sample(&X, &[("subject", "CN=\"a\\b\"\n\x1b[2J")], 1.0);
-        assert_eq!(
-            m.into_text(),
-            "x{subject=\"CN=\\\"a\\\\b\\\"\\\\n\\\\x1b[2J\"} 1\n"
-        );
+        let mut text = String::new();
+        Exposition::new(&mut text).sample(&X, &[("subject", "CN=\"a\\b\"\n\x1b[2J")], 1.0);
+        assert_eq!(text, "x{subject=\"CN=\\\"a\\\\b\\\"\\\\n\\\\x1b[2J\"} 1\n");
     }
 
     #[test]
     fn a_family_is_its_help_and_type_then_its_samples() {
-        let mut m = Exposition::default();
+        let mut text = String::new();
+        let mut m = Exposition::new(&mut text);
         m.single(&Family::counter("y_total", "ys seen"), 3.0);
         m.family(&X);
         m.sample(&X, &[("a", "1"), ("b", "2")], 0.5);
         assert_eq!(
-            m.into_text(),
+            text,
             "# HELP y_total ys seen\n# TYPE y_total counter\ny_total 3\n\
              # HELP x an example\n# TYPE x gauge\nx{a=\"1\",b=\"2\"} 0.5\n"
         );

@@ -62,7 +62,8 @@ impl AlertStatus {
     }
 
     /// The alerter's `/metrics` families.
-    pub fn write_metrics(&self, m: &mut Exposition) {
+    pub fn write_metrics(&self, out: &mut String) {
+        let mut m = Exposition::new(out);
         m.single(&FIRING, self.firing() as f64);
         m.single(&BLIND, flag(self.blind()));
     }

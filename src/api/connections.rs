@@ -57,7 +57,8 @@ impl ServerStats {
 
 impl ServerSnapshot {
     /// The listener's `/metrics` families.
-    pub fn write_metrics(&self, m: &mut Exposition) {
+    pub fn write_metrics(&self, out: &mut String) {
+        let mut m = Exposition::new(out);
         let families = [
             (
                 Family::gauge("vigie_api_connections", "connections to the API open now"),

@@ -157,7 +157,8 @@ impl MailStats {
 
 impl MailSnapshot {
     /// The outbox's and the sender's `/metrics` families.
-    pub fn write_metrics(&self, m: &mut Exposition, now: OffsetDateTime) {
+    pub fn write_metrics(&self, out: &mut String, now: OffsetDateTime) {
+        let mut m = Exposition::new(out);
         let gauges = [
             (
                 Family::gauge(

@@ -510,7 +510,8 @@ impl ReplicationSnapshot {
     }
 
     /// Replication's `/metrics` families.
-    pub fn write_metrics(&self, m: &mut Exposition) {
+    pub fn write_metrics(&self, out: &mut String) {
+        let mut m = Exposition::new(out);
         let last_success = self
             .last_success
             .map_or(0.0, |t| t.unix_timestamp_nanos() as f64 / 1e9);

@@ -153,7 +153,8 @@ const REJECTED: Family = Family::counter(
 
 impl VantageSnapshot {
     /// Every vantage family for `/metrics`.
-    pub fn write_metrics(&self, m: &mut Exposition) {
+    pub fn write_metrics(&self, out: &mut String) {
+        let mut m = Exposition::new(out);
         let families: [(Family, u64); 9] = [
             (Family::gauge("vigie_vantage_peers_alive", "Peer vantages whose state in the bucket is newer than stale_after."), self.peers_alive),
             (Family::gauge("vigie_vantage_coordination_up", "1 while the vantages coordinate through the bucket; 0: each pages on its own judgment."), u64::from(self.unavailable.is_none())),

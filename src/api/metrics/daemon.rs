@@ -50,11 +50,12 @@ const TASK_UP: Family = Family::gauge(
 const BUILD: Family = Family::gauge("vigie_build_info", "the running vigie version");
 
 pub(super) fn write_scheduler(
-    m: &mut Exposition,
+    out: &mut String,
     health: &Health,
     slots: &BTreeMap<String, Arc<Slot>>,
     now: OffsetDateTime,
 ) {
+    let mut m = Exposition::new(out);
     m.single(&CHECKS_CONFIGURED, slots.len() as f64);
     m.family(&START_DELAY);
     for (name, slot) in slots {
@@ -73,7 +74,8 @@ pub(super) fn write_scheduler(
     }
 }
 
-pub(super) fn write_health(m: &mut Exposition, health: &Health, now: OffsetDateTime) {
+pub(super) fn write_health(out: &mut String, health: &Health, now: OffsetDateTime) {
+    let mut m = Exposition::new(out);
     m.single(&HEALTHY, flag(health.verdict(now).is_healthy()));
     m.single(&RELOAD_OK, flag(health.reload_ok()));
     m.family(&RELOAD_OK_AT);
@@ -95,7 +97,8 @@ pub(super) fn write_health(m: &mut Exposition, health: &Health, now: OffsetDateT
     }
 }
 
-pub(super) fn write_build(m: &mut Exposition) {
+pub(super) fn write_build(out: &mut String) {
+    let mut m = Exposition::new(out);
     m.family(&BUILD);
     m.sample(&BUILD, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
 }

@@ -1,5 +1,5 @@
-//! `GET /metrics`: the registry of every metrics source, written through
-//! the one exposition writer ([`crate::metrics`]).
+//! `GET /metrics`: the registry of every metrics source, each written
+//! through the one exposition writer ([`crate::metrics`]).
 //!
 //! The registry is [`write_sources`]: which module is asked, in which
 //! order. Each source declares its own families next to the counters it
@@ -19,7 +19,6 @@ use axum::response::{IntoResponse, Response};
 use time::OffsetDateTime;
 
 use super::ApiState;
-use crate::metrics::Exposition;
 use crate::outcome::Outcome;
 use crate::scheduler::Slot;
 use probes::ProbeFamily;
@@ -43,15 +42,15 @@ pub(super) async fn metrics(State(state): State<ApiState>) -> Response {
         (0..chunks).map(move |chunk| {
             let from = (chunk * METRICS_CHUNK).min(latest.len());
             let to = (from + METRICS_CHUNK).min(latest.len());
-            let mut m = Exposition::with_capacity(256 + (to - from) * 256);
-            family.write(&mut m, &latest[from..to], chunk == 0);
-            m.into_text()
+            let mut text = String::with_capacity(256 + (to - from) * 256);
+            family.write(&mut text, &latest[from..to], chunk == 0);
+            text
         })
     });
     let daemon_chunk = std::iter::once_with(move || {
-        let mut m = Exposition::default();
-        write_sources(&mut m, &state, &slots, now);
-        m.into_text()
+        let mut text = String::new();
+        write_sources(&mut text, &state, &slots, now);
+        text
     });
     let chunks = probe_chunks
         .chain(daemon_chunk)
@@ -69,7 +68,7 @@ pub(super) async fn metrics(State(state): State<ApiState>) -> Response {
 /// Every source after the per-check families, in the order they are
 /// written.
 fn write_sources(
-    m: &mut Exposition,
+    m: &mut String,
     state: &ApiState,
     slots: &BTreeMap<String, Arc<Slot>>,
     now: OffsetDateTime,
@@ -118,7 +117,7 @@ mod tests {
             down("bucket", T0, Assertion::HttpStatus),
         ];
         let outcomes = outcomes.map(Arc::new);
-        let mut m = Exposition::default();
+        let mut m = String::new();
         for family in ProbeFamily::ALL {
             family.write(&mut m, &outcomes, true);
         }
@@ -182,6 +181,6 @@ mod tests {
             last_error: None,
         };
         replication.write_metrics(&mut m);
-        golden("metrics/exposition.txt", &m.into_text());
+        golden("metrics/exposition.txt", &m);
     }
 }

@@ -3,6 +3,8 @@
 //! status and last run. Written one family at a time, as the text format
 //! wants every sample of a family together.
 
+use std::sync::Arc;
+
 use crate::metrics::{flag, Exposition, Family};
 use crate::outcome::{Outcome, Status};
 
@@ -75,17 +77,13 @@ impl ProbeFamily {
 
     /// This family's samples for `outcomes`, after its HELP and TYPE when
     /// `first` (the body is written in chunks of checks).
-    pub(super) fn write(
-        self,
-        m: &mut Exposition,
-        outcomes: &[std::sync::Arc<Outcome>],
-        first: bool,
-    ) {
+    pub(super) fn write(self, out: &mut String, outcomes: &[Arc<Outcome>], first: bool) {
+        let mut m = Exposition::new(out);
         if first {
             m.family(self.family());
         }
         for outcome in outcomes {
-            self.write_sample(m, outcome);
+            self.write_sample(&mut m, outcome);
         }
     }
 
