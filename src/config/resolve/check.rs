@@ -19,8 +19,8 @@ use toml::Spanned;
 use super::base_dir;
 use super::browser::{header_names, parse_origin};
 use super::cx::Cx;
-use super::kinds;
 use super::upload;
+use super::{dns, keys};
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
     TlsExpect, DEFAULT_ARI_GRACE, DEFAULT_CRITICAL_DAYS,
@@ -132,7 +132,7 @@ fn check(
     // Without a known kind its own keys cannot be judged; the common keys
     // above have been, so their problems are already reported.
     let kind_name = kind_name?;
-    kinds::foreign_keys(cx, d, kind_name);
+    keys::foreign_keys(cx, d, kind_name);
     let kind = match kind_name {
         KindName::Http => CheckKind::Http(http(cx, raw)),
         KindName::Cors => {
@@ -144,11 +144,11 @@ fn check(
             }
             CheckKind::Cors(cors(cx, d, &context)?)
         }
-        KindName::Dns => CheckKind::Dns(kinds::dns(cx, d, &context)?),
+        KindName::Dns => CheckKind::Dns(dns::dns(cx, d, &context)?),
         KindName::Upload => CheckKind::Upload(upload::upload(cx, d, url.as_ref(), &context)?),
     };
     let url = match &kind {
-        CheckKind::Dns(dns) => kinds::dns_url(&dns.query),
+        CheckKind::Dns(dns) => dns::dns_url(&dns.query),
         _ => url,
     };
     Some(Check {

@@ -11,7 +11,8 @@
 //! not reported again here as missing.
 //!
 //! This file resolves `config.toml`; `check.rs` the `[[check]]` entries
-//! (`kinds.rs` and `upload.rs` the keys of some kinds, `browser.rs` the
+//! (`keys.rs` which kind owns which key, `dns.rs` and `upload.rs` the
+//! keys of those kinds, `browser.rs` the
 //! origins and header names the `cors` and `upload` kinds share); `cx.rs`
 //! the shared turning of one string into one typed value (duration, cron,
 //! URL, regex, mailbox, existing file) with its message.
@@ -19,7 +20,8 @@
 mod browser;
 mod check;
 mod cx;
-mod kinds;
+mod dns;
+mod keys;
 mod upload;
 
 pub(crate) use upload::key_segment;
