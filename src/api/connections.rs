@@ -1,5 +1,6 @@
 //! The listener's connection counters ([`ServerStats`]), kept by
-//! `serve.rs` and the request deadline, read by `/metrics`.
+//! `serve.rs` and the request deadline, and the `/metrics` families that
+//! show them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
