@@ -99,13 +99,10 @@ impl Tree {
         for module in tree.files.keys() {
             let code = tree.code(module);
             let mut names = BTreeMap::new();
-            for (public, path) in use_paths(&code) {
+            for (public, path, name) in use_paths(&code) {
                 if !public {
                     continue;
                 }
-                let Some(name) = path.last().cloned() else {
-                    continue;
-                };
                 if let Some((target, _)) = tree.resolve_raw(module, &path) {
                     names.insert(name, target);
                 }
@@ -139,7 +136,7 @@ impl Tree {
         for (module, file) in &self.files {
             let code = self.code(module);
             let mut paths: Vec<Vec<String>> =
-                use_paths(&code).into_iter().map(|(_, p)| p).collect();
+                use_paths(&code).into_iter().map(|(_, p, _)| p).collect();
             paths.extend(inline_paths(&code));
             for path in paths {
                 let Some(target) = self.resolve(module, &path) else {
@@ -239,8 +236,9 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Each `use` tree of `code`, expanded into its paths, with whether the
-/// `use` is public (`pub`, `pub(crate)`, `pub(super)`).
-fn use_paths(code: &str) -> Vec<(bool, Vec<String>)> {
+/// `use` is public (`pub`, `pub(crate)`, `pub(super)`) and the name it
+/// makes visible (the last segment, or what follows `as`).
+fn use_paths(code: &str) -> Vec<(bool, Vec<String>, String)> {
     let mut out = Vec::new();
     let mut rest = code;
     while let Some(at) = find_word(rest, "use") {
@@ -263,8 +261,8 @@ fn use_paths(code: &str) -> Vec<(bool, Vec<String>)> {
             true => expand(tree, Vec::new()),
             false => Vec::new(),
         };
-        for path in paths {
-            out.push((public, path));
+        for (path, name) in paths {
+            out.push((public, path, name));
         }
         rest = &after[end..];
     }
@@ -287,8 +285,9 @@ fn find_word(text: &str, word: &str) -> Option<usize> {
     None
 }
 
-/// `a::{b, c::{d, e as f}}` under `prefix`, as full paths.
-fn expand(tree: &str, prefix: Vec<String>) -> Vec<Vec<String>> {
+/// `a::{b, c::{d, e as f}}` under `prefix`, as full paths, each with the
+/// name it is visible as.
+fn expand(tree: &str, prefix: Vec<String>) -> Vec<(Vec<String>, String)> {
     let tree = tree.trim();
     let mut out = Vec::new();
     for part in split_top(tree) {
@@ -306,7 +305,9 @@ fn expand(tree: &str, prefix: Vec<String>) -> Vec<Vec<String>> {
                 out.extend(expand(inner, base));
             }
             None => {
-                let head = part.split(" as ").next().unwrap_or(part);
+                let mut halves = part.split(" as ");
+                let head = halves.next().unwrap_or(part);
+                let alias = halves.next().map(str::trim);
                 let mut path = prefix.clone();
                 path.extend(segments(head));
                 if path.last().is_some_and(|s| s == "self") {
@@ -315,8 +316,9 @@ fn expand(tree: &str, prefix: Vec<String>) -> Vec<Vec<String>> {
                 if path.last().is_some_and(|s| s == "*") {
                     path.pop();
                 }
-                if !path.is_empty() {
-                    out.push(path);
+                let name = alias.map(str::to_string).or_else(|| path.last().cloned());
+                if let Some(name) = name {
+                    out.push((path, name));
                 }
             }
         }
@@ -458,18 +460,18 @@ fn circles(arrows: &Arrows) -> Vec<Circle> {
 fn use_trees_are_expanded_into_paths() {
     let code = "pub(crate) use super::{a::{b, c as d}, e::*, self};\nuse crate::f::g;\n";
     let paths = use_paths(code);
-    let shown: Vec<(bool, String)> = paths
+    let shown: Vec<(bool, String, &str)> = paths
         .iter()
-        .map(|(public, path)| (*public, path.join("::")))
+        .map(|(public, path, name)| (*public, path.join("::"), name.as_str()))
         .collect();
     assert_eq!(
         shown,
         [
-            (true, "super::a::b".to_string()),
-            (true, "super::a::c".to_string()),
-            (true, "super::e".to_string()),
-            (true, "super".to_string()),
-            (false, "crate::f::g".to_string()),
+            (true, "super::a::b".to_string(), "b"),
+            (true, "super::a::c".to_string(), "d"),
+            (true, "super::e".to_string(), "e"),
+            (true, "super".to_string(), "super"),
+            (false, "crate::f::g".to_string(), "g"),
         ]
     );
 }
