@@ -39,6 +39,7 @@ use url::Url;
 use crate::clock::{from_unix_millis, unix_millis, Clock};
 use crate::config::HeartbeatConfig;
 use crate::health::{Status, Verdict};
+use crate::metrics::{Exposition, Family};
 use crate::net::CaFileError;
 
 /// The longest one ping may take, whatever the interval.
@@ -101,6 +102,15 @@ pub struct HeartbeatStats {
     last_delivered_ms: AtomicI64,
 }
 
+const PINGS: Family = Family::counter(
+    "vigie_heartbeat_pings_total",
+    "Heartbeat pings by what was sent and how it went.",
+);
+const LAST_DELIVERED: Family = Family::gauge(
+    "vigie_heartbeat_last_delivered_timestamp_seconds",
+    "When the heartbeat service last accepted a ping (0: never since start).",
+);
+
 impl HeartbeatStats {
     /// Plain pings the service accepted.
     pub fn alive_total(&self) -> u64 {
@@ -122,26 +132,22 @@ impl HeartbeatStats {
         self.withheld_total.load(Ordering::Relaxed)
     }
 
-    /// Prometheus text exposition lines for `/metrics`.
+    /// The heartbeat's `/metrics` families.
     pub fn write_metrics(&self, out: &mut String) {
-        use std::fmt::Write;
+        let mut m = Exposition::new(out);
         let last = self.last_delivered_ms.load(Ordering::Relaxed) as f64 / 1000.0;
-        let _ = writeln!(
-            out,
-            "# HELP vigie_heartbeat_pings_total Heartbeat pings by what was sent and how it went.\n\
-             # TYPE vigie_heartbeat_pings_total counter\n\
-             vigie_heartbeat_pings_total{{signal=\"alive\",result=\"delivered\"}} {}\n\
-             vigie_heartbeat_pings_total{{signal=\"fail\",result=\"delivered\"}} {}\n\
-             vigie_heartbeat_pings_total{{signal=\"any\",result=\"error\"}} {}\n\
-             vigie_heartbeat_pings_total{{signal=\"none\",result=\"withheld\"}} {}\n\
-             # HELP vigie_heartbeat_last_delivered_timestamp_seconds When the heartbeat service last accepted a ping (0: never since start).\n\
-             # TYPE vigie_heartbeat_last_delivered_timestamp_seconds gauge\n\
-             vigie_heartbeat_last_delivered_timestamp_seconds {last}",
-            self.alive_total(),
-            self.fail_total(),
-            self.errors_total(),
-            self.withheld_total(),
-        );
+        m.family(&PINGS);
+        let pings = [
+            ("alive", "delivered", self.alive_total()),
+            ("fail", "delivered", self.fail_total()),
+            ("any", "error", self.errors_total()),
+            ("none", "withheld", self.withheld_total()),
+        ];
+        for (signal, result, count) in pings {
+            let labels = [("signal", signal), ("result", result)];
+            m.sample(&PINGS, &labels, count as f64);
+        }
+        m.single(&LAST_DELIVERED, last);
     }
 
     /// When the service last accepted a ping.

@@ -126,6 +126,7 @@ pub mod fault;
 pub mod health;
 pub mod heartbeat;
 pub mod mail;
+pub mod metrics;
 pub mod net;
 pub mod notify;
 pub mod outcome;

@@ -12,8 +12,9 @@
 //! certificate, an HTTP status) is judged as usual, blind or not.
 //!
 //! vigie's own alert, "vigie cannot reach the network from HOST", is an
-//! ordinary incident of a pseudo-check named [`NETWORK_CHECK`], fed by
-//! [`network_observation`] through the same state machine: it fires after
+//! ordinary incident of a pseudo-check named
+//! [`NETWORK_CHECK`](super::NETWORK_CHECK), fed by [`network_observation`]
+//! through the same state machine: it fires after
 //! `failure_threshold` blind rounds, resolves when canaries answer again,
 //! survives restarts, and is never grouped with check alerts.
 //!
@@ -25,10 +26,6 @@ use time::OffsetDateTime;
 use super::event::Snapshot;
 use super::state::Observation;
 use crate::outcome::{Assertion, Failure, Outcome, Status};
-
-/// The pseudo-check of vigie's own network alert. The colon keeps it apart
-/// from every real check name (`[a-z0-9._-]+`); a silence of `*` covers it.
-pub const NETWORK_CHECK: &str = "vigie:network";
 
 /// What the canaries say about vigie's own connectivity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +75,8 @@ pub fn gate(connectivity: Connectivity, outcome: &Outcome) -> Observation {
     Observation::Judged(snapshot)
 }
 
-/// The observation of [`NETWORK_CHECK`] for this round of canaries, `None`
-/// without canaries. It is `down` when vigie is blind, with one failure per
+/// The observation of [`NETWORK_CHECK`](super::NETWORK_CHECK) for this
+/// round of canaries, `None` without canaries. It is `down` when vigie is blind, with one failure per
 /// canary saying what it met, and `up` otherwise.
 pub fn network_observation(canaries: &[Outcome], now: OffsetDateTime) -> Option<Observation> {
     if canaries.is_empty() {

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::blind::{self, Connectivity, NETWORK_CHECK};
-use super::event::Event;
+use super::blind::{self, Connectivity};
+use super::event::{Event, NETWORK_CHECK};
 use super::group::{Grouper, Notification};
 use super::policy::Policy;
 use super::render::{self, Email};

@@ -20,6 +20,11 @@ use crate::cert::CertInfo;
 
 use crate::outcome::{Failure, Outcome, Status};
 
+/// The pseudo-check of vigie's own network alert (fed by `blind`). The
+/// colon keeps it apart from every real check name (`[a-z0-9._-]+`); a
+/// silence of `*` covers it.
+pub const NETWORK_CHECK: &str = "vigie:network";
+
 /// One incident of one check, stable from the probe that fired it to its
 /// RESOLVED mail, across restarts: `<check>@<time the threshold was
 /// crossed>`, e.g. `site@2026-11-29T07:00:30.000Z`. Mails derive their
@@ -158,7 +163,7 @@ pub struct Event {
 impl Event {
     /// vigie's own "cannot reach the network" alert, not a check's.
     pub fn is_network(&self) -> bool {
-        self.check == super::NETWORK_CHECK
+        self.check == NETWORK_CHECK
     }
 }
 

@@ -19,8 +19,12 @@
 //!   "cannot reach the network" alert.
 //! - `engine`: [`Engine`], the above wired together the way the daemon uses
 //!   them, still in memory and without I/O; the timeline tests drive it.
-//! - `doc`: a mail laid out once, written as text and as escaped HTML.
+//! - `layout`: the mail layout engine: a mail laid out once, written as
+//!   text and as escaped HTML.
 //! - `render`: [`Email`] and what alert mails say.
+//! - `requests`, `status`: the line to the API: what it asks of the
+//!   alerter ([`AlertRequest`]) and what the alerter publishes
+//!   ([`AlertStatus`]); plain data and channels, no I/O.
 //! - `report`: the daily certificate report: its data and JSON (`mod.rs`),
 //!   certificate change detection (`changes.rs`), text/HTML/mail
 //!   (`render.rs`).
@@ -29,30 +33,31 @@
 //! what is mailed, never what is probed or recorded.
 
 mod blind;
-mod doc;
 mod engine;
 mod event;
 mod group;
+mod layout;
 mod policy;
 pub mod render;
 pub mod report;
+mod requests;
 mod silence;
 mod state;
+mod status;
 
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
 mod timeline;
 
-pub use blind::{
-    canary_failed, connectivity, gate, network_observation, Connectivity, NETWORK_CHECK,
-};
-pub(crate) use doc::escape as escape_html;
+pub use blind::{canary_failed, connectivity, gate, network_observation, Connectivity};
 pub use engine::{Engine, Outbound};
-pub use event::{Event, EventKind, Held, IncidentId, Snapshot};
+pub use event::{Event, EventKind, Held, IncidentId, Snapshot, NETWORK_CHECK};
 pub use group::{Grouper, Notification};
+pub(crate) use layout::escape as escape_html;
 pub use policy::{Overrides, Policy};
 pub use render::Email;
+pub use requests::{AlertRequest, Alerts};
 pub use silence::{
     hold, maintenance_end, Hold, HoldCause, Silence, SilenceError, MAX_PATTERN_BYTES,
     MAX_REASON_BYTES, MAX_SILENCE,
@@ -60,3 +65,4 @@ pub use silence::{
 pub use state::{
     mark_sent, pending, tick, transition, AlertState, Incident, Last, Observation, Page, Step,
 };
+pub use status::AlertStatus;

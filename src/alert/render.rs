@@ -4,7 +4,7 @@
 //!
 //! One check's event reads the same alone or inside a grouped mail; the
 //! subject is what differs ("DOWN site: cause" vs "3 checks DOWN: site,
-//! app, api"). Layout and escaping are `doc.rs`'s.
+//! app, api"). Layout and escaping are `layout.rs`'s.
 //!
 //! Not here: the `From` and `Date` headers, `Auto-Submitted`, MIME
 //! assembly and delivery (`mail/`).
@@ -12,9 +12,9 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::doc::{days_left, escape, html, one_line, text, Block, Doc, Item, Tone};
 use super::event::{Event, EventKind, Snapshot};
 use super::group::Notification;
+use super::layout::{days_left, escape, html, one_line, text, Block, Doc, Item, Tone};
 use crate::cert::CertInfo;
 use crate::outcome::Status;
 use crate::when::minute;

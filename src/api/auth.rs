@@ -1,4 +1,5 @@
-//! Who may ask: the bearer token of `[api] token_file`, and the browser
+//! Who may ask: the bearer token of `[api] token_file` (read here, by the
+//! daemon that requires it and the CLI that sends it), and the browser
 //! sessions opened with it at `/login` (reading only). [`Token`] holds the
 //! token in force, the sessions made from it (all ended when a reload
 //! brings another token) and the login throttle.
@@ -14,10 +15,11 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::serve::Peer;
+use super::peer::Peer;
+use super::reply::error;
 use super::session::{self, Sessions};
 use super::throttle::Throttle;
-use super::{error, ApiState};
+use super::ApiState;
 
 /// The API token, swapped when a reload reads a new `token_file`, with the
 /// sessions and login attempts that go with it. Its `Debug` never shows
@@ -129,6 +131,47 @@ pub(super) async fn require_token(
 /// much of a guessed token was right.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Why the API token cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read [api] token_file {}: {source}", path.display())]
+pub struct TokenFileError {
+    pub path: std::path::PathBuf,
+    pub source: std::io::Error,
+}
+
+/// The token of `[api] token_file`, if one is configured: the daemon
+/// requires it, the CLI sends it.
+pub fn read_token(config: &crate::config::Config) -> Result<Option<Arc<str>>, TokenFileError> {
+    let Some(path) = &config.api.token_file else {
+        return Ok(None);
+    };
+    let error = |source| TokenFileError {
+        path: path.clone(),
+        source,
+    };
+    let token = std::fs::read_to_string(path).map_err(error)?;
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the file is empty",
+        )));
+    }
+    // `validate` says so too; checked again here because a reload reads
+    // the file anew and its content may have changed since.
+    let minimum = crate::config::limits::MIN_REMOTE_TOKEN_BYTES;
+    if !config.api.listen.ip().is_loopback() && token.len() < minimum {
+        return Err(error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the token is {} bytes; a listen address that is not loopback needs at least {minimum} (e.g. `openssl rand -hex 32`)",
+                token.len()
+            ),
+        )));
+    }
+    Ok(Some(Arc::from(token)))
 }
 
 #[cfg(test)]

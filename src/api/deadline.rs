@@ -18,7 +18,7 @@ use axum::body::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use super::serve::ServerStats;
+use super::connections::ServerStats;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -21,7 +21,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::{error, ApiState};
+use super::reply::error;
+use super::ApiState;
 use crate::outcome::Outcome;
 use crate::store::Store;
 

@@ -18,7 +18,8 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::{error, ApiState};
+use super::reply::error;
+use super::ApiState;
 
 pub(super) async fn require_known_host(
     State(state): State<ApiState>,

@@ -162,7 +162,7 @@ impl LocalAccess {
 pub(super) fn refusal(why: String) -> Router {
     Router::new().fallback(move || {
         let why = why.clone();
-        async move { super::error(StatusCode::FORBIDDEN, &why) }
+        async move { super::reply::error(StatusCode::FORBIDDEN, &why) }
     })
 }
 

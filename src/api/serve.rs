@@ -38,7 +38,8 @@
 //!   [`Limits::idle_timeout`] is closed (a client that stopped reading its
 //!   response).
 //!
-//! This file owns connections, not routes: the router comes from `api.rs`.
+//! This file owns connections, not routes: the router comes from
+//! `router.rs`; the counters it keeps are `connections.rs`'s.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -61,8 +62,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use super::connections::ServerStats;
 use super::deadline::Deadline;
 use super::local::LocalAccess;
+use super::peer::Peer;
 use super::tls::ServerTls;
 
 /// How long and how many; see the module docs for what each bounds.
@@ -90,69 +93,6 @@ impl Limits {
         max_connections: 64,
         reserved: 4,
     };
-}
-
-/// Connection counters for `/metrics`.
-#[derive(Debug, Default)]
-pub struct ServerStats {
-    open: AtomicU64,
-    accepted: AtomicU64,
-    refused: AtomicU64,
-    evicted: AtomicU64,
-    timed_out: AtomicU64,
-    shed: AtomicU64,
-}
-
-/// A copy of [`ServerStats`] at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerSnapshot {
-    /// Connections open now.
-    pub open: u64,
-    pub accepted_total: u64,
-    /// Closed at once: every connection was busy answering.
-    pub refused_total: u64,
-    /// Closed to make room for a newcomer (no request in flight).
-    pub evicted_total: u64,
-    /// Closed by the request deadline or the idle timeout.
-    pub timed_out_total: u64,
-    /// Requests answered 503 at once: every place not held back for
-    /// `/healthz` and bearer-token requests was answering.
-    pub shed_total: u64,
-}
-
-impl ServerStats {
-    pub fn snapshot(&self) -> ServerSnapshot {
-        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
-        ServerSnapshot {
-            open: load(&self.open),
-            accepted_total: load(&self.accepted),
-            refused_total: load(&self.refused),
-            evicted_total: load(&self.evicted),
-            timed_out_total: load(&self.timed_out),
-            shed_total: load(&self.shed),
-        }
-    }
-
-    fn count(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(super) fn count_timed_out(&self) {
-        Self::count(&self.timed_out);
-    }
-}
-
-/// Who sent a request, for the router: the peer's address (the login
-/// throttle counts by it), whether the connection is TLS (the session
-/// cookie is then `Secure`), and whether it came over the local socket
-/// from a user allowed to control vigie (`local.rs`), which stands for the
-/// token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Peer {
-    /// `None` over the local socket.
-    pub addr: Option<std::net::SocketAddr>,
-    pub tls: bool,
-    pub local: bool,
 }
 
 /// Serves `router` on `listener` until `shutdown`, then lets requests in

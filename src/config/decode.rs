@@ -12,7 +12,7 @@
 //!
 //! This file knows the *shape* of the files (which sections exist, that
 //! `check` and `maintenance` are arrays of tables) but nothing about what a
-//! value means; that is `resolve.rs`.
+//! value means; that is `resolve`.
 
 use std::collections::BTreeSet;
 use std::ops::Range;

@@ -72,7 +72,7 @@ pub const MAX_HOLD: Duration = YEAR;
 /// `[history] retention` and `rollup_retention`: ten years of history is
 /// more than any certificate or incident needs, and the store's keys stay
 /// far from the calendar's ends. (`rollup_retention` must also be at least
-/// `retention`, checked in `resolve.rs`.)
+/// `retention`, checked in `resolve`.)
 pub const MAX_RETENTION: Duration = Duration::from_secs(10 * 31_557_600);
 
 /// `[replication] interval`: the replica is the copy that survives losing

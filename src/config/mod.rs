@@ -14,7 +14,7 @@
 //!   as written with their spans.
 //! - `decode.rs`: text -> raw structs, one section or entry at a time, so
 //!   serde stopping at its first error costs at most one key.
-//! - `resolve.rs`: raw -> typed, with the semantic rules (schemes, ranges,
+//! - `resolve`: raw -> typed, with the semantic rules (schemes, ranges,
 //!   files that must exist, duplicate names, defaults): `config.toml` there,
 //!   `[[check]]` entries in `resolve/check.rs`, the shared string -> value
 //!   conversions and their messages in `resolve/cx.rs`.

@@ -305,7 +305,7 @@ impl Sender {
         clock: Arc<dyn Clock>,
         backoff: Backoff,
     ) -> (Sender, SenderHandle) {
-        outbox.stats().set_delivery(&delivery);
+        outbox.stats().set_via(delivery.describe());
         let (tx, rx) = watch::channel(Arc::new(delivery));
         let sender = Sender {
             outbox,
@@ -590,7 +590,7 @@ impl Sender {
 
     fn reconfigured(&mut self) {
         let delivery = self.delivery.borrow().clone();
-        self.outbox.stats().set_delivery(&delivery);
+        self.outbox.stats().set_via(delivery.describe());
         if self.transport.take().is_some() {
             if let Err(e) = self.outbox.set_transport(None) {
                 tracing::error!(error = %e, "cannot clear the delivery backoff");

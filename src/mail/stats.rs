@@ -1,5 +1,6 @@
 //! The mail counters: shared by the outbox and the sender, read by
-//! `/metrics`, health and the daily report through [`MailStats::snapshot`].
+//! `/metrics` (whose families are declared here), health and the daily
+//! report through [`MailStats::snapshot`].
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -7,8 +8,8 @@ use std::sync::Mutex;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use super::sender::Delivery;
 use crate::clock::{from_unix_millis, unix_millis};
+use crate::metrics::{Exposition, Family};
 
 /// Counters shared by the outbox and the sender, read by `/metrics`,
 /// `/healthz` and the daily report through [`MailStats::snapshot`].
@@ -103,8 +104,9 @@ impl MailStats {
         self.dead_letters.store(n, Ordering::Relaxed);
     }
 
-    pub(super) fn set_delivery(&self, delivery: &Delivery) {
-        *self.via.lock().unwrap_or_else(|p| p.into_inner()) = delivery.describe();
+    /// Where mail goes now, in words (`Delivery::describe`).
+    pub(super) fn set_via(&self, via: String) {
+        *self.via.lock().unwrap_or_else(|p| p.into_inner()) = via;
     }
 
     pub(super) fn delivered(&self, now: OffsetDateTime) {
@@ -152,6 +154,76 @@ impl MailStats {
             Some((unix_millis(now), error.to_owned()));
     }
 }
+
+impl MailSnapshot {
+    /// The outbox's and the sender's `/metrics` families.
+    pub fn write_metrics(&self, out: &mut String, now: OffsetDateTime) {
+        let mut m = Exposition::new(out);
+        let gauges = [
+            (
+                Family::gauge(
+                    "vigie_mail_outbox_backlog",
+                    "messages waiting in the outbox",
+                ),
+                self.backlog,
+            ),
+            (
+                Family::gauge(
+                    "vigie_mail_dead_letters",
+                    "messages refused for good, kept in the dead-letter tree",
+                ),
+                self.dead_letters,
+            ),
+            (
+                Family::gauge(
+                    "vigie_mail_failing",
+                    "1 while the mail server cannot be reached or refuses vigie",
+                ),
+                u64::from(self.failing),
+            ),
+            (
+                Family::counter(
+                    "vigie_mail_delivered_total",
+                    "messages the mail server accepted (or written to the maildir)",
+                ),
+                self.delivered_total,
+            ),
+            (
+                Family::counter(
+                    "vigie_mail_deferred_total",
+                    "temporary refusals, retried with backoff",
+                ),
+                self.deferred_total,
+            ),
+            (
+                Family::counter(
+                    "vigie_mail_dead_lettered_total",
+                    "messages given up (permanent refusal, or deferred too long)",
+                ),
+                self.dead_lettered_total,
+            ),
+            (
+                Family::counter(
+                    "vigie_mail_transport_failures_total",
+                    "failures to reach or talk to the mail server",
+                ),
+                self.transport_failures_total,
+            ),
+        ];
+        for (family, value) in gauges {
+            m.single(&family, value as f64);
+        }
+        let age = self
+            .oldest_pending
+            .map_or(0.0, |t| (now - t).as_seconds_f64().max(0.0));
+        m.single(&OLDEST_PENDING_AGE, age);
+    }
+}
+
+const OLDEST_PENDING_AGE: Family = Family::gauge(
+    "vigie_mail_oldest_pending_age_seconds",
+    "age of the oldest message in the outbox (0 when empty)",
+);
 
 #[cfg(test)]
 mod tests {

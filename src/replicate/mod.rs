@@ -42,6 +42,7 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{from_unix_millis, unix_millis, Clock};
+use crate::metrics::{flag, Exposition, Family};
 use crate::net::CaFileError;
 use crate::store::{SledStore, StoreError};
 
@@ -508,74 +509,73 @@ impl ReplicationSnapshot {
         }
     }
 
-    /// Prometheus text exposition lines (HELP, TYPE, sample) for
-    /// `/metrics`.
+    /// Replication's `/metrics` families.
     pub fn write_metrics(&self, out: &mut String) {
-        use std::fmt::Write;
+        let mut m = Exposition::new(out);
         let last_success = self
             .last_success
             .map_or(0.0, |t| t.unix_timestamp_nanos() as f64 / 1e9);
-        let lines: [(&str, &str, &str, f64); 9] = [
+        let families = [
             (
-                "vigie_replication_lag_seconds",
-                "gauge",
-                "Age of the oldest result not yet replicated (0 when none waits).",
+                Family::gauge(
+                    "vigie_replication_lag_seconds",
+                    "Age of the oldest result not yet replicated (0 when none waits).",
+                ),
                 self.lag_seconds,
             ),
             (
-                "vigie_replication_lag_results",
-                "gauge",
-                "Results stored and not yet replicated.",
+                Family::gauge(
+                    "vigie_replication_lag_results",
+                    "Results stored and not yet replicated.",
+                ),
                 self.lag_results as f64,
             ),
             (
-                "vigie_replication_up",
-                "gauge",
-                "1 unless replication is failing (2 or more cycles in a row failed).",
-                f64::from(u8::from(self.status != ReplicationState::Failing)),
+                Family::gauge(
+                    "vigie_replication_up",
+                    "1 unless replication is failing (2 or more cycles in a row failed).",
+                ),
+                flag(self.status != ReplicationState::Failing),
             ),
             (
-                "vigie_replication_last_success_timestamp_seconds",
-                "gauge",
-                "When a replication cycle last succeeded (0: never since start).",
+                Family::gauge(
+                    "vigie_replication_last_success_timestamp_seconds",
+                    "When a replication cycle last succeeded (0: never since start).",
+                ),
                 last_success,
             ),
             (
-                "vigie_replication_consecutive_failures",
-                "gauge",
-                "Replication cycles failed in a row.",
+                Family::gauge(
+                    "vigie_replication_consecutive_failures",
+                    "Replication cycles failed in a row.",
+                ),
                 self.consecutive_failures as f64,
             ),
             (
-                "vigie_replication_failures_total",
-                "counter",
-                "Replication cycles that failed.",
+                Family::counter(
+                    "vigie_replication_failures_total",
+                    "Replication cycles that failed.",
+                ),
                 self.failures_total as f64,
             ),
             (
-                "vigie_replication_segments_total",
-                "counter",
-                "Segments uploaded.",
+                Family::counter("vigie_replication_segments_total", "Segments uploaded."),
                 self.segments_total as f64,
             ),
             (
-                "vigie_replication_results_total",
-                "counter",
-                "Results uploaded.",
+                Family::counter("vigie_replication_results_total", "Results uploaded."),
                 self.results_total as f64,
             ),
             (
-                "vigie_replication_bytes_total",
-                "counter",
-                "Compressed segment bytes uploaded.",
+                Family::counter(
+                    "vigie_replication_bytes_total",
+                    "Compressed segment bytes uploaded.",
+                ),
                 self.bytes_total as f64,
             ),
         ];
-        for (name, kind, help, value) in lines {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
+        for (family, value) in families {
+            m.single(&family, value);
         }
     }
 }

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 
 use super::signed::{Reason, Rejection};
 use crate::clock::saturating_sub;
+use crate::metrics::{Exposition, Family};
 
 /// How long a refused object, or a page sent over a claim its claimant's
 /// state did not confirm, stays listed under `/healthz`'s `degraded`.
@@ -145,40 +146,34 @@ impl VantageStats {
     }
 }
 
+const REJECTED: Family = Family::counter(
+    "vigie_vantage_rejected_total",
+    "Objects in the bucket refused (signature, signer, clock_skew, oversized, malformed), by the peer they claim to be from.",
+);
+
 impl VantageSnapshot {
-    /// The Prometheus text of every vantage metric.
+    /// Every vantage family for `/metrics`.
     pub fn write_metrics(&self, out: &mut String) {
-        use std::fmt::Write;
-        let lines: [(&str, &str, &str, u64); 9] = [
-            ("vigie_vantage_peers_alive", "gauge", "Peer vantages whose state in the bucket is newer than stale_after.", self.peers_alive),
-            ("vigie_vantage_coordination_up", "gauge", "1 while the vantages coordinate through the bucket; 0: each pages on its own judgment.", u64::from(self.unavailable.is_none())),
-            ("vigie_vantage_publications_total", "counter", "States published to the bucket.", self.publications),
-            ("vigie_vantage_publish_failures_total", "counter", "States that could not be published.", self.publish_failures),
-            ("vigie_vantage_bucket_requests_total", "counter", "Requests sent to the coordination bucket.", self.requests),
-            ("vigie_vantage_confirmations_total", "counter", "Pages sent once a quorum of vantages confirmed them.", self.confirmations),
-            ("vigie_vantage_vetoes_total", "counter", "Incidents the other vantages did not confirm within one publication (held, not paged).", self.vetoes),
-            ("vigie_vantage_sent_elsewhere_total", "counter", "Mail events another vantage claimed and sent.", self.sent_elsewhere),
-            ("vigie_vantage_uncoordinated_pages_total", "counter", "Mail events sent without coordination (bucket unavailable).", self.uncoordinated_pages),
+        let mut m = Exposition::new(out);
+        let families: [(Family, u64); 9] = [
+            (Family::gauge("vigie_vantage_peers_alive", "Peer vantages whose state in the bucket is newer than stale_after."), self.peers_alive),
+            (Family::gauge("vigie_vantage_coordination_up", "1 while the vantages coordinate through the bucket; 0: each pages on its own judgment."), u64::from(self.unavailable.is_none())),
+            (Family::counter("vigie_vantage_publications_total", "States published to the bucket."), self.publications),
+            (Family::counter("vigie_vantage_publish_failures_total", "States that could not be published."), self.publish_failures),
+            (Family::counter("vigie_vantage_bucket_requests_total", "Requests sent to the coordination bucket."), self.requests),
+            (Family::counter("vigie_vantage_confirmations_total", "Pages sent once a quorum of vantages confirmed them."), self.confirmations),
+            (Family::counter("vigie_vantage_vetoes_total", "Incidents the other vantages did not confirm within one publication (held, not paged)."), self.vetoes),
+            (Family::counter("vigie_vantage_sent_elsewhere_total", "Mail events another vantage claimed and sent."), self.sent_elsewhere),
+            (Family::counter("vigie_vantage_uncoordinated_pages_total", "Mail events sent without coordination (bucket unavailable)."), self.uncoordinated_pages),
         ];
-        for (name, kind, help, value) in lines {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
+        for (family, value) in families {
+            m.single(&family, value as f64);
         }
-        let name = "vigie_vantage_rejected_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Objects in the bucket refused (signature, signer, clock_skew, oversized, malformed), by the peer they claim to be from.\n# TYPE {name} counter"
-        );
+        m.family(&REJECTED);
         for ((peer, reason), refused) in &self.rejected {
-            let _ = writeln!(
-                out,
-                "{name}{{peer=\"{}\",reason=\"{}\"}} {}",
-                label(peer),
-                reason.as_str(),
-                refused.count
-            );
+            let peer = label(peer);
+            let labels = [("peer", peer.as_str()), ("reason", reason.as_str())];
+            m.sample(&REJECTED, &labels, refused.count as f64);
         }
     }
 

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use super::{
     CertChange, CertRow, Health, IncidentRow, IssuerFlag, Leaf, Problem, Renewal, Report, GROUP_BY,
 };
-use crate::alert::doc::{self, days_left, Block, Doc, Item, Tone};
+use crate::alert::layout::{self, days_left, Block, Doc, Item, Tone};
 use crate::alert::render::{domain, Email};
 use crate::alert::silence::Silence;
 use crate::cert;
@@ -24,9 +24,9 @@ pub fn email(report: &Report, to: &[String]) -> Email {
     let doc = doc(report);
     let t = report.generated_at;
     Email {
-        subject: doc::one_line(&subject(report)),
-        text: doc::text(&doc),
-        html: doc::html(&doc),
+        subject: layout::one_line(&subject(report)),
+        text: layout::text(&doc),
+        html: layout::html(&doc),
         message_id: format!(
             "<vigie.report.{}@{}>",
             crate::clock::compact_utc(t),
@@ -40,12 +40,12 @@ pub fn email(report: &Report, to: &[String]) -> Email {
 
 /// The report as plain text (`vigie report`).
 pub fn text(report: &Report) -> String {
-    doc::text(&doc(report))
+    layout::text(&doc(report))
 }
 
 /// The report as HTML.
 pub fn html(report: &Report) -> String {
-    doc::html(&doc(report))
+    layout::html(&doc(report))
 }
 
 /// "[vigie] daily report from HOST: 1 down, 1 warn; next expiry site in 5

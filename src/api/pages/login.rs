@@ -8,7 +8,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::super::serve::Peer;
+use super::super::peer::Peer;
 use super::super::{auth, body, session, throttle, ApiState};
 use super::{page, render};
 

@@ -31,7 +31,8 @@ use maud::Markup;
 use serde::Serialize;
 use time::{Duration, OffsetDateTime};
 
-use super::{error, ApiState};
+use super::reply::error;
+use super::ApiState;
 use crate::alert::maintenance_end;
 use crate::store::Granularity;
 use login::{login, login_form, require_session};
@@ -261,7 +262,7 @@ async fn incidents(
     let now = state.clock.now();
     let config = state.config.borrow().clone();
     let silences = match &state.alerts {
-        Some(_) => super::ask(&state, super::AlertRequest::Silences)
+        Some(_) => super::alerts::ask(&state, crate::alert::AlertRequest::Silences)
             .await
             .unwrap_or_default(),
         None => Vec::new(),

@@ -17,9 +17,10 @@ use time::OffsetDateTime;
 use toml::Spanned;
 
 use super::base_dir;
+use super::browser::{header_names, parse_origin};
 use super::cx::Cx;
-use super::kinds;
 use super::upload;
+use super::{dns, keys};
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
     TlsExpect, DEFAULT_ARI_GRACE, DEFAULT_CRITICAL_DAYS,
@@ -131,7 +132,7 @@ fn check(
     // Without a known kind its own keys cannot be judged; the common keys
     // above have been, so their problems are already reported.
     let kind_name = kind_name?;
-    kinds::foreign_keys(cx, d, kind_name);
+    keys::foreign_keys(cx, d, kind_name);
     let kind = match kind_name {
         KindName::Http => CheckKind::Http(http(cx, raw)),
         KindName::Cors => {
@@ -143,11 +144,11 @@ fn check(
             }
             CheckKind::Cors(cors(cx, d, &context)?)
         }
-        KindName::Dns => CheckKind::Dns(kinds::dns(cx, d, &context)?),
+        KindName::Dns => CheckKind::Dns(dns::dns(cx, d, &context)?),
         KindName::Upload => CheckKind::Upload(upload::upload(cx, d, url.as_ref(), &context)?),
     };
     let url = match &kind {
-        CheckKind::Dns(dns) => kinds::dns_url(&dns.query),
+        CheckKind::Dns(dns) => dns::dns_url(&dns.query),
         _ => url,
     };
     Some(Check {
@@ -486,44 +487,4 @@ fn cors(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Option<CorsChe
         min_max_age,
         expose_headers,
     })
-}
-
-/// An origin as a browser serializes it: scheme, host, non-default port;
-/// no path, query or userinfo.
-pub(super) fn parse_origin(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<String> {
-    let url = cx.web_url(key, value)?;
-    let has_extra = !matches!(url.path(), "" | "/")
-        || url.query().is_some()
-        || url.fragment().is_some()
-        || !url.username().is_empty()
-        || url.password().is_some();
-    if has_extra {
-        let message = format!(
-            "{:?} is not an origin: write only scheme, host and port, e.g. \"https://app.example.com\"",
-            value.get_ref()
-        );
-        cx.error(&value.span(), key, message);
-        return None;
-    }
-    Some(url.origin().ascii_serialization())
-}
-
-/// Header names, validated and lower-cased (browsers lower-case them in
-/// `Access-Control-Request-Headers`).
-pub(super) fn header_names(
-    cx: &mut Cx<'_>,
-    key: &str,
-    values: Option<&[Spanned<String>]>,
-) -> Vec<String> {
-    let mut names = Vec::new();
-    for (i, name) in values.into_iter().flatten().enumerate() {
-        match HeaderName::from_str(name.get_ref()) {
-            Ok(header) => names.push(header.as_str().to_string()),
-            Err(_) => {
-                let message = format!("{:?} is not a valid HTTP header name", name.get_ref());
-                cx.error(&name.span(), &format!("{key}[{i}]"), message);
-            }
-        }
-    }
-    names
 }

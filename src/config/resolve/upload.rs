@@ -12,7 +12,7 @@ use http::HeaderValue;
 use toml::Spanned;
 use url::Url;
 
-use super::check::{header_names, parse_origin};
+use super::browser::{header_names, parse_origin};
 use super::cx::Cx;
 use crate::check::{UploadCheck, UploadKeys};
 use crate::config::decode::Decoded;

@@ -10,14 +10,18 @@
 //! `decode.rs`; a key dropped there is listed in [`Decoded::broken`] and is
 //! not reported again here as missing.
 //!
-//! This file resolves `config.toml`; `resolve/check.rs` the `[[check]]`
-//! entries; `resolve/cx.rs` the shared turning of one string into one typed
-//! value (duration, cron, URL, regex, mailbox, existing file) with its
-//! message.
+//! This file resolves `config.toml`; `check.rs` the `[[check]]` entries
+//! (`keys.rs` which kind owns which key, `dns.rs` and `upload.rs` the
+//! keys of those kinds, `browser.rs` the
+//! origins and header names the `cors` and `upload` kinds share); `cx.rs`
+//! the shared turning of one string into one typed value (duration, cron,
+//! URL, regex, mailbox, existing file) with its message.
 
+mod browser;
 mod check;
 mod cx;
-mod kinds;
+mod dns;
+mod keys;
 mod upload;
 
 pub(crate) use upload::key_segment;
