@@ -79,6 +79,7 @@ mod error;
 mod format;
 mod latest;
 mod memory;
+mod millis;
 mod outbox;
 mod rollup;
 mod sled;

@@ -34,7 +34,7 @@ use time::OffsetDateTime;
 
 use crate::cert::{is_staging, CertInfo};
 use crate::outcome::{Outcome, Status};
-use crate::store::format::keys::{bound_millis, key_millis, time_of_millis};
+use crate::store::millis::{bound_millis, key_millis, time_of_millis};
 
 /// How stale a leaf's `last_seen` may be.
 pub(crate) const LEAF_SEEN_GRANULARITY_MS: u64 = 60 * 60 * 1000;
@@ -593,10 +593,10 @@ mod tests {
         assert_eq!(timeline[0].last_seen, T0 + Duration::minutes(120));
         assert!(!timeline[0].staging);
         let mut leaf = timeline[0].clone();
-        assert!(!leaf.observe(crate::store::format::keys::bound_millis(
+        assert!(!leaf.observe(crate::store::millis::bound_millis(
             T0 + Duration::minutes(125)
         )));
-        assert!(leaf.observe(crate::store::format::keys::bound_millis(
+        assert!(leaf.observe(crate::store::millis::bound_millis(
             T0 - Duration::minutes(5)
         )));
         assert_eq!(leaf.first_seen, T0 - Duration::minutes(5));

@@ -1,15 +1,11 @@
 //! What the keys of the history look like: the builders and parsers of
-//! every key `format/mod.rs` lays out, and the key time of an outcome.
+//! every key `format/mod.rs` lays out (the key time of an outcome is in
+//! `store/millis.rs`, re-exported here).
 //! Every integer in a key is big-endian, so that sled's byte order is the
 //! order of check ids, then of times or sequence numbers.
 //!
 //! It knows nothing of sled: a key is bytes here, and the trees they go in
 //! are opened by `sled/mod.rs`.
-
-use time::OffsetDateTime;
-
-use crate::outcome::Outcome;
-use crate::store::error::StoreError;
 
 /// `checks`: before a name (the value is its id).
 pub(in crate::store) const NAME_PREFIX: u8 = b'n';
@@ -32,33 +28,7 @@ pub(in crate::store) const REFUSED_PREFIX: &[u8] = b"refused_segment/";
 /// The first 16 bytes of the SHA-256 of a chain's encoding.
 pub(in crate::store) type ChainKey = [u8; 16];
 
-/// The key time of an outcome: unix milliseconds, truncated.
-pub(in crate::store) fn key_millis(outcome: &Outcome) -> Result<u64, StoreError> {
-    let millis = outcome
-        .started_at
-        .unix_timestamp_nanos()
-        .div_euclid(1_000_000);
-    u64::try_from(millis).map_err(|_| StoreError::BeforeEpoch {
-        name: outcome.name.clone(),
-        started_at: outcome.started_at,
-    })
-}
-
-/// A `since`/`before` bound as key millis; times before 1970 mean "from the
-/// start".
-pub(in crate::store) fn bound_millis(at: OffsetDateTime) -> u64 {
-    let millis = at.unix_timestamp_nanos().div_euclid(1_000_000);
-    u64::try_from(millis.max(0)).unwrap_or(u64::MAX)
-}
-
-/// The time a key stands for, in UTC.
-pub(in crate::store) fn time_of_millis(millis: u64) -> OffsetDateTime {
-    // Every u64 millisecond count that `key_millis` produced came from an
-    // OffsetDateTime, so it is in range; a corrupt key far in the future is
-    // clamped rather than trusted.
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000)
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-}
+pub(in crate::store) use crate::store::millis::{bound_millis, key_millis, time_of_millis};
 
 /// The millis of a `results` key (12 bytes by construction).
 pub(in crate::store) fn key_millis_of(key: &[u8]) -> u64 {

@@ -1,0 +1,36 @@
+//! The store's unit of time: unix milliseconds. Keys, records and rollups
+//! all count in it; its own file so that the rollup math and the on-disk
+//! format both read it without importing each other.
+
+use time::OffsetDateTime;
+
+use crate::outcome::Outcome;
+use crate::store::StoreError;
+
+/// The key time of an outcome: unix milliseconds, truncated.
+pub(in crate::store) fn key_millis(outcome: &Outcome) -> Result<u64, StoreError> {
+    let millis = outcome
+        .started_at
+        .unix_timestamp_nanos()
+        .div_euclid(1_000_000);
+    u64::try_from(millis).map_err(|_| StoreError::BeforeEpoch {
+        name: outcome.name.clone(),
+        started_at: outcome.started_at,
+    })
+}
+
+/// A `since`/`before` bound as key millis; times before 1970 mean "from the
+/// start".
+pub(in crate::store) fn bound_millis(at: OffsetDateTime) -> u64 {
+    let millis = at.unix_timestamp_nanos().div_euclid(1_000_000);
+    u64::try_from(millis.max(0)).unwrap_or(u64::MAX)
+}
+
+/// The time a key stands for, in UTC.
+pub(in crate::store) fn time_of_millis(millis: u64) -> OffsetDateTime {
+    // Every u64 millisecond count that `key_millis` produced came from an
+    // OffsetDateTime, so it is in range; a corrupt key far in the future is
+    // clamped rather than trusted.
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
