@@ -54,7 +54,6 @@ use tokio::task::JoinHandle;
 use self::alerter::HeldStates;
 use self::api_server::ApiInputs;
 use self::controls::{Reloadable, Until};
-use self::health_watch::{Degraders, WatchParts};
 use self::tasks::{AlertingInputs, Shared};
 use crate::clock::Clock;
 use crate::config::Config;
@@ -301,27 +300,15 @@ async fn run_once(
     tasks::beats(&shared, heartbeat);
     let store_back = Arc::new(Notify::new());
     let plans = tasks::scheduler(&shared, sink, &slots)?;
-    let degraders = Degraders {
-        state_dir: config.state_dir.clone(),
+    let watched = tasks::Watched {
+        opened: &opened,
+        alerting: &alerting,
         replication,
-        mail: alerting.outbox.stats(),
-        alerts: alerting.status.clone(),
-        vantage: config
-            .vantage
-            .as_ref()
-            .map(|_| alerting.vantage_stats.clone()),
-    };
-    let watched = WatchParts {
-        health: shared.health.clone(),
-        slots: slots.clone(),
-        clock: clock.clone(),
-        state_dir: config.state_dir.clone(),
-        store_back: store_back.clone(),
+        slots: &slots,
+        store_back: &store_back,
         reopenings: carried.reopenings,
-        real_store: (opened.temporary.as_ref())
-            .map(|_| crate::store::history_path(&config.state_dir)),
     };
-    tasks::watch(&shared, degraders, watched);
+    tasks::watch(&shared, watched);
     let retention = tasks::sweep(&shared, &store);
     crate::notify::ready();
     tracing::info!(

@@ -443,8 +443,37 @@ pub fn scheduler(
     Ok(plans)
 }
 
+/// What the `watch` task reads that the others own.
+pub struct Watched<'a> {
+    pub opened: &'a Opened,
+    pub alerting: &'a Alerting,
+    pub replication: Option<Arc<ReplicationStatus>>,
+    pub slots: &'a Slots,
+    /// Told once the disk takes writes again while the store fails.
+    pub store_back: &'a Arc<Notify>,
+    pub reopenings: u32,
+}
+
 /// What degrades vigie, for health; then the `watch` task.
-pub fn watch(shared: &Shared, degraders: Degraders, parts: WatchParts) {
+pub fn watch(shared: &Shared, watched: Watched<'_>) {
+    let config = &shared.config;
+    let degraders = Degraders {
+        state_dir: config.state_dir.clone(),
+        replication: watched.replication,
+        mail: watched.alerting.outbox.stats(),
+        alerts: watched.alerting.status.clone(),
+        vantage: (config.vantage.as_ref()).map(|_| watched.alerting.vantage_stats.clone()),
+    };
+    let parts = WatchParts {
+        health: shared.health.clone(),
+        slots: watched.slots.clone(),
+        clock: shared.clock.clone(),
+        state_dir: config.state_dir.clone(),
+        store_back: watched.store_back.clone(),
+        reopenings: watched.reopenings,
+        real_store: (watched.opened.temporary.as_ref())
+            .map(|_| crate::store::history_path(&config.state_dir)),
+    };
     shared
         .health
         .degraded_by(move |now| health_watch::degradations(&degraders, now));
