@@ -700,3 +700,288 @@ fn send_not_durable(config: Arc<Config>, outbound: &Outbound, why: &str, clock: 
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    //! The alerter on the in-memory alert store, on tokio's paused time
+    //! (a [`TokioClock`] over it), with a fleet of its own ([`Witness`]):
+    //! the bucket is not what these tests are about.
+
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::Mutex;
+
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::alert::testing::{down, up, T0};
+    use crate::alert::{Event, Observation};
+    use crate::clock::TokioClock;
+    use crate::outcome::Assertion;
+    use crate::supervise::{Progress, Supervisor};
+    use crate::vantage::page_claims::{ClaimFuture, MessageIdOf};
+
+    /// Thresholds 2/1, a reminder every 10 minutes, no grouping wait, one
+    /// check.
+    const CONFIG: &str = "state_dir = \"state\"\nchecks_dir = \"checks\"\n\
+        [alerting]\nto = [\"oncall@example.com\"]\nfailure_threshold = 2\n\
+        recovery_threshold = 1\nrepeat = \"10m\"\ngroup_window = \"0s\"\n";
+    const CHECKS: &str = "[[check]]\nname = \"site\"\nkind = \"http\"\n\
+        url = \"https://site.example.com/\"\nevery = \"1m\"\n";
+
+    /// A fleet that holds nothing and records every claim; with
+    /// `peer_sends`, another vantage wins each one.
+    #[derive(Clone, Default)]
+    struct Witness {
+        claimed: Arc<Mutex<Vec<(String, EventKind)>>>,
+        peer_sends: bool,
+    }
+
+    impl Witness {
+        fn claimed(&self) -> Vec<(String, EventKind)> {
+            self.claimed.lock().unwrap().clone()
+        }
+    }
+
+    impl PageClaims for Witness {
+        fn look(&mut self) {}
+        fn configured(&mut self, _config: &Config, _now: OffsetDateTime) {}
+        fn hold(&self, _check: &str, _self_down: bool, _now: OffsetDateTime) -> Option<Hold> {
+            None
+        }
+        fn judged(&mut self, _outcome: &Outcome, _state: &AlertState) {}
+        fn peers(&self, _now: OffsetDateTime) -> Vec<(String, Observation)> {
+            Vec::new()
+        }
+        fn peer_judged(&mut self, _check: &str, _state: &AlertState, _now: OffsetDateTime) {}
+        fn track_waiting(
+            &mut self,
+            _holds: &HashMap<String, Option<Hold>>,
+            _now: OffsetDateTime,
+        ) -> Option<BTreeMap<String, String>> {
+            None
+        }
+        fn waiting_words(&self, _check: &str) -> Option<String> {
+            None
+        }
+        fn unavailable(&self) -> Option<String> {
+            None
+        }
+        fn settle(&mut self, _now: OffsetDateTime) -> Vec<Notification> {
+            Vec::new()
+        }
+        fn claim<'a>(
+            &'a mut self,
+            notification: &'a mut Notification,
+            _message_id: MessageIdOf<'a>,
+            _unavailable: &'a mut Option<String>,
+            _now: OffsetDateTime,
+        ) -> ClaimFuture<'a> {
+            let mut claimed = self.claimed.lock().unwrap();
+            claimed.extend(
+                notification
+                    .events
+                    .iter()
+                    .map(|e| (e.check.clone(), e.kind)),
+            );
+            let lost: Vec<(Event, String)> = match self.peer_sends {
+                false => Vec::new(),
+                true => std::mem::take(&mut notification.events)
+                    .into_iter()
+                    .map(|e| (e, "<vigie.down.elsewhere@fra.example.com>".to_string()))
+                    .collect(),
+            };
+            Box::pin(std::future::ready(lost))
+        }
+    }
+
+    /// A running alerter and what the daemon would hand it.
+    struct Harness {
+        outcomes: mpsc::Sender<Arc<Outcome>>,
+        requests: mpsc::Sender<AlertRequest>,
+        outbox: Arc<Outbox>,
+        store: AlertStore,
+        clock: TokioClock,
+        _rounds: mpsc::Sender<Round>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Harness {
+        fn start(fleet: &Witness) -> Harness {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("checks")).unwrap();
+            std::fs::write(dir.path().join("checks/site.toml"), CHECKS).unwrap();
+            let path = dir.path().join("config.toml");
+            let config = crate::config::load_str(&path, CONFIG).unwrap();
+            let store = AlertStore::in_memory();
+            let outbox = Arc::new(Outbox::new(store.outbox()));
+            let clock = TokioClock::starting_at(T0);
+            let fleet = fleet.clone();
+            let parts = AlerterParts {
+                store: store.clone(),
+                outbox: outbox.clone(),
+                config: watch::channel(Arc::new(config)).1,
+                clock: Arc::new(clock.clone()),
+                host: "vigie.example.com".to_string(),
+                latest: Latest::default(),
+                health: Arc::new(|_| report::Health::default()),
+                canary_now: None,
+                status: Arc::new(AlertStatus::default()),
+                held: HeldStates::default(),
+                claims: Arc::new(move || Box::new(fleet.clone())),
+            };
+            let (outcomes, outcomes_rx) = mpsc::channel(16);
+            let (requests, requests_rx) = mpsc::channel(16);
+            let (rounds, rounds_rx) = mpsc::channel(4);
+            let mut inputs = AlerterInputs {
+                outcomes: outcomes_rx,
+                rounds: rounds_rx,
+                requests: requests_rx,
+            };
+            let stage = Supervisor::new()
+                .stages()
+                .register("alerter", Progress::Unwatched);
+            tokio::spawn(async move { Alerter::start(&parts).run(&mut inputs, stage).await });
+            Harness {
+                outcomes,
+                requests,
+                outbox,
+                store,
+                clock,
+                _rounds: rounds,
+                _dir: dir,
+            }
+        }
+
+        /// Hands the alerter `site`'s result a minute after the last one,
+        /// and lets it act (a tick of virtual time, past the grouping
+        /// window of 0 s).
+        async fn result(&self, up_now: bool) {
+            tokio::time::advance(Duration::from_secs(60)).await;
+            let now = self.clock.now();
+            let outcome = match up_now {
+                true => up("site", now),
+                false => down("site", now, Assertion::HttpStatus),
+            };
+            self.outcomes.send(Arc::new(outcome)).await.unwrap();
+            tokio::time::sleep(2 * TICK).await;
+        }
+
+        /// The Message-IDs of the mails queued so far, oldest first.
+        fn mails(&self) -> Vec<String> {
+            let pending = self.outbox.pending().unwrap();
+            pending.into_iter().map(|p| p.message.message_id).collect()
+        }
+
+        async fn silence(&self, pattern: &str) {
+            let now = self.clock.now();
+            let silence = Silence {
+                pattern: pattern.to_string(),
+                until: now + Duration::from_secs(3600),
+                reason: "deploy".to_string(),
+                created: now,
+            };
+            let (reply, answer) = oneshot::channel();
+            let request = AlertRequest::AddSilence(silence, reply);
+            self.requests.send(request).await.unwrap();
+            answer.await.unwrap().unwrap();
+        }
+    }
+
+    fn is_down(message_id: &str) -> bool {
+        message_id.starts_with("<vigie.down.")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_down_pages_once_after_its_threshold_and_not_again_while_it_stays_down() {
+        let fleet = Witness::default();
+        let alerter = Harness::start(&fleet);
+        alerter.result(false).await;
+        assert_eq!(
+            alerter.mails(),
+            Vec::<String>::new(),
+            "one failure is below the threshold"
+        );
+        alerter.result(false).await;
+        let mails = alerter.mails();
+        assert_eq!(mails.len(), 1, "{mails:?}");
+        assert!(is_down(&mails[0]), "{mails:?}");
+        for _ in 0..3 {
+            alerter.result(false).await;
+        }
+        assert_eq!(alerter.mails(), mails, "still down: no second page");
+        assert_eq!(fleet.claimed(), [("site".to_string(), EventKind::Down)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reminder_goes_out_once_per_repeat_while_down() {
+        let fleet = Witness::default();
+        let alerter = Harness::start(&fleet);
+        alerter.result(false).await;
+        alerter.result(false).await;
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        alerter.result(false).await;
+        alerter.result(false).await;
+        let mails = alerter.mails();
+        assert_eq!(mails.len(), 2, "{mails:?}");
+        assert!(mails[1].starts_with("<vigie.reminder1."), "{mails:?}");
+        let kinds: Vec<EventKind> = fleet.claimed().into_iter().map(|(_, k)| k).collect();
+        assert_eq!(kinds, [EventKind::Down, EventKind::Reminder]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_recovery_sends_one_notice_threaded_under_the_page() {
+        let fleet = Witness::default();
+        let alerter = Harness::start(&fleet);
+        alerter.result(false).await;
+        alerter.result(false).await;
+        alerter.result(true).await;
+        alerter.result(true).await;
+        let mails = alerter.mails();
+        assert_eq!(mails.len(), 2, "{mails:?}");
+        assert!(is_down(&mails[0]), "{mails:?}");
+        assert!(mails[1].starts_with("<vigie.resolved."), "{mails:?}");
+        let notice = &alerter.outbox.pending().unwrap()[1].message;
+        assert_eq!(notice.in_reply_to.as_deref(), Some(mails[0].as_str()));
+        let states = alerter.store.states().unwrap();
+        assert!(states.iter().all(|s| !s.is_firing()), "{states:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silence_mutes_the_page_and_the_incident_is_still_tracked() {
+        let fleet = Witness::default();
+        let alerter = Harness::start(&fleet);
+        alerter.silence("si*").await;
+        for _ in 0..3 {
+            alerter.result(false).await;
+        }
+        assert_eq!(alerter.mails(), Vec::<String>::new(), "silenced: no page");
+        assert_eq!(fleet.claimed(), [], "nothing to claim");
+        let states = alerter.store.states().unwrap();
+        assert!(
+            states.iter().any(|s| s.check == "site" && s.is_firing()),
+            "the incident is open behind the silence: {states:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_page_another_vantage_sent_is_not_sent_here_nor_claimed_again() {
+        let fleet = Witness {
+            peer_sends: true,
+            ..Witness::default()
+        };
+        let alerter = Harness::start(&fleet);
+        for _ in 0..4 {
+            alerter.result(false).await;
+        }
+        assert_eq!(
+            alerter.mails(),
+            Vec::<String>::new(),
+            "the other vantage sent it"
+        );
+        assert_eq!(
+            fleet.claimed(),
+            [("site".to_string(), EventKind::Down)],
+            "claimed once: recorded as sent by the other vantage"
+        );
+    }
+}
