@@ -21,7 +21,9 @@ use super::bucket::Coordinator;
 use super::claim::{claim, ClaimRequest, Claimed};
 use super::page_claims::{ClaimFuture, MessageIdOf, NewClaims, PageClaims};
 use super::published::{self, LocalView, ViewStatus};
-use super::quorum::{silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet};
+use super::quorum::{
+    silent_check, silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet,
+};
 use super::stats::VantageStats;
 use super::wanted::Wanted;
 use crate::alert::{
@@ -265,10 +267,7 @@ impl PageClaims for BucketClaims {
                     failures,
                     chain: Vec::new(),
                 };
-                (
-                    super::silent_check(&peer.node),
-                    Observation::Judged(snapshot),
-                )
+                (silent_check(&peer.node), Observation::Judged(snapshot))
             })
             .collect()
     }

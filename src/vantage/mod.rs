@@ -43,15 +43,9 @@ pub use claim::{claim, ClaimRequest, Claimed};
 pub use page_claims::{NewClaims, PageClaims, SingleNode};
 pub use published::{CheckView, LocalView, NodeHealth, NodeState, ViewStatus};
 pub use quorum::{
-    silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet, Judgment, Peer,
+    silent_check, silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet, Judgment,
+    Peer,
 };
 pub use signed::{Reason, Rejection};
 pub use stats::{VantageSnapshot, VantageStats};
 pub use wanted::Wanted;
-
-/// The alert engine's name for the pseudo-check "this peer is alive":
-/// `vigie:vantage:fra`. Like vigie's own network alert, it cannot clash
-/// with a check (check names have no `:`).
-pub fn silent_check(peer: &str) -> String {
-    format!("vigie:vantage:{peer}")
-}

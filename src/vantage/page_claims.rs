@@ -4,9 +4,8 @@
 //! which node sends each mail, and what the mail says of the others.
 //!
 //! Two implementations: [`SingleNode`] for a vigie without `[vantage]`
-//! (nothing is held, every page is this node's), and
-//! [`super::bucket_claims::BucketClaims`], the claims in the coordination
-//! bucket. Tests of the alerter bring their own where the bucket is not
+//! (nothing is held, every page is this node's), and `BucketClaims`
+//! (`bucket_claims.rs`), the claims in the coordination bucket. Tests of the alerter bring their own where the bucket is not
 //! the thing under test.
 
 use std::collections::{BTreeMap, HashMap};
