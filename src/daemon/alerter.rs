@@ -31,6 +31,7 @@ use crate::mail::Outbox;
 use crate::outcome::{Outcome, Status};
 use crate::store::{AlertStore, Latest};
 use crate::supervise::Stage;
+use crate::vantage::page_claims::Claiming;
 use crate::vantage::{NewClaims, PageClaims};
 
 /// How often the engine is ticked (reminders, released holds, grouping
@@ -624,10 +625,13 @@ impl Alerter {
         for mut notification in notifications {
             let engine = &self.engine;
             let message_id = |event: &alert::Event| engine.message_id(event);
-            let lost = self
-                .claims
-                .claim(&mut notification, &message_id, &mut unavailable, now)
-                .await;
+            let mail = Claiming {
+                notification: &mut notification,
+                message_id: &message_id,
+                unavailable: &mut unavailable,
+                now,
+            };
+            let lost = self.claims.claim(mail).await;
             for (event, message_id) in lost {
                 if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
                     self.save(&[state]);
@@ -707,18 +711,17 @@ mod tests {
     //! (a [`TokioClock`] over it), with a fleet of its own ([`Witness`]):
     //! the bucket is not what these tests are about.
 
-    use std::collections::{BTreeMap, HashMap};
     use std::sync::Mutex;
 
     use tokio::sync::oneshot;
 
     use super::*;
     use crate::alert::testing::{down, up, T0};
-    use crate::alert::{Event, Observation};
+    use crate::alert::Event;
     use crate::clock::TokioClock;
     use crate::outcome::Assertion;
     use crate::supervise::{Progress, Supervisor};
-    use crate::vantage::page_claims::{ClaimFuture, MessageIdOf};
+    use crate::vantage::page_claims::ClaimFuture;
 
     /// Thresholds 2/1, a reminder every 10 minutes, no grouping wait, one
     /// check.
@@ -743,49 +746,13 @@ mod tests {
     }
 
     impl PageClaims for Witness {
-        fn look(&mut self) {}
-        fn configured(&mut self, _config: &Config, _now: OffsetDateTime) {}
-        fn hold(&self, _check: &str, _self_down: bool, _now: OffsetDateTime) -> Option<Hold> {
-            None
-        }
-        fn judged(&mut self, _outcome: &Outcome, _state: &AlertState) {}
-        fn peers(&self, _now: OffsetDateTime) -> Vec<(String, Observation)> {
-            Vec::new()
-        }
-        fn peer_judged(&mut self, _check: &str, _state: &AlertState, _now: OffsetDateTime) {}
-        fn track_waiting(
-            &mut self,
-            _holds: &HashMap<String, Option<Hold>>,
-            _now: OffsetDateTime,
-        ) -> Option<BTreeMap<String, String>> {
-            None
-        }
-        fn waiting_words(&self, _check: &str) -> Option<String> {
-            None
-        }
-        fn unavailable(&self) -> Option<String> {
-            None
-        }
-        fn settle(&mut self, _now: OffsetDateTime) -> Vec<Notification> {
-            Vec::new()
-        }
-        fn claim<'a>(
-            &'a mut self,
-            notification: &'a mut Notification,
-            _message_id: MessageIdOf<'a>,
-            _unavailable: &'a mut Option<String>,
-            _now: OffsetDateTime,
-        ) -> ClaimFuture<'a> {
+        fn claim<'a>(&'a mut self, mail: Claiming<'a>) -> ClaimFuture<'a> {
+            let events = &mut mail.notification.events;
             let mut claimed = self.claimed.lock().unwrap();
-            claimed.extend(
-                notification
-                    .events
-                    .iter()
-                    .map(|e| (e.check.clone(), e.kind)),
-            );
+            claimed.extend(events.iter().map(|e| (e.check.clone(), e.kind)));
             let lost: Vec<(Event, String)> = match self.peer_sends {
                 false => Vec::new(),
-                true => std::mem::take(&mut notification.events)
+                true => std::mem::take(events)
                     .into_iter()
                     .map(|e| (e, "<vigie.down.elsewhere@fra.example.com>".to_string()))
                     .collect(),

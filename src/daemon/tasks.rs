@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use tokio::sync::{mpsc, watch, Mutex, Notify};
+use tokio::sync::{mpsc, watch, Mutex, Notify, OwnedMutexGuard};
 use tokio_util::sync::CancellationToken;
 
 use super::alerter::{Alerter, AlerterInputs, AlerterParts, HealthSource, HeldStates};
@@ -320,17 +320,42 @@ fn vantage(
 /// The `alerter` task. It drains until the recorder's side closes;
 /// `shutdown` only tells that end from a death.
 fn alerter(shared: &Shared, parts: AlerterParts, inputs: AlerterInputs) -> Arc<Stage> {
-    let inputs = Arc::new(Mutex::new(inputs));
-    shared.supervisor.spawn(
+    spawn_fed(
+        shared,
         "alerter",
+        parts,
+        inputs,
+        |parts, mut inputs, stage| async move {
+            Alerter::start(&parts).run(&mut inputs, stage).await;
+        },
+    )
+}
+
+/// A task fed through channels that outlive its restarts: each start
+/// takes `inputs` behind a lock (the dead start's guard went with it), and
+/// owes progress [`TAKE_WITHIN`] after work reaches it.
+fn spawn_fed<P, I, F, Fut>(
+    shared: &Shared,
+    name: &'static str,
+    parts: P,
+    inputs: I,
+    run: F,
+) -> Arc<Stage>
+where
+    P: Clone + Send + Sync + 'static,
+    I: Send + 'static,
+    F: Fn(P, OwnedMutexGuard<I>, Arc<Stage>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let inputs = Arc::new(Mutex::new(inputs));
+    let run = Arc::new(run);
+    shared.supervisor.spawn(
+        name,
         Progress::Fed(TAKE_WITHIN),
         shared.shutdown.clone(),
         move |stage| {
-            let (parts, inputs) = (parts.clone(), inputs.clone());
-            async move {
-                let mut inputs = inputs.lock().await;
-                Alerter::start(&parts).run(&mut inputs, stage).await;
-            }
+            let (parts, inputs, run) = (parts.clone(), inputs.clone(), run.clone());
+            async move { run(parts, inputs.lock_owned().await, stage).await }
         },
     )
 }
@@ -350,17 +375,13 @@ pub fn recorder(
         alerter: to_alerter.feed,
         down_since: Arc::new(to_alerter.down_since),
     };
-    let outcomes = Arc::new(Mutex::new(outcomes));
-    let stage = shared.supervisor.spawn(
+    let stage = spawn_fed(
+        shared,
         "recorder",
-        Progress::Fed(TAKE_WITHIN),
-        shared.shutdown.clone(),
-        move |stage| {
-            let (parts, outcomes) = (parts.clone(), outcomes.clone());
-            async move {
-                let mut outcomes = outcomes.lock().await;
-                recorder::run(parts, &mut outcomes, stage).await;
-            }
+        parts,
+        outcomes,
+        |parts, mut outcomes, stage| async move {
+            recorder::run(parts, &mut outcomes, stage).await;
         },
     );
     Feed::new(sink, stage)

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use super::bucket::Coordinator;
 use super::claim::{claim, ClaimRequest, Claimed};
-use super::page_claims::{ClaimFuture, MessageIdOf, NewClaims, PageClaims};
+use super::page_claims::{ClaimFuture, Claiming, NewClaims, PageClaims};
 use super::published::{self, LocalView, ViewStatus};
 use super::quorum::{
     silent_check, silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet,
@@ -124,13 +124,16 @@ impl BucketClaims {
         }
     }
 
-    async fn claim_events(
-        &mut self,
-        notification: &mut Notification,
-        message_id_of: MessageIdOf<'_>,
-        unavailable: &mut Option<String>,
-        now: OffsetDateTime,
-    ) -> Vec<(alert::Event, String)> {
+    /// After one claim fails, the others of this round are not tried (a
+    /// bucket that hangs would otherwise hold the alerter for a timeout
+    /// per event).
+    async fn claim_events(&mut self, mail: Claiming<'_>) -> Vec<(alert::Event, String)> {
+        let Claiming {
+            notification,
+            message_id: message_id_of,
+            unavailable,
+            now,
+        } = mail;
         let v = self.link.clone();
         let fleet = v.fleet.borrow().clone();
         let mut kept = Vec::new();
@@ -400,17 +403,8 @@ impl PageClaims for BucketClaims {
         out
     }
 
-    /// After one claim fails, the others of this round are not tried (a
-    /// bucket that hangs would otherwise hold the alerter for a timeout
-    /// per event).
-    fn claim<'a>(
-        &'a mut self,
-        notification: &'a mut Notification,
-        message_id: MessageIdOf<'a>,
-        unavailable: &'a mut Option<String>,
-        now: OffsetDateTime,
-    ) -> ClaimFuture<'a> {
-        Box::pin(self.claim_events(notification, message_id, unavailable, now))
+    fn claim<'a>(&'a mut self, mail: Claiming<'a>) -> ClaimFuture<'a> {
+        Box::pin(self.claim_events(mail))
     }
 }
 
