@@ -38,4 +38,8 @@ pub enum RunError {
     TasksDied(Vec<(&'static str, u64)>),
     #[error("the task opening the store died: {0}")]
     StoreTask(String),
+    #[error(
+        "the daemon's task was cancelled before it stopped (the runtime is shutting down): {0}"
+    )]
+    Cancelled(String),
 }

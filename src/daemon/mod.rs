@@ -182,7 +182,7 @@ fn joined(ended: Result<Result<(), RunError>, tokio::task::JoinError>) -> Result
     match ended {
         Ok(result) => result,
         Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
-        Err(err) => Err(RunError::StoreTask(err.to_string())),
+        Err(err) => Err(RunError::Cancelled(err.to_string())),
     }
 }
 
