@@ -68,7 +68,7 @@ pub enum Signal {
 /// short reason (`failing: task alerter keeps dying and being restarted`,
 /// `store: the store refuses writes (...)`), never a path, bucket,
 /// endpoint, URL or panic message: the verdict's `brief`, and the
-/// degradations, which are written that way (`daemon::watch`).
+/// degradations, which are written that way (`daemon::health_watch`).
 pub fn signal(verdict: &Verdict) -> Signal {
     let status = format!("{:?}", verdict.status).to_lowercase();
     let reason = || match &verdict.brief {

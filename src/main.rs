@@ -303,17 +303,19 @@ fn run(path: &std::path::Path) -> ExitCode {
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let result = runtime.block_on(async {
-        let (control, commands) = tokio::sync::mpsc::channel(8);
-        if let Err(err) = forward_signals(control) {
+        let daemon = daemon::Daemon::new(path.to_path_buf(), config, clock);
+        if let Err(err) = forward_signals(daemon.control()) {
             eprintln!("vigie: cannot install signal handlers: {err}");
             return Err(());
         }
-        daemon::run(path, config, clock, commands)
-            .await
-            .map_err(|err| {
-                tracing::error!("{err}");
-                eprintln!("vigie: {err}");
-            })
+        let ran = match daemon.start().await {
+            Ok(running) => running.wait().await,
+            Err(err) => Err(err),
+        };
+        ran.map_err(|err| {
+            tracing::error!("{err}");
+            eprintln!("vigie: {err}");
+        })
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,23 +19,20 @@ use time::OffsetDateTime;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::canary::Round;
-use super::vantage::Wanted;
 use crate::alert::report::{self, Report};
 use crate::alert::{
-    self, AlertState, Engine, EventKind, Hold, HoldCause, Notification, Observation, Outbound,
-    Policy, Silence, Snapshot, NETWORK_CHECK,
+    self, AlertState, Engine, EventKind, Hold, HoldCause, Notification, Outbound, Policy, Silence,
+    NETWORK_CHECK,
 };
-use crate::api::{AlertRequest, AlertStatus};
+use crate::alert::{AlertRequest, AlertStatus};
 use crate::clock::{saturating_add, saturating_sub, Clock};
 use crate::config::Config;
 use crate::mail::Outbox;
-use crate::outcome::{Assertion, Failure, Outcome, Status};
+use crate::outcome::{Outcome, Status};
 use crate::store::{AlertStore, Latest};
 use crate::supervise::Stage;
-use crate::vantage::{
-    self, BackedClaim, ClaimRequest, Claimed, Coordination, Coordinator, Fleet, LocalView,
-    VantageStats, ViewStatus,
-};
+use crate::vantage::page_claims::Claiming;
+use crate::vantage::{NewClaims, PageClaims};
 
 /// How often the engine is ticked (reminders, released holds, grouping
 /// windows closing, the report's schedule, expired silences).
@@ -82,36 +79,9 @@ pub struct AlerterParts {
     /// Alert states the store refused, kept across restarts of the task
     /// and reopenings of the store.
     pub held: HeldStates,
-    /// With `[vantage]`: the fleet this node pages with.
-    pub vantage: Option<VantageLink>,
-}
-
-/// The alerter's line to the vantage task and the bucket.
-#[derive(Clone)]
-pub struct VantageLink {
-    pub coordinator: Coordinator,
-    pub fleet: watch::Receiver<Arc<Fleet>>,
-    pub local: LocalView,
-    pub wanted: Arc<Wanted>,
-    pub stats: Arc<VantageStats>,
-    pub publish_every: Duration,
-    /// When this daemon started: peers are not judged silent before it
-    /// has run `stale_after`.
-    pub started: OffsetDateTime,
-}
-
-/// The longest a mail waits for its claims: past it, it is sent as not
-/// coordinated (a slow bucket must not hold pages back).
-const CLAIM_WITHIN: Duration = Duration::from_secs(15);
-
-/// A check whose page waits for the other vantages.
-#[derive(Debug, Clone)]
-struct Waiting {
-    since: OffsetDateTime,
-    /// The hold's words now ("down from fra only; eu-par: up").
-    words: String,
-    /// Counted as a veto (not confirmed within one publication).
-    vetoed: bool,
+    /// Who sends each page when several vantages watch the same checks
+    /// (`vantage::SingleNode` without `[vantage]`).
+    pub claims: NewClaims,
 }
 
 /// Alert states the store refused (a full or failing disk), by check: the
@@ -133,24 +103,7 @@ pub struct Alerter {
     status: Arc<AlertStatus>,
     policies: Policies,
     unsaved: HeldStates,
-    vantage: Option<VantageLink>,
-    waiting: HashMap<String, Waiting>,
-    /// Events another vantage claimed whose state does not show them yet.
-    unbacked: Vec<Unbacked>,
-}
-
-/// An event another vantage claimed, not yet backed by its own state. It
-/// is recorded as sent by that node at once (so the engine goes on with
-/// the incident), and sent from here after all if that node's state does
-/// not show it within `stale_after`: a claim alone may be forged, or left
-/// by a node that died before sending.
-#[derive(Debug, Clone)]
-struct Unbacked {
-    event: alert::Event,
-    by: String,
-    /// The claim's name in the bucket.
-    name: String,
-    claimed_at: OffsetDateTime,
+    claims: Box<dyn PageClaims>,
 }
 
 struct Run {
@@ -233,7 +186,7 @@ impl Alerter {
             parts.clock.now(),
             |check| policies.get(check).clone(),
         );
-        let alerter = Alerter {
+        let mut alerter = Alerter {
             engine,
             store: parts.store.clone(),
             outbox: parts.outbox.clone(),
@@ -246,11 +199,9 @@ impl Alerter {
             status: parts.status.clone(),
             policies,
             unsaved: parts.held.clone(),
-            vantage: parts.vantage.clone(),
-            waiting: HashMap::new(),
-            unbacked: Vec::new(),
+            claims: (parts.claims)(),
         };
-        alerter.list_configured(&config);
+        alerter.claims.configured(&config, alerter.clock.now());
         alerter
     }
 
@@ -338,16 +289,9 @@ impl Alerter {
         let now = self.clock.now();
         let config = self.config.borrow().clone();
         self.refresh(&config);
-        let fleet = self.fleet();
+        self.claims.look();
         let self_down = outcome.status == Status::Down;
-        let hold = self.hold(
-            run,
-            &config,
-            fleet.as_deref(),
-            &outcome.name,
-            self_down,
-            now,
-        );
+        let hold = self.hold(run, &config, &outcome.name, self_down, now);
         let policy = self.policies.get(&outcome.name);
         if let Some(state) = self.engine.observe(outcome, now, policy, hold.as_ref()) {
             self.save(&[state]);
@@ -359,26 +303,8 @@ impl Alerter {
     /// published state lists.
     fn refresh(&mut self, config: &Arc<Config>) {
         if self.policies.refresh(config) {
-            self.list_configured(config);
+            self.claims.configured(config, self.clock.now());
         }
-    }
-
-    /// The published state lists every configured check, those not probed
-    /// yet as unknown (`vantage::published::configured`).
-    fn list_configured(&self, config: &Config) {
-        let Some(v) = &self.vantage else { return };
-        let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
-        vantage::published::configured(
-            &mut view,
-            config.checks.iter().map(|c| c.name.as_str()),
-            self.clock.now(),
-        );
-    }
-
-    /// The fleet as the vantage task last read it; `None` without
-    /// `[vantage]`.
-    fn fleet(&self) -> Option<Arc<Fleet>> {
-        self.vantage.as_ref().map(|v| v.fleet.borrow().clone())
     }
 
     /// The hold on `check`'s pages at `now`: the other vantages' (a DOWN
@@ -389,16 +315,12 @@ impl Alerter {
         &self,
         run: &Run,
         config: &Config,
-        fleet: Option<&Fleet>,
         check: &str,
         self_down: bool,
         now: OffsetDateTime,
     ) -> Option<Hold> {
         let silenced = hold_of(config, &run.silences, check, now);
-        let Some(fleet) = fleet.filter(|f| coordinates(f) && !check.starts_with("vigie:")) else {
-            return silenced;
-        };
-        let Some(fleet_hold) = fleet.hold(check, self_down, now) else {
+        let Some(fleet_hold) = self.claims.hold(check, self_down, now) else {
             return silenced;
         };
         match (&fleet_hold.cause, silenced) {
@@ -409,55 +331,11 @@ impl Alerter {
         }
     }
 
-    /// This node's view of the check, for the state it publishes: at once
-    /// when the check changed between down and not.
-    fn record_view(&self, outcome: &Outcome) {
-        let Some(v) = &self.vantage else { return };
-        let Some(state) = self.engine.state(&outcome.name) else {
-            return;
-        };
-        let unknown = state.last.as_ref().is_some_and(|l| l.unknown);
-        let status = ViewStatus::of(outcome.status, unknown);
-        let changed = {
-            let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
-            let before = view.get(&outcome.name).map(|c| c.status);
-            vantage::published::record(
-                &mut view,
-                &outcome.name,
-                status,
-                outcome.started_at,
-                state.failing_since(),
-                outcome.first_failure().map(|f| f.message.as_str()),
-                state.is_firing(),
-            );
-            before.is_none_or(|b| (b == ViewStatus::Down) != (status == ViewStatus::Down))
-        };
-        if changed {
-            v.wanted.publish_now();
+    /// This node's view of the check, for the state it publishes.
+    fn record_view(&mut self, outcome: &Outcome) {
+        if let Some(state) = self.engine.state(&outcome.name) {
+            self.claims.judged(outcome, state);
         }
-    }
-
-    /// A peer's liveness in the state this node publishes, like a check's:
-    /// the others check a claim on its "silent" page against it.
-    fn record_peer_view(&self, check: &str, now: OffsetDateTime) {
-        let (Some(v), Some(state)) = (&self.vantage, self.engine.state(check)) else {
-            return;
-        };
-        let firing = state.is_firing();
-        let status = match firing {
-            true => ViewStatus::Down,
-            false => ViewStatus::Up,
-        };
-        let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
-        vantage::published::record(
-            &mut view,
-            check,
-            status,
-            now,
-            state.failing_since(),
-            None,
-            firing,
-        );
     }
 
     fn round(&mut self, run: &mut Run, round: Round) {
@@ -509,10 +387,8 @@ impl Alerter {
             }
         }
         self.refresh(&config);
-        let fleet = self.fleet();
-        if let Some(fleet) = &fleet {
-            self.judge_peers(run, &config, fleet, now);
-        }
+        self.claims.look();
+        self.judge_peers(run, &config, now);
         // Every firing check's hold, judged before the engine borrows it.
         let holds: HashMap<String, Option<Hold>> = self
             .engine
@@ -523,11 +399,13 @@ impl Alerter {
                     .last
                     .as_ref()
                     .is_some_and(|l| !l.unknown && l.snapshot.status == Status::Down);
-                let hold = self.hold(run, &config, fleet.as_deref(), &s.check, self_down, now);
+                let hold = self.hold(run, &config, &s.check, self_down, now);
                 (s.check.clone(), hold)
             })
             .collect();
-        self.track_waiting(&holds, now);
+        if let Some(notes) = self.claims.track_waiting(&holds, now) {
+            self.status.set_fleet_notes(notes);
+        }
         let policies = &self.policies;
         let changed = self.engine.tick(
             now,
@@ -631,8 +509,8 @@ impl Alerter {
         // What holds a page for the fleet changes with every publication:
         // the report says it as it is now.
         for problem in &mut report.problems {
-            if let Some(waiting) = self.waiting.get(&problem.check) {
-                problem.held = Some(waiting.words.clone());
+            if let Some(words) = self.claims.waiting_words(&problem.check) {
+                problem.held = Some(words);
             }
         }
         report
@@ -701,50 +579,13 @@ impl Alerter {
     }
 
     /// Feeds the engine each peer's liveness, as the pseudo-check
-    /// `vigie:vantage:<peer>`: a peer silent past `stale_after` is paged
-    /// (once across the fleet: its mail is claimed like any other), its
-    /// return resolves it.
-    fn judge_peers(&mut self, run: &Run, config: &Config, fleet: &Fleet, now: OffsetDateTime) {
-        let Some(v) = &self.vantage else { return };
+    /// `vigie:vantage:<peer>` ([`PageClaims::peers`]).
+    fn judge_peers(&mut self, run: &Run, config: &Config, now: OffsetDateTime) {
         let mut policy = Policy::global(&config.alerting);
         // `stale_after` already is the threshold.
         policy.failure_threshold = 1;
         policy.recovery_threshold = 1;
-        let observations: Vec<(String, Observation)> = fleet
-            .silent(now, v.started)
-            .into_iter()
-            .map(|(peer, silent)| {
-                let failures = match silent {
-                    false => Vec::new(),
-                    true => vec![Failure {
-                        assertion: Assertion::VantageSilent,
-                        expected: format!(
-                            "a state in the bucket newer than {}",
-                            crate::when::std_span(fleet.stale_after)
-                        ),
-                        observed: match peer.modified {
-                            Some(at) => {
-                                format!("last state written {}", crate::when::minute(at))
-                            }
-                            None => "no state in the bucket".to_string(),
-                        },
-                        message: vantage::silent_words(peer),
-                    }],
-                };
-                let snapshot = Snapshot {
-                    target: format!("{}/{}/state.json", v.coordinator.shown(), peer.node),
-                    status: if silent { Status::Down } else { Status::Up },
-                    started_at: now,
-                    failures,
-                    chain: Vec::new(),
-                };
-                (
-                    vantage::silent_check(&peer.node),
-                    Observation::Judged(snapshot),
-                )
-            })
-            .collect();
-        for (check, observation) in observations {
+        for (check, observation) in self.claims.peers(now) {
             let hold = hold_of(config, &run.silences, &check, now);
             if let Some(state) =
                 self.engine
@@ -752,186 +593,52 @@ impl Alerter {
             {
                 self.save(&[state]);
             }
-            self.record_peer_view(&check, now);
-        }
-    }
-
-    /// Keeps, for each firing check its fleet holds, since when it waits:
-    /// the peers are read every second for one publication from then, and
-    /// a DOWN still not confirmed after it counts as a veto.
-    fn track_waiting(&mut self, holds: &HashMap<String, Option<Hold>>, now: OffsetDateTime) {
-        let Some(v) = &self.vantage else { return };
-        let window = v.publish_every + Duration::from_secs(1);
-        let words_of = |hold: &Option<Hold>| match hold.as_ref().map(|h| &h.cause) {
-            Some(HoldCause::Unconfirmed { words }) => Some((words.clone(), true)),
-            Some(HoldCause::FleetStillDown { words }) => Some((words.clone(), false)),
-            _ => None,
-        };
-        self.waiting
-            .retain(|check, _| holds.get(check).and_then(words_of).is_some());
-        for (check, hold) in holds {
-            let Some((words, down)) = words_of(hold) else {
-                continue;
-            };
-            let waiting = self.waiting.entry(check.clone()).or_insert(Waiting {
-                since: now,
-                words: words.clone(),
-                vetoed: false,
-            });
-            waiting.words = words;
-            let until = saturating_add(waiting.since, window);
-            if now < until {
-                v.wanted.urgent_until(until);
-            } else if down && !waiting.vetoed {
-                waiting.vetoed = true;
-                v.stats.add_vetoes(1);
-                tracing::warn!(check = %check, vantages = %waiting.words, "not paged: the other vantages do not confirm it");
+            if let Some(state) = self.engine.state(&check) {
+                self.claims.peer_judged(&check, state, now);
             }
         }
-        v.wanted
-            .set_pending(!self.waiting.is_empty() || !self.unbacked.is_empty());
-        self.status.set_fleet_notes(
-            self.waiting
-                .iter()
-                .map(|(check, w)| (check.clone(), w.words.clone()))
-                .collect(),
-        );
-    }
-
-    /// Claims each event of `notification` in the bucket: those another
-    /// vantage has are recorded as sent by it and dropped; the others are
-    /// kept, with what the vantages say. When the bucket cannot be used,
-    /// every event is kept and says it was not confirmed. `unavailable`
-    /// is why the bucket cannot be used; after one claim fails, the others
-    /// of this round are not tried (a bucket that hangs would otherwise
-    /// hold the alerter for a timeout per event).
-    async fn claim(
-        &mut self,
-        v: &VantageLink,
-        notification: &mut Notification,
-        unavailable: &mut Option<String>,
-        now: OffsetDateTime,
-    ) {
-        let fleet = v.fleet.borrow().clone();
-        let mut kept = Vec::new();
-        // The mail's Message-ID is its first kept event's.
-        let mut group_id: Option<String> = None;
-        for mut event in std::mem::take(&mut notification.events) {
-            // vigie's own network is this node's alone.
-            if event.check == NETWORK_CHECK {
-                kept.push(event);
-                continue;
-            }
-            let message_id = group_id
-                .clone()
-                .unwrap_or_else(|| self.engine.message_id(&event));
-            let claimed = match &unavailable {
-                Some(why) => Err(why.clone()),
-                None => {
-                    let request = ClaimRequest {
-                        check: &event.check,
-                        kind: event.kind,
-                        reminder: event.reminder,
-                        since: event.since,
-                        message_id: &message_id,
-                        now,
-                    };
-                    match tokio::time::timeout(
-                        CLAIM_WITHIN,
-                        vantage::claim(&v.coordinator, &request),
-                    )
-                    .await
-                    {
-                        Ok(Ok(claimed)) => Ok(claimed),
-                        Ok(Err(err)) => Err(err.to_string()),
-                        Err(_) => Err(format!(
-                            "the bucket did not answer within {}",
-                            crate::when::std_span(CLAIM_WITHIN)
-                        )),
-                    }
-                }
-            };
-            match claimed {
-                Ok(Claimed::Won { key }) => {
-                    tracing::info!(check = %event.check, incident = %key, "this vantage sends the mail");
-                    // The state listing the claim backs it for the others.
-                    v.wanted.publish_now();
-                    event.vantage = fleet_words(&fleet, &event, now);
-                    if event.kind == EventKind::Down && !event.check.starts_with("vigie:") {
-                        v.stats.add_confirmations(1);
-                    }
-                    group_id.get_or_insert(message_id);
-                    kept.push(event);
-                }
-                Ok(Claimed::Lost {
-                    key,
-                    by,
-                    message_id,
-                    name,
-                }) => {
-                    tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
-                    if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
-                        self.save(&[state]);
-                    }
-                    self.unbacked.push(Unbacked {
-                        event,
-                        by,
-                        name,
-                        claimed_at: now,
-                    });
-                    v.wanted.set_pending(true);
-                }
-                Err(why) => {
-                    tracing::warn!(check = %event.check, reason = %why, "vantages cannot coordinate: this page goes out on this node's judgment alone");
-                    unavailable.get_or_insert_with(|| why.clone());
-                    v.stats.add_uncoordinated(1);
-                    event.vantage =
-                        Some(format!("not confirmed: coordination unavailable ({why})"));
-                    kept.push(event);
-                }
-            }
-        }
-        notification.events = kept;
     }
 
     /// Writes every mail whose grouping window closed, each with its states
     /// in one transaction, then makes them durable and wakes the sender. A
     /// mail the store refuses is still delivered, from memory: see
-    /// [`send_not_durable`]. With `[vantage]`, each mail's events are
-    /// claimed first ([`Alerter::claim`]).
+    /// [`send_not_durable`]. Each mail's events are claimed first
+    /// ([`PageClaims::claim`]).
     async fn send_due(&mut self) {
         let now = self.clock.now();
         let notifications = self.engine.poll_notifications(now);
-        if notifications.is_empty() && self.unbacked.is_empty() {
+        // Already claimed (by another node, whose state did not back it).
+        let settled = self.claims.settle(now);
+        if notifications.is_empty() && settled.is_empty() {
             return;
         }
         // Each mail, and whether it pages (a DOWN or a reminder in it):
         // logged at WARN then, so that `journalctl -p warning` shows it.
         let mut due: Vec<(Outbound, bool)> = Vec::new();
-        let mut unavailable =
-            self.vantage
-                .as_ref()
-                .and_then(|v| match &v.fleet.borrow().coordination {
-                    Coordination::Up => None,
-                    Coordination::Starting => {
-                        Some("the first round with the bucket is not done".to_string())
-                    }
-                    Coordination::Unavailable { why } => Some(why.clone()),
-                });
-        // Already claimed (by another node, whose state did not back it).
-        for notification in self.settle_unbacked(now) {
+        let mut unavailable = self.claims.unavailable();
+        for notification in settled {
             due.push((
                 self.engine.outbound(&notification, now),
                 pages(&notification),
             ));
         }
         for mut notification in notifications {
-            if let Some(v) = self.vantage.clone() {
-                self.claim(&v, &mut notification, &mut unavailable, now)
-                    .await;
-                if notification.events.is_empty() {
-                    continue;
+            let engine = &self.engine;
+            let message_id = |event: &alert::Event| engine.message_id(event);
+            let mail = Claiming {
+                notification: &mut notification,
+                message_id: &message_id,
+                unavailable: &mut unavailable,
+                now,
+            };
+            let lost = self.claims.claim(mail).await;
+            for (event, message_id) in lost {
+                if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
+                    self.save(&[state]);
                 }
+            }
+            if notification.events.is_empty() {
+                continue;
             }
             due.push((
                 self.engine.outbound(&notification, now),
@@ -966,90 +673,12 @@ impl Alerter {
     }
 }
 
-impl Alerter {
-    /// Goes through the events other vantages claimed: those their
-    /// claimant's state now backs are done with; those it has not backed
-    /// within `stale_after` come back as mails of their own, marked as
-    /// sent over an unconfirmed claim.
-    fn settle_unbacked(&mut self, now: OffsetDateTime) -> Vec<Notification> {
-        let Some(v) = self.vantage.clone() else {
-            return Vec::new();
-        };
-        let fleet = v.fleet.borrow().clone();
-        let mut out = Vec::new();
-        for claim in std::mem::take(&mut self.unbacked) {
-            let backed = BackedClaim {
-                check: &claim.event.check,
-                name: &claim.name,
-                resolved: claim.event.kind == EventKind::Resolved,
-                claimed_at: claim.claimed_at,
-            };
-            if fleet.backs_claim(&claim.by, &backed, now) {
-                tracing::info!(check = %claim.event.check, sent_by = %claim.by, "sent by another vantage (its state shows it)");
-                v.stats.add_sent_elsewhere(1);
-                continue;
-            }
-            let Unbacked {
-                mut event,
-                by,
-                name,
-                claimed_at,
-            } = claim;
-            if now >= saturating_add(claimed_at, fleet.stale_after) {
-                let words = vantage::unbacked_claim_words(&by, v.coordinator.node());
-                tracing::warn!(check = %event.check, claimed_by = %by, "{words}");
-                v.stats.sent_over_claim(&event.check, &words, now);
-                event.vantage = Some(words);
-                out.push(Notification {
-                    kind: event.kind,
-                    to: event.to.clone(),
-                    opened: now,
-                    events: vec![event],
-                });
-            } else {
-                self.unbacked.push(Unbacked {
-                    event,
-                    by,
-                    name,
-                    claimed_at,
-                });
-            }
-        }
-        out
-    }
-}
-
-/// Whether holds wait for the fleet: not when the bucket cannot be used.
 /// A mail that wakes someone: it holds a DOWN or a reminder.
 fn pages(notification: &Notification) -> bool {
     notification
         .events
         .iter()
         .any(|e| matches!(e.kind, EventKind::Down | EventKind::Reminder))
-}
-
-fn coordinates(fleet: &Fleet) -> bool {
-    matches!(
-        fleet.coordination,
-        Coordination::Up | Coordination::Starting
-    )
-}
-
-/// What the vantages say about `event` for its mail; `None` for vigie's
-/// own pseudo-checks.
-fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Option<String> {
-    if event.check.starts_with("vigie:") {
-        return None;
-    }
-    let judgment = fleet.judge(&event.check, event.kind != EventKind::Resolved, now);
-    Some(match event.kind {
-        EventKind::Down | EventKind::Reminder if judgment.confirms_down() => {
-            judgment.confirmed_down()
-        }
-        EventKind::Down | EventKind::Reminder => judgment.unconfirmed_down(),
-        EventKind::Resolved if judgment.confirms_up() => judgment.confirmed_up(),
-        EventKind::Resolved => judgment.unconfirmed_up(),
-    })
 }
 
 /// Delivers a page the outbox could not take, from memory: straight
@@ -1074,4 +703,252 @@ fn send_not_durable(config: Arc<Config>, outbound: &Outbound, why: &str, clock: 
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    //! The alerter on the in-memory alert store, on tokio's paused time
+    //! (a [`TokioClock`] over it), with a fleet of its own ([`Witness`]):
+    //! the bucket is not what these tests are about.
+
+    use std::sync::Mutex;
+
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::alert::testing::{down, up, T0};
+    use crate::alert::Event;
+    use crate::clock::TokioClock;
+    use crate::outcome::Assertion;
+    use crate::supervise::{Progress, Supervisor};
+    use crate::vantage::page_claims::ClaimFuture;
+
+    /// Thresholds 2/1, a reminder every 10 minutes, no grouping wait, one
+    /// check.
+    const CONFIG: &str = "state_dir = \"state\"\nchecks_dir = \"checks\"\n\
+        [alerting]\nto = [\"oncall@example.com\"]\nfailure_threshold = 2\n\
+        recovery_threshold = 1\nrepeat = \"10m\"\ngroup_window = \"0s\"\n";
+    const CHECKS: &str = "[[check]]\nname = \"site\"\nkind = \"http\"\n\
+        url = \"https://site.example.com/\"\nevery = \"1m\"\n";
+
+    /// A fleet that holds nothing and records every claim; with
+    /// `peer_sends`, another vantage wins each one.
+    #[derive(Clone, Default)]
+    struct Witness {
+        claimed: Arc<Mutex<Vec<(String, EventKind)>>>,
+        peer_sends: bool,
+    }
+
+    impl Witness {
+        fn claimed(&self) -> Vec<(String, EventKind)> {
+            self.claimed.lock().unwrap().clone()
+        }
+    }
+
+    impl PageClaims for Witness {
+        fn claim<'a>(&'a mut self, mail: Claiming<'a>) -> ClaimFuture<'a> {
+            let events = &mut mail.notification.events;
+            let mut claimed = self.claimed.lock().unwrap();
+            claimed.extend(events.iter().map(|e| (e.check.clone(), e.kind)));
+            let lost: Vec<(Event, String)> = match self.peer_sends {
+                false => Vec::new(),
+                true => std::mem::take(events)
+                    .into_iter()
+                    .map(|e| (e, "<vigie.down.elsewhere@fra.example.com>".to_string()))
+                    .collect(),
+            };
+            Box::pin(std::future::ready(lost))
+        }
+    }
+
+    /// A running alerter and what the daemon would hand it.
+    struct Harness {
+        outcomes: mpsc::Sender<Arc<Outcome>>,
+        requests: mpsc::Sender<AlertRequest>,
+        outbox: Arc<Outbox>,
+        store: AlertStore,
+        clock: TokioClock,
+        _rounds: mpsc::Sender<Round>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Harness {
+        fn start(fleet: &Witness) -> Harness {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("checks")).unwrap();
+            std::fs::write(dir.path().join("checks/site.toml"), CHECKS).unwrap();
+            let path = dir.path().join("config.toml");
+            let config = crate::config::load_str(&path, CONFIG).unwrap();
+            let store = AlertStore::in_memory();
+            let outbox = Arc::new(Outbox::new(store.outbox()));
+            let clock = TokioClock::starting_at(T0);
+            let fleet = fleet.clone();
+            let parts = AlerterParts {
+                store: store.clone(),
+                outbox: outbox.clone(),
+                config: watch::channel(Arc::new(config)).1,
+                clock: Arc::new(clock.clone()),
+                host: "vigie.example.com".to_string(),
+                latest: Latest::default(),
+                health: Arc::new(|_| report::Health::default()),
+                canary_now: None,
+                status: Arc::new(AlertStatus::default()),
+                held: HeldStates::default(),
+                claims: Arc::new(move || Box::new(fleet.clone())),
+            };
+            let (outcomes, outcomes_rx) = mpsc::channel(16);
+            let (requests, requests_rx) = mpsc::channel(16);
+            let (rounds, rounds_rx) = mpsc::channel(4);
+            let mut inputs = AlerterInputs {
+                outcomes: outcomes_rx,
+                rounds: rounds_rx,
+                requests: requests_rx,
+            };
+            let stage = Supervisor::new()
+                .stages()
+                .register("alerter", Progress::Unwatched);
+            tokio::spawn(async move { Alerter::start(&parts).run(&mut inputs, stage).await });
+            Harness {
+                outcomes,
+                requests,
+                outbox,
+                store,
+                clock,
+                _rounds: rounds,
+                _dir: dir,
+            }
+        }
+
+        /// Hands the alerter `site`'s result a minute after the last one,
+        /// and lets it act (a tick of virtual time, past the grouping
+        /// window of 0 s).
+        async fn result(&self, up_now: bool) {
+            tokio::time::advance(Duration::from_secs(60)).await;
+            let now = self.clock.now();
+            let outcome = match up_now {
+                true => up("site", now),
+                false => down("site", now, Assertion::HttpStatus),
+            };
+            self.outcomes.send(Arc::new(outcome)).await.unwrap();
+            tokio::time::sleep(2 * TICK).await;
+        }
+
+        /// The Message-IDs of the mails queued so far, oldest first.
+        fn mails(&self) -> Vec<String> {
+            let pending = self.outbox.pending().unwrap();
+            pending.into_iter().map(|p| p.message.message_id).collect()
+        }
+
+        async fn silence(&self, pattern: &str) {
+            let now = self.clock.now();
+            let silence = Silence {
+                pattern: pattern.to_string(),
+                until: now + Duration::from_secs(3600),
+                reason: "deploy".to_string(),
+                created: now,
+            };
+            let (reply, answer) = oneshot::channel();
+            let request = AlertRequest::AddSilence(silence, reply);
+            self.requests.send(request).await.unwrap();
+            answer.await.unwrap().unwrap();
+        }
+    }
+
+    fn is_down(message_id: &str) -> bool {
+        message_id.starts_with("<vigie.down.")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_down_pages_once_after_its_threshold_and_not_again_while_it_stays_down() {
+        let fleet = Witness::default();
+        let alerter = Harness::start(&fleet);
+        alerter.result(false).await;
+        assert_eq!(
+            alerter.mails(),
+            Vec::<String>::new(),
+            "one failure is below the threshold"
+        );
+        alerter.result(false).await;
+        let mails = alerter.mails();
+        assert_eq!(mails.len(), 1, "{mails:?}");
+        assert!(is_down(&mails[0]), "{mails:?}");
+        for _ in 0..3 {
+            alerter.result(false).await;
+        }
+        assert_eq!(alerter.mails(), mails, "still down: no second page");
+        assert_eq!(fleet.claimed(), [("site".to_string(), EventKind::Down)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reminder_goes_out_once_per_repeat_while_down() {
+        let fleet = Witness::default();
+        let alerter = Harness::start(&fleet);
+        alerter.result(false).await;
+        alerter.result(false).await;
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        alerter.result(false).await;
+        alerter.result(false).await;
+        let mails = alerter.mails();
+        assert_eq!(mails.len(), 2, "{mails:?}");
+        assert!(mails[1].starts_with("<vigie.reminder1."), "{mails:?}");
+        let kinds: Vec<EventKind> = fleet.claimed().into_iter().map(|(_, k)| k).collect();
+        assert_eq!(kinds, [EventKind::Down, EventKind::Reminder]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_recovery_sends_one_notice_threaded_under_the_page() {
+        let fleet = Witness::default();
+        let alerter = Harness::start(&fleet);
+        alerter.result(false).await;
+        alerter.result(false).await;
+        alerter.result(true).await;
+        alerter.result(true).await;
+        let mails = alerter.mails();
+        assert_eq!(mails.len(), 2, "{mails:?}");
+        assert!(is_down(&mails[0]), "{mails:?}");
+        assert!(mails[1].starts_with("<vigie.resolved."), "{mails:?}");
+        let notice = &alerter.outbox.pending().unwrap()[1].message;
+        assert_eq!(notice.in_reply_to.as_deref(), Some(mails[0].as_str()));
+        let states = alerter.store.states().unwrap();
+        assert!(states.iter().all(|s| !s.is_firing()), "{states:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silence_mutes_the_page_and_the_incident_is_still_tracked() {
+        let fleet = Witness::default();
+        let alerter = Harness::start(&fleet);
+        alerter.silence("si*").await;
+        for _ in 0..3 {
+            alerter.result(false).await;
+        }
+        assert_eq!(alerter.mails(), Vec::<String>::new(), "silenced: no page");
+        assert_eq!(fleet.claimed(), [], "nothing to claim");
+        let states = alerter.store.states().unwrap();
+        assert!(
+            states.iter().any(|s| s.check == "site" && s.is_firing()),
+            "the incident is open behind the silence: {states:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_page_another_vantage_sent_is_not_sent_here_nor_claimed_again() {
+        let fleet = Witness {
+            peer_sends: true,
+            ..Witness::default()
+        };
+        let alerter = Harness::start(&fleet);
+        for _ in 0..4 {
+            alerter.result(false).await;
+        }
+        assert_eq!(
+            alerter.mails(),
+            Vec::<String>::new(),
+            "the other vantage sent it"
+        );
+        assert_eq!(
+            fleet.claimed(),
+            [("site".to_string(), EventKind::Down)],
+            "claimed once: recorded as sent by the other vantage"
+        );
+    }
 }

@@ -15,31 +15,37 @@
 //! - `bucket`: [`Coordinator`], every request to the bucket.
 //! - `claim`: the incident key and the claims.
 //! - `signed`: the signed envelope of every object, and why one is refused.
+//! - `stats`: the counters `/metrics` and `/healthz` read.
+//! - `wanted`: what the alerter asks of the vantage task (publish now, read
+//!   the peers now).
+//! - `page_claims`: [`PageClaims`], the alerter's questions to the fleet
+//!   (holds, claims, what a mail says of the others), and [`SingleNode`].
+//! - `bucket_claims`: [`BucketClaims`], the answers through the bucket.
 //!
-//! The daemon's side (the task that publishes and reads, the alerter's
-//! holds and claims) is in `daemon/vantage.rs` and `daemon/alerter.rs`.
+//! The task that publishes and reads is `daemon/vantage_task.rs`; the
+//! alerter (`daemon/alerter.rs`) asks through [`PageClaims`] only.
 
 pub mod bucket;
+pub mod bucket_claims;
 pub mod claim;
+pub mod page_claims;
 pub mod published;
 pub mod quorum;
 pub mod signed;
 pub mod stats;
 #[cfg(test)]
 mod timeline;
+pub mod wanted;
 
 pub use bucket::{Conditional, Coordinator, Signed};
+pub use bucket_claims::{BucketClaims, VantageLink};
 pub use claim::{claim, ClaimRequest, Claimed};
+pub use page_claims::{NewClaims, PageClaims, SingleNode};
 pub use published::{CheckView, LocalView, NodeHealth, NodeState, ViewStatus};
 pub use quorum::{
-    silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet, Judgment, Peer,
+    silent_check, silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet, Judgment,
+    Peer,
 };
 pub use signed::{Reason, Rejection};
 pub use stats::{VantageSnapshot, VantageStats};
-
-/// The alert engine's name for the pseudo-check "this peer is alive":
-/// `vigie:vantage:fra`. Like vigie's own network alert, it cannot clash
-/// with a check (check names have no `:`).
-pub fn silent_check(peer: &str) -> String {
-    format!("vigie:vantage:{peer}")
-}
+pub use wanted::Wanted;

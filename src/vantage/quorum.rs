@@ -322,6 +322,13 @@ impl Judgment {
     }
 }
 
+/// The alert engine's name for the pseudo-check "this peer is alive":
+/// `vigie:vantage:fra`. Like vigie's own network alert, it cannot clash
+/// with a check (check names have no `:`).
+pub fn silent_check(peer: &str) -> String {
+    format!("vigie:vantage:{peer}")
+}
+
 /// "vantage fra silent since 07:12 UTC", or "vantage fra silent: no state
 /// in the bucket" for a peer that never published.
 pub fn silent_words(peer: &Peer) -> String {

@@ -1,8 +1,9 @@
-//! The daemon's watch over itself, once a second: which checks are late,
-//! and whether systemd should hear from us. It writes [`Health`];
+//! The `watch` task, the daemon's watch over itself once a second: which
+//! checks are late, whether systemd should hear from us, and whether a
+//! failing state disk takes writes again. It writes [`Health`];
 //! `/healthz`, the metrics and the heartbeat read it, with what degrades
-//! vigie ([`degradations`]: replication, mail, blindness). Also the hourly
-//! retention sweep (raw results, then rollups: two retentions).
+//! vigie ([`degradations`]: replication, mail, blindness). The retention
+//! sweep is in `retention.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,23 +11,18 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::AlertStatus;
+use crate::alert::AlertStatus;
 use crate::clock::Clock;
-use crate::config::HistoryConfig;
 use crate::health::{Health, Late, TICK};
 use crate::mail::MailStats;
 use crate::redact::reason_kind;
 use crate::replicate::ReplicationStatus;
 use crate::scheduler::Slots;
-use crate::store::Store;
 use crate::supervise::Stage;
 
 /// A check waiting past its due time by less than this is not "late",
 /// whatever its interval: a busy second is not an incident.
 const LATE_FLOOR: Duration = Duration::from_secs(5);
-
-/// How often retention is enforced.
-pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
 /// What the watch reads.
 #[derive(Clone)]
@@ -229,44 +225,4 @@ pub fn degradations(parts: &Degraders, now: OffsetDateTime) -> Vec<String> {
         out.push("vigie is blind: every canary fails, network failures are not judged".to_string());
     }
     out
-}
-
-/// Every [`SWEEP_EVERY`], the first time at once, until `shutdown`:
-/// deletes raw results older than `retention`, hour rollups older than
-/// [`HistoryConfig::hour_rollup_retention`], and day rollups and the
-/// certificate timeline's leaves older than `rollup_retention`.
-pub async fn sweep(
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    history: tokio::sync::watch::Receiver<HistoryConfig>,
-    stage: Arc<Stage>,
-    shutdown: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(SWEEP_EVERY);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let history = history.borrow().clone();
-        let now = clock.now();
-        let before = crate::clock::since(now, history.retention);
-        let hours_before = crate::clock::since(now, history.hour_rollup_retention());
-        let days_before = crate::clock::since(now, history.rollup_retention);
-        let store = store.clone();
-        let swept = tokio::task::spawn_blocking(move || {
-            Ok::<_, crate::store::StoreError>((
-                store.sweep(before)?,
-                store.sweep_rollups(hours_before, days_before)?,
-            ))
-        })
-        .await;
-        match swept {
-            Ok(Ok((0, 0))) => {}
-            Ok(Ok((removed, rollups))) => tracing::info!(removed, rollups, "retention sweep"),
-            Ok(Err(err)) => tracing::error!(error = %err, "retention sweep failed"),
-            Err(err) => tracing::error!(error = %err, "retention sweep panicked"),
-        }
-        stage.progressed();
-    }
 }

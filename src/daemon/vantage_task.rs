@@ -17,21 +17,20 @@
 //! A round that fails makes coordination unavailable until one succeeds:
 //! the alerter then pages on this node's judgment alone, and says so.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{unix_millis, Clock};
+use crate::clock::Clock;
 use crate::config::VantageConfig;
 use crate::supervise::Stage;
 use crate::vantage::{
     Conditional, Coordination, Coordinator, Fleet, LocalView, NodeHealth, NodeState, Peer, Signed,
-    VantageStats,
+    VantageStats, Wanted,
 };
 
 /// How often the peers are read while a check waits for its first
@@ -41,42 +40,6 @@ const URGENT_EVERY: Duration = Duration::from_secs(1);
 /// A bucket that ignored conditional writes is tested again this often (a
 /// configuration fixed on the server side).
 const RETEST_EVERY: Duration = Duration::from_secs(300);
-
-/// What the alerter asks of the vantage task.
-#[derive(Debug, Default)]
-pub struct Wanted {
-    /// Read the peers every second until then (unix ms).
-    urgent_until_ms: AtomicI64,
-    /// Some check waits for confirmation: read the peers every round.
-    pending: AtomicBool,
-    publish: Notify,
-    read: Notify,
-}
-
-impl Wanted {
-    /// A check began waiting at `since`: read the peers every second for
-    /// `window` from then.
-    pub fn urgent_until(&self, until: OffsetDateTime) {
-        let until = unix_millis(until);
-        let before = self.urgent_until_ms.fetch_max(until, Ordering::Relaxed);
-        if before < until {
-            self.read.notify_one();
-        }
-    }
-
-    pub fn set_pending(&self, pending: bool) {
-        self.pending.store(pending, Ordering::Relaxed);
-    }
-
-    /// A check changed between down and not here: publish it now.
-    pub fn publish_now(&self) {
-        self.publish.notify_one();
-    }
-
-    fn is_urgent(&self, now: OffsetDateTime) -> bool {
-        self.urgent_until_ms.load(Ordering::Relaxed) > unix_millis(now)
-    }
-}
 
 /// What every start of the task is built from.
 #[derive(Clone)]
@@ -173,7 +136,7 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
         }
 
         let urgent = parts.wanted.is_urgent(now);
-        let pending = parts.wanted.pending.load(Ordering::Relaxed);
+        let pending = parts.wanted.is_pending();
         let read = (urgent || pending) && Instant::now() >= next_read;
         if trouble.is_none() && (read || Instant::now() >= next_liveness) {
             next_liveness = Instant::now() + liveness_every;
@@ -211,15 +174,14 @@ pub async fn run(parts: VantageParts, stage: Arc<Stage>, shutdown: CancellationT
         parts.fleet.send_replace(Arc::new(fleet.clone()));
 
         let mut wake = next_publish.min(next_liveness);
-        if parts.wanted.is_urgent(parts.clock.now()) || parts.wanted.pending.load(Ordering::Relaxed)
-        {
+        if parts.wanted.is_urgent(parts.clock.now()) || parts.wanted.is_pending() {
             wake = wake.min(next_read);
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep_until(wake) => {}
-            _ = parts.wanted.publish.notified() => next_publish = Instant::now(),
-            _ = parts.wanted.read.notified() => next_read = Instant::now(),
+            _ = parts.wanted.publish_asked() => next_publish = Instant::now(),
+            _ = parts.wanted.read_asked() => next_read = Instant::now(),
         }
     }
 }
