@@ -4,14 +4,12 @@
 //! test starts; the CA endpoints are named by `acme_directory` and by the
 //! certificates' CRL distribution points, never by the real CA's.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::ca_server::CaServer;
-use common::env::{assertions, check_toml, failure, pretty, probe, Env};
-use common::pki::{crl, GenY};
-use common::*;
+use crate::common::ca_server::CaServer;
+use crate::common::env::{assertions, check_toml, failure, pretty, probe, Env};
+use crate::common::pki::{crl, GenY};
+use crate::common::*;
 use time::Duration;
 use vigie::clock::{Clock, FakeClock};
 use vigie::outcome::{Assertion, CrlStatus, Outcome, Status};

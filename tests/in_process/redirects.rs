@@ -7,16 +7,14 @@
 //! how a redirect from a "public" target to a private address is shown.
 //! Redirect targets are IP literals: no name is looked up.
 
-mod common;
-
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use common::env::{failure, pretty, Env};
-use common::*;
+use crate::common::env::{failure, pretty, Env};
+use crate::common::*;
 use tokio::net::TcpStream;
 use vigie::clock::{Clock, SystemClock};
 use vigie::outcome::{Outcome, Status};
@@ -256,7 +254,7 @@ async fn url_credentials_are_sent_as_basic_auth_to_the_checks_own_origin_only() 
         assert_eq!(outcome.status, Status::Up, "{}", pretty(outcome));
         assert!(!outcome.target.contains("s3cr"), "{}", outcome.target);
     }
-    let authorization = |request: &common::servers::RecordedRequest| {
+    let authorization = |request: &crate::common::servers::RecordedRequest| {
         request
             .headers
             .get("authorization")

@@ -27,7 +27,9 @@ use vigie::store::{SledStore, Store, StoreError};
 
 /// Set in the writer process: the test's directory (store in `db/`).
 const CHILD_DIR: &str = "VIGIE_STORE_CRASH_WRITER_DIR";
-const TEST_NAME: &str = "kill_9_loses_only_the_unflushed_tail";
+/// The test's name as the test binary lists it (its module path without
+/// the binary's name), which the writer is started with.
+const TEST_NAME: &str = "store_crash::kill_9_loses_only_the_unflushed_tail";
 const CHECKS: u64 = 3;
 const FLUSH_EVERY: Duration = Duration::from_millis(40);
 const ROUNDS: usize = 5;
@@ -38,6 +40,7 @@ const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
 
 #[test]
 fn kill_9_loses_only_the_unflushed_tail() {
+    let _alone = crate::alone();
     if let Some(dir) = std::env::var_os(CHILD_DIR) {
         write_forever(Path::new(&dir));
     }

@@ -4,16 +4,14 @@
 //! shows a renewal. Screenshots of every page are saved under
 //! `target/screenshots/` for a person to look at.
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::browser::Browser;
-use common::daemon::{api_section, free_addr, poll, Daemon};
-use common::env::{check_toml, Env};
-use common::gate::Gate;
-use common::*;
+use crate::common::browser::Browser;
+use crate::common::daemon::{api_section, free_addr, poll, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::gate::Gate;
+use crate::common::*;
 use fantoccini::Locator;
 use serde_json::{json, Value};
 

@@ -3,15 +3,13 @@
 //! coordinators, as two vantages would hold them, race for the same
 //! events; exactly one wins each, and the loser learns who did.
 
-mod common;
-
 use std::sync::Arc;
 
 use time::OffsetDateTime;
 
-use common::env::Env;
-use common::s3_auth::AuthS3;
-use common::vantage::FleetKeys;
+use crate::common::env::Env;
+use crate::common::s3_auth::AuthS3;
+use crate::common::vantage::FleetKeys;
 use vigie::alert::EventKind;
 use vigie::vantage::{claim, ClaimRequest, Claimed, Conditional, Coordinator, VantageStats};
 

@@ -2,12 +2,10 @@
 //! status, body, headers, redirects, timeouts, and targets that hang, reset,
 //! or answer garbage. Each must give a precise `down`, never a hang.
 
-mod common;
-
 use std::time::Duration;
 
-use common::env::{failure, pretty, probe};
-use common::*;
+use crate::common::env::{failure, pretty, probe};
+use crate::common::*;
 use vigie::outcome::Status;
 
 fn valid_server() -> TlsServer {
@@ -177,7 +175,7 @@ async fn connection_reset_during_handshake() {
 #[tokio::test(flavor = "multi_thread")]
 async fn unresolvable_host_is_a_dns_failure() {
     // No `resolve` override: the .invalid TLD never resolves (RFC 6761).
-    let env = common::env::Env::new();
+    let env = crate::common::env::Env::new();
     env.write_checks(
         "dns.toml",
         "[[check]]\nname = \"nowhere\"\nkind = \"http\"\nurl = \"https://nowhere.invalid/\"\n",

@@ -10,12 +10,10 @@
 //! list). Each test asserts what moto really does and says where real S3
 //! differs.
 
-mod common;
-
-use common::cors_server::*;
-use common::env::{failure, pretty};
-use common::s3::{cors_xml, CorsRule, S3Server, MOTO_CORS_REFUSAL};
-use common::*;
+use crate::common::cors_server::*;
+use crate::common::env::{failure, pretty};
+use crate::common::s3::{cors_xml, CorsRule, S3Server, MOTO_CORS_REFUSAL};
+use crate::common::*;
 use vigie::outcome::{Outcome, Status};
 
 /// The object key the browser PUTs to; it need not exist for a preflight.

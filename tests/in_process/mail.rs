@@ -8,8 +8,6 @@
 //! real MIME parser and a real Maildir reader decide whether what vigie
 //! wrote is well-formed.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -20,8 +18,8 @@ use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use common::pki::{self, LeafSpec};
-use common::smtp::{parse_maildir, parse_messages, Received, SmtpOpts, SmtpServer};
+use crate::common::pki::{self, LeafSpec};
+use crate::common::smtp::{parse_maildir, parse_messages, Received, SmtpOpts, SmtpServer};
 use vigie::alert::{AlertState, Email};
 use vigie::clock::SystemClock;
 use vigie::config::{Config, SmtpConfig, SmtpTls};
@@ -781,7 +779,7 @@ impl Drop for Drainer {
 fn spawn_child(db: &Path, port: u16, count: usize) -> Drainer {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
-        "kill9_child_process",
+        "mail::kill9_child_process",
         "--exact",
         "--nocapture",
         "--test-threads=1",

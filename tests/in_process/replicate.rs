@@ -4,16 +4,14 @@
 //! moto (`common/gate.rs`): moto keeps its objects in memory, so stopping
 //! the process would empty the bucket.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::gate::Gate;
-use common::history::{self, T0};
-use common::s3_auth::{self, AuthS3};
+use crate::common::gate::Gate;
+use crate::common::history::{self, T0};
+use crate::common::s3_auth::{self, AuthS3};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};

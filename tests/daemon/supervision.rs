@@ -6,8 +6,6 @@
 //! turns `/healthz` 503 naming it, stops the systemd watchdog
 //! notifications, and makes the daemon's exit fail.
 
-mod common;
-
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,12 +14,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::daemon::{api_section, free_addr, poll, Daemon};
-use common::env::{check_toml, Env};
-use common::pki::{issue, LeafSpec};
-use common::s3_auth::AuthS3;
-use common::servers::{switchable_target, TlsOpts, TlsServer};
-use common::smtp::{SmtpOpts, SmtpServer};
+use crate::common::daemon::{api_section, free_addr, poll, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::pki::{issue, LeafSpec};
+use crate::common::s3_auth::AuthS3;
+use crate::common::servers::{switchable_target, TlsOpts, TlsServer};
+use crate::common::smtp::{SmtpOpts, SmtpServer};
 
 const START: Duration = Duration::from_secs(20);
 const COME_BACK: Duration = Duration::from_secs(20);

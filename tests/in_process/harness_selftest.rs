@@ -1,17 +1,15 @@
 //! Checks that the test harness in `tests/common` behaves as documented,
 //! using a plain rustls client (not the program under test).
 
-mod common;
-
 use std::io;
 use std::time::Duration;
 
-use common::client::{
+use crate::common::client::{
     client_config, http_get, http_get_streaming, rustls_error, test_client_config, tls_connect,
 };
-use common::pki::{self, Leaf};
-use common::servers::{garbage_bytes, BIG_LEN, GARBAGE_LEN, INDEX_BODY};
-use common::*;
+use crate::common::pki::{self, Leaf};
+use crate::common::servers::{garbage_bytes, BIG_LEN, GARBAGE_LEN, INDEX_BODY};
+use crate::common::*;
 use http_body_util::BodyExt;
 use hyper::StatusCode;
 use rustls::{CertificateError, HandshakeKind, ProtocolVersion};

@@ -7,8 +7,6 @@
 //! and `state_dir`; the [`Daemon`] handle kills its child if the test fails
 //! half-way. Waits are polls with a deadline, never fixed long sleeps.
 
-mod common;
-
 use std::time::Duration;
 
 use prom_text_format_parser::{parse_scrape, Metric, Sample, ScrapeParseError, Type};
@@ -16,9 +14,9 @@ use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
-use common::env::{check_toml, Env};
-use common::*;
+use crate::common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::*;
 
 /// Until `/healthz` first answers ok.
 const START: Duration = Duration::from_secs(20);

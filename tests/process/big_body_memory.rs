@@ -1,11 +1,11 @@
 //! A target serving 50 MiB must not cost 50 MiB: the body is read up to the
-//! 1 MiB cap and the rest is never pulled off the socket. Alone in its own
-//! test binary so no other test moves the resident set while it runs.
+//! 1 MiB cap and the rest is never pulled off the socket. It holds
+//! [`crate::alone`] so no other test of this binary moves the resident set
+//! while it measures.
 
-mod common;
-
-use common::env::probe;
-use common::*;
+use crate::common::env::probe;
+use crate::common::pki::valid_leaf;
+use crate::common::servers::{TlsOpts, TlsServer};
 
 fn resident_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
@@ -16,8 +16,17 @@ fn resident_kib() -> u64 {
         .expect("VmRSS line")
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn fifty_mib_bodies_keep_memory_flat() {
+#[test]
+fn fifty_mib_bodies_keep_memory_flat() {
+    let _alone = crate::alone();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(five_probes_of_fifty_mib());
+}
+
+async fn five_probes_of_fifty_mib() {
     let server = TlsServer::start_leaf(&valid_leaf(), TlsOpts::default());
     // Warm up allocator and TLS state once before measuring.
     probe(&server.url("/big"), "").await;

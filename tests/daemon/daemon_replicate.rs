@@ -5,18 +5,16 @@
 //! same history, twice without change, and the restored vigie carries on
 //! replicating where the old one stopped.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use common::daemon::{api_section, free_addr, vigie_cli_async, vigie_cli_measured, Daemon};
-use common::env::{check_toml, Env};
-use common::pki::{issue, valid_leaf, LeafSpec};
-use common::s3_auth::AuthS3;
-use common::servers::{TlsOpts, TlsServer};
+use crate::common::daemon::{api_section, free_addr, vigie_cli_async, vigie_cli_measured, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::pki::{issue, valid_leaf, LeafSpec};
+use crate::common::s3_auth::AuthS3;
+use crate::common::servers::{TlsOpts, TlsServer};
 
 const START: Duration = Duration::from_secs(20);
 const WAIT: Duration = Duration::from_secs(30);
@@ -208,7 +206,7 @@ async fn restore_without_replication_or_with_wrong_keys_says_what_to_fix() {
 
     let s3 = AuthS3::shared();
     let bucket = s3.bucket();
-    let (id, secret) = common::s3_auth::write_keys(env.path(), "AKIAWRONG", "wrong-secret");
+    let (id, secret) = crate::common::s3_auth::write_keys(env.path(), "AKIAWRONG", "wrong-secret");
     env.append_config(&format!(
         "[replication]\nurl = \"s3://{bucket}/vm-1\"\nendpoint = \"{}\"\nregion = \"eu-west-3\"\n\
          access_key_id_file = {:?}\nsecret_access_key_file = {:?}\n",
@@ -306,10 +304,10 @@ const RESTORE_PEAK_KIB: u64 = 128 * 1024;
 async fn a_hostile_bucket_costs_restore_bounded_memory_and_the_rest_is_restored() {
     // moto without authentication: with it, moto computes the signature of
     // a key holding control characters unlike every S3 client does.
-    let s3 = common::s3::S3Server::shared();
+    let s3 = crate::common::s3::S3Server::shared();
     let bucket_name = s3.new_bucket("hostile").await;
     let env = Env::with_config("");
-    let (id, secret) = common::s3_auth::write_keys(env.path(), "AKIAHOSTILE", "any-secret");
+    let (id, secret) = crate::common::s3_auth::write_keys(env.path(), "AKIAHOSTILE", "any-secret");
     env.append_config(&format!(
         "[replication]\nurl = \"s3://{bucket_name}/vm-h\"\nendpoint = \"{}\"\nregion = \"eu-west-3\"\n\
          access_key_id_file = {:?}\nsecret_access_key_file = {:?}\n",
@@ -321,14 +319,14 @@ async fn a_hostile_bucket_costs_restore_bounded_memory_and_the_rest_is_restored(
     let settings =
         vigie::replicate::BucketSettings::from_config(config.replication.as_ref().unwrap(), None);
     let bucket = vigie::replicate::Bucket::open(&settings).unwrap();
-    let at = common::history::T0;
+    let at = crate::common::history::T0;
 
     // A genuine segment, then one whose second line inflates to 2 GiB
     // (64 KiB stored), one of 17 MiB, a key no segment has, and a genuine
     // one after them all.
-    let (first, bytes) = common::segments::genuine("vm-h", 0, 1, 20, at);
+    let (first, bytes) = crate::common::segments::genuine("vm-h", 0, 1, 20, at);
     bucket.put(&first, bytes).await.unwrap();
-    let (long, bytes) = common::segments::one_long_line("vm-h", 20, 21, at, 2 << 30);
+    let (long, bytes) = crate::common::segments::one_long_line("vm-h", 20, 21, at, 2 << 30);
     assert!(bytes.len() < 100 * 1024, "{} bytes", bytes.len());
     bucket.put(&long, bytes).await.unwrap();
     let big = vigie::replicate::segment::object_name("vm-h", at, 22, 22);
@@ -339,7 +337,7 @@ async fn a_hostile_bucket_costs_restore_bounded_memory_and_the_rest_is_restored(
     s3.put_object(&bucket_name, "history/vm-h/%E2%80%AEtxt.exe", "x")
         .await;
     let (last, bytes) =
-        common::segments::genuine("vm-h", 22, 23, 20, at + time::Duration::minutes(1));
+        crate::common::segments::genuine("vm-h", 22, 23, 20, at + time::Duration::minutes(1));
     bucket.put(&last, bytes).await.unwrap();
 
     let run = vigie_cli_measured(&env.config_path(), &["restore"]);

@@ -7,19 +7,17 @@
 //! raw and decoded (sled and the segments compress, mail encodes): 0 hits.
 //! `vigie check`, `history` and `report` are searched the same way.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::daemon::{api_section, free_addr, metric, poll, vigie_cli_async, Daemon};
-use common::env::{check_toml, Env};
-use common::history;
-use common::pki::{issue, valid_leaf, LeafSpec, HOST};
-use common::s3_auth::AuthS3;
-use common::servers::{TlsOpts, TlsServer};
-use common::smtp::parse_maildir;
+use crate::common::daemon::{api_section, free_addr, metric, poll, vigie_cli_async, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::history;
+use crate::common::pki::{issue, valid_leaf, LeafSpec, HOST};
+use crate::common::s3_auth::AuthS3;
+use crate::common::servers::{TlsOpts, TlsServer};
+use crate::common::smtp::parse_maildir;
 use vigie::replicate::{Bucket, BucketSettings};
 use vigie::store::{SledStore, Store, FLUSH_EVERY};
 

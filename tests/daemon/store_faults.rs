@@ -6,8 +6,6 @@
 //! Mounting needs root: CI runs as root. Elsewhere, run these tests with
 //! `sudo -E cargo test --features fault-injection --test store_faults`.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -15,10 +13,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::daemon::{api_section, free_addr, poll, Daemon};
-use common::env::{check_toml, Env};
-use common::servers::{switchable_target, TlsServer};
-use common::smtp::{SmtpOpts, SmtpServer};
+use crate::common::daemon::{api_section, free_addr, poll, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::servers::{switchable_target, TlsServer};
+use crate::common::smtp::{SmtpOpts, SmtpServer};
 
 const START: Duration = Duration::from_secs(20);
 const MAIL: Duration = Duration::from_secs(40);
@@ -309,7 +307,7 @@ async fn a_corrupt_store_is_moved_aside_paged_once_and_listed_until_acknowledged
         );
 
         let out =
-            common::daemon::vigie_cli_async(&env.config_path(), &["store", "ack-corrupt"]).await;
+            crate::common::daemon::vigie_cli_async(&env.config_path(), &["store", "ack-corrupt"]).await;
         assert_eq!(out.status.code(), Some(0), "{how}");
         assert!(
             String::from_utf8_lossy(&out.stdout).contains(&aside[0]),

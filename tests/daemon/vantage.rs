@@ -7,14 +7,12 @@
 //! the bucket sits behind a gate too, so it can be stopped without losing
 //! what it holds.
 
-mod common;
-
 use std::time::Duration;
 
-use common::daemon::{poll, Daemon};
-use common::env::Env;
-use common::smtp::{SmtpOpts, SmtpServer};
-use common::vantage::{body, metric, subjects, wait_mails, with_subject, Fleet, FleetKeys, MAIL};
+use crate::common::daemon::{poll, Daemon};
+use crate::common::env::Env;
+use crate::common::smtp::{SmtpOpts, SmtpServer};
+use crate::common::vantage::{body, metric, subjects, wait_mails, with_subject, Fleet, FleetKeys, MAIL};
 
 const ALERTING: &str = "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n";
 
@@ -168,8 +166,8 @@ async fn a_vantage_killed_is_paged_once_as_silent_and_resolved_when_back() {
 
     // fra comes back: one RESOLVED, threaded under the silence page.
     let fra = fleet.nodes.iter_mut().find(|n| n.name == "fra").unwrap();
-    let mut daemon = common::daemon::Daemon::spawn(&fra.env.config_path(), fra.api);
-    daemon.wait_healthy(common::vantage::START).await;
+    let mut daemon = crate::common::daemon::Daemon::spawn(&fra.env.config_path(), fra.api);
+    daemon.wait_healthy(crate::common::vantage::START).await;
     fra.daemon = Some(daemon);
     let back = wait_mails(&fleet.smtp, "RESOLVED vigie:vantage:fra", 1).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -264,9 +262,9 @@ main()
 /// One vantage `eu-par` (its peer `fra` never runs) coordinating through
 /// the bucket at `endpoint`, with a check that fails from the start.
 fn lone_vantage(endpoint: &str, bucket: &str, smtp: &SmtpServer) -> (Env, std::net::SocketAddr) {
-    let api = common::daemon::free_addr();
-    let env = Env::with_config(&common::daemon::api_section(api, None));
-    let (id, secret) = common::s3_auth::write_keys(env.path(), "any", "thing");
+    let api = crate::common::daemon::free_addr();
+    let env = Env::with_config(&crate::common::daemon::api_section(api, None));
+    let (id, secret) = crate::common::s3_auth::write_keys(env.path(), "any", "thing");
     env.append_config(&smtp.alerting_sections(ALERTING));
     let keys = FleetKeys::new_in(&env.path().join("keys"), &["eu-par", "fra"]);
     env.append_config(&format!(
@@ -278,10 +276,10 @@ fn lone_vantage(endpoint: &str, bucket: &str, smtp: &SmtpServer) -> (Env, std::n
         keys.section("eu-par"),
     ));
     // Nothing listens there: the check fails from the start.
-    let nowhere = common::servers::refused_addr();
+    let nowhere = crate::common::servers::refused_addr();
     env.write_checks(
         "site.toml",
-        &common::env::check_toml(
+        &crate::common::env::check_toml(
             "site",
             &format!("https://{nowhere}/"),
             "every = \"1s\"\ntimeout = \"2s\"",
@@ -314,12 +312,12 @@ async fn wait_unconfirmed_down(smtp: &SmtpServer) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bucket_without_conditional_writes_is_found_at_start_and_pages_go_out_alone() {
-    let s3 = common::s3::S3Server::start_python(IGNORES_CONDITIONS);
+    let s3 = crate::common::s3::S3Server::start_python(IGNORES_CONDITIONS);
     s3.create_bucket("no-conditions").await;
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (env, api) = lone_vantage(&s3.endpoint(), "no-conditions", &smtp);
     let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.wait_healthy(common::vantage::START).await;
+    daemon.wait_healthy(crate::common::vantage::START).await;
     wait_degraded(&daemon).await;
     assert!(
         daemon.log().contains("does not honour If-None-Match"),
@@ -333,18 +331,18 @@ async fn a_bucket_without_conditional_writes_is_found_at_start_and_pages_go_out_
         "{metrics}"
     );
     wait_unconfirmed_down(&smtp).await;
-    daemon.stop(common::vantage::STOP).await;
+    daemon.stop(crate::common::vantage::STOP).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bucket_that_never_answers_neither_stalls_vigie_nor_holds_the_page() {
     // Accepts connections and never answers: every request runs into its
     // timeout.
-    let tarpit = common::servers::Tarpit::start();
+    let tarpit = crate::common::servers::Tarpit::start();
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (env, api) = lone_vantage(&format!("http://{}", tarpit.addr), "hangs", &smtp);
     let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.wait_healthy(common::vantage::START).await;
+    daemon.wait_healthy(crate::common::vantage::START).await;
     wait_unconfirmed_down(&smtp).await;
     wait_degraded(&daemon).await;
     // Past the vantage task's progress period (3 publications + 30 s):
@@ -353,7 +351,7 @@ async fn a_bucket_that_never_answers_neither_stalls_vigie_nor_holds_the_page() {
     let (status, health) = daemon.get("/healthz").await.unwrap();
     assert_eq!(status, 200, "{health}");
     assert!(health.contains("\"status\":\"ok\""), "{health}");
-    daemon.stop(common::vantage::STOP).await;
+    daemon.stop(crate::common::vantage::STOP).await;
 }
 
 /// Someone who can write the vantage prefix and holds no vantage's key
@@ -432,7 +430,7 @@ fn rejected(metrics: &str, peer: &str, reason: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_forged_up_state_for_a_peer_that_never_ran_vetoes_nothing() {
-    let s3 = common::s3_auth::AuthS3::shared();
+    let s3 = crate::common::s3_auth::AuthS3::shared();
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
     s3.write_keys(env.path());
@@ -456,7 +454,7 @@ async fn a_forged_up_state_for_a_peer_that_never_ran_vetoes_nothing() {
         }
     });
     let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.wait_healthy(common::vantage::START).await;
+    daemon.wait_healthy(crate::common::vantage::START).await;
     let down = wait_mails(&smtp, "DOWN site", 1).await;
     assert!(
         body(&down[0]).contains("confirmed down from 1 of 1 vantages (eu-par)"),
@@ -482,12 +480,12 @@ async fn a_forged_up_state_for_a_peer_that_never_ran_vetoes_nothing() {
         body(&silent[0])
     );
     forger.abort();
-    daemon.stop(common::vantage::STOP).await;
+    daemon.stop(crate::common::vantage::STOP).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn forged_claims_made_before_the_incident_silence_neither_the_page_nor_the_silent_peer() {
-    let s3 = common::s3_auth::AuthS3::shared();
+    let s3 = crate::common::s3_auth::AuthS3::shared();
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
     s3.write_keys(env.path());
@@ -504,7 +502,7 @@ async fn forged_claims_made_before_the_incident_silence_neither_the_page_nor_the
         }
     }
     let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.wait_healthy(common::vantage::START).await;
+    daemon.wait_healthy(crate::common::vantage::START).await;
     wait_mails(&smtp, "DOWN site", 1).await;
     wait_mails(&smtp, "vigie:vantage:fra", 1).await;
     let line = wait_degraded_with(&daemon, &["from fra refused", "signature"]).await;
@@ -514,12 +512,12 @@ async fn forged_claims_made_before_the_incident_silence_neither_the_page_nor_the
         rejected(&metrics, "fra", "signature").is_some_and(|n| n >= 2.0),
         "{metrics}"
     );
-    daemon.stop(common::vantage::STOP).await;
+    daemon.stop(crate::common::vantage::STOP).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_forged_pointer_to_a_forged_incident_does_not_silence_the_page() {
-    let s3 = common::s3_auth::AuthS3::shared();
+    let s3 = crate::common::s3_auth::AuthS3::shared();
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
     s3.write_keys(env.path());
@@ -543,16 +541,16 @@ async fn a_forged_pointer_to_a_forged_incident_does_not_silence_the_page() {
         )
         .await;
     let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.wait_healthy(common::vantage::START).await;
+    daemon.wait_healthy(crate::common::vantage::START).await;
     wait_mails(&smtp, "DOWN site", 1).await;
     let line = wait_degraded_with(&daemon, &["from fra refused", "signature"]).await;
     assert!(line.contains("current.json does not verify"), "{line}");
-    daemon.stop(common::vantage::STOP).await;
+    daemon.stop(crate::common::vantage::STOP).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_genuine_claim_its_claimant_s_state_never_backs_is_sent_from_here_and_says_so() {
-    let s3 = common::s3_auth::AuthS3::shared();
+    let s3 = crate::common::s3_auth::AuthS3::shared();
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
     s3.write_keys(env.path());
@@ -568,13 +566,13 @@ async fn a_genuine_claim_its_claimant_s_state_never_backs_is_sent_from_here_and_
         attacker.put(&name, sealed).await;
     }
     let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.wait_healthy(common::vantage::START).await;
+    daemon.wait_healthy(crate::common::vantage::START).await;
     let down = wait_mails(&smtp, "DOWN site", 1).await;
     let words = "claimed by fra, not confirmed by fra's state: sent from eu-par";
     assert!(body(&down[0]).contains(words), "{}", body(&down[0]));
     let line = wait_degraded_with(&daemon, &["site", words]).await;
     assert!(line.starts_with("vantage: "), "{line}");
-    daemon.stop(common::vantage::STOP).await;
+    daemon.stop(crate::common::vantage::STOP).await;
 }
 
 /// The peak resident memory of process `pid`, in MiB.
@@ -590,7 +588,7 @@ fn peak_rss_mib(pid: u32) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_oversized_state_is_refused_before_it_is_downloaded_and_not_fetched_again() {
-    let s3 = common::s3_auth::AuthS3::shared();
+    let s3 = crate::common::s3_auth::AuthS3::shared();
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (env, api) = lone_vantage(&s3.endpoint(), &s3.bucket(), &smtp);
     s3.write_keys(env.path());
@@ -599,7 +597,7 @@ async fn an_oversized_state_is_refused_before_it_is_downloaded_and_not_fetched_a
         .put("vantage/fra/state.json", vec![b' '; STATE_MIB << 20])
         .await;
     let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.wait_healthy(common::vantage::START).await;
+    daemon.wait_healthy(crate::common::vantage::START).await;
     let line = wait_degraded_with(&daemon, &["from fra refused", "oversized"]).await;
     assert!(
         line.contains(&format!(
@@ -623,5 +621,5 @@ async fn an_oversized_state_is_refused_before_it_is_downloaded_and_not_fetched_a
         peak < (STATE_MIB / 2) as f64,
         "peak RSS {peak:.1} MiB with a {STATE_MIB} MiB state in the bucket"
     );
-    daemon.stop(common::vantage::STOP).await;
+    daemon.stop(crate::common::vantage::STOP).await;
 }

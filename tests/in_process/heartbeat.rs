@@ -3,13 +3,11 @@
 //! `extra_ca_file` like a private ping service would be), driven by the
 //! daemon's real health verdict on a fake clock.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::pki::{issue, write_root_pem, LeafSpec};
-use common::servers::{refused_addr, RecordedRequest, TlsOpts, TlsServer};
+use crate::common::pki::{issue, write_root_pem, LeafSpec};
+use crate::common::servers::{refused_addr, RecordedRequest, TlsOpts, TlsServer};
 use time::macros::datetime;
 use tokio_util::sync::CancellationToken;
 use url::Url;

@@ -2,10 +2,8 @@
 //! served by a real rustls server with an rcgen-made chain, probed through
 //! the real config -> probe -> evaluate path.
 
-mod common;
-
-use common::env::{assertions, failure, pretty, probe};
-use common::*;
+use crate::common::env::{assertions, failure, pretty, probe};
+use crate::common::*;
 use vigie::outcome::{Status, VerifyError};
 
 async fn probe_leaf(leaf: &Leaf, extra: &str) -> vigie::outcome::Outcome {
@@ -56,9 +54,9 @@ async fn valid_chain_is_up_and_fully_described() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_probe_does_a_full_handshake() {
     let server = TlsServer::start_leaf(&valid_leaf(), TlsOpts::default());
-    let env = common::env::Env::new();
+    let env = crate::common::env::Env::new();
     let checks: String = (0..3)
-        .map(|i| common::env::check_toml(&format!("c{i}"), &server.url("/"), ""))
+        .map(|i| crate::common::env::check_toml(&format!("c{i}"), &server.url("/"), ""))
         .collect();
     env.write_checks("three.toml", &checks);
     let outcomes = env.run_all().await;
@@ -159,7 +157,7 @@ async fn staging_issuer_is_named_in_words() {
 #[tokio::test(flavor = "multi_thread")]
 async fn issuer_pattern_that_rejects_staging() {
     let server = TlsServer::start_leaf(&staging_leaf(), TlsOpts::default());
-    let env = common::env::Env::new();
+    let env = crate::common::env::Env::new();
     let staging_root = write_staging_root_pem(env.path());
     let tls = |pattern: &str| {
         format!(
@@ -168,8 +166,8 @@ async fn issuer_pattern_that_rejects_staging() {
         )
     };
     let checks = [
-        common::env::check_toml("naive", &server.url("/"), &tls("Let's Encrypt")),
-        common::env::check_toml("anchored", &server.url("/"), &tls("O=Let's Encrypt,")),
+        crate::common::env::check_toml("naive", &server.url("/"), &tls("Let's Encrypt")),
+        crate::common::env::check_toml("anchored", &server.url("/"), &tls("O=Let's Encrypt,")),
     ]
     .concat();
     env.write_checks("staging.toml", &checks);
@@ -288,7 +286,7 @@ async fn tls12_only_server_reports_version_and_suite() {
 async fn per_check_ca_file_adds_trust() {
     // The staging root is not trusted globally; a check's ca_file trusts it.
     let server = TlsServer::start_leaf(&staging_leaf(), TlsOpts::default());
-    let env = common::env::Env::new();
+    let env = crate::common::env::Env::new();
     let staging_root = write_staging_root_pem(env.path());
     let extra = format!(
         "[check.tls]\nca_file = {:?}\n",
@@ -297,8 +295,8 @@ async fn per_check_ca_file_adds_trust() {
     env.write_checks(
         "ca.toml",
         &[
-            common::env::check_toml("with-ca", &server.url("/"), &extra),
-            common::env::check_toml("without-ca", &server.url("/"), ""),
+            crate::common::env::check_toml("with-ca", &server.url("/"), &extra),
+            crate::common::env::check_toml("without-ca", &server.url("/"), ""),
         ]
         .concat(),
     );
@@ -372,7 +370,7 @@ async fn every_refusal_reads_as_a_sentence() {
         ),
         (
             "self-signed CA as the server's (openssl req -x509)",
-            common::pki::self_signed_ca_leaf(),
+            crate::common::pki::self_signed_ca_leaf(),
             "tls.trusted",
             "self-signed CA certificate used as the server certificate (CN=www.example.test)",
         ),
@@ -390,38 +388,38 @@ async fn every_refusal_reads_as_a_sentence() {
         ),
         (
             "unknown issuer",
-            common::pki::unknown_ca_leaf(),
+            crate::common::pki::unknown_ca_leaf(),
             "tls.trusted",
             "certificate issued by an unknown CA",
         ),
         (
             "bad signature",
-            common::pki::bad_signature_leaf(),
+            crate::common::pki::bad_signature_leaf(),
             "tls.trusted",
             "a certificate's signature does not verify with its issuer's key (bad signature)",
         ),
         (
             "issued by a leaf",
-            common::pki::issued_by_a_leaf(),
+            crate::common::pki::issued_by_a_leaf(),
             "tls.trusted",
             "the chain uses a server certificate (not a CA) as the issuer of another",
         ),
         (
             "path length exceeded",
-            common::pki::path_too_long_leaf(),
+            crate::common::pki::path_too_long_leaf(),
             "tls.trusted",
             "the chain has more intermediates than an issuing CA allows (path length constraint)",
         ),
         (
             "client authentication only",
-            common::pki::client_auth_only_leaf(),
+            crate::common::pki::client_auth_only_leaf(),
             "tls.trusted",
             "the certificate is not allowed for server authentication \
              (its extended key usage allows client authentication)",
         ),
         (
             "outside its CA's name constraints",
-            common::pki::outside_name_constraints_leaf(),
+            crate::common::pki::outside_name_constraints_leaf(),
             "tls.trusted",
             "the certificate names a host its issuing CA may not certify (name constraints)",
         ),
@@ -481,7 +479,7 @@ async fn every_refusal_reads_as_a_sentence() {
 /// file, line and key.
 #[test]
 fn a_url_without_a_scheme_must_start_with_https() {
-    let env = common::env::Env::new();
+    let env = crate::common::env::Env::new();
     env.write_checks(
         "bare.toml",
         "[[check]]\nname = \"bare\"\nkind = \"http\"\nurl = \"www.example.test/\"\n",

@@ -4,11 +4,9 @@
 //! the exact preflight requests vigie sends. Judgment follows the Fetch
 //! standard ("CORS check", "CORS-preflight fetch").
 
-mod common;
-
-use common::cors_server::*;
-use common::env::pretty;
-use common::*;
+use crate::common::cors_server::*;
+use crate::common::env::pretty;
+use crate::common::*;
 use vigie::outcome::Status;
 
 const OBJECT: &str = "/uploads/probe-object";
@@ -154,7 +152,7 @@ async fn missing_allow_origin_fails_origin() {
     );
     let outcome = probe_cors(&server.url(OBJECT), "").await;
     assert_failures(&outcome, &["cors.origin"]);
-    let f = common::env::failure(&outcome, "cors.origin");
+    let f = crate::common::env::failure(&outcome, "cors.origin");
     assert_eq!(f.observed, "none", "{}", pretty(&outcome));
     assert!(f.expected.contains(APP), "{}", pretty(&outcome));
     assert_eq!(cors_report(&outcome).allow_origin, None);
@@ -179,7 +177,7 @@ async fn another_origin_or_a_near_miss_fails_origin() {
         );
         let outcome = probe_cors(&server.url(OBJECT), "").await;
         assert_failures(&outcome, &["cors.origin"]);
-        let f = common::env::failure(&outcome, "cors.origin");
+        let f = crate::common::env::failure(&outcome, "cors.origin");
         assert!(f.observed.contains(acao), "{acao}: {}", pretty(&outcome));
     }
 }
@@ -213,7 +211,7 @@ async fn star_origin_needs_allow_any_origin() {
     );
     let outcome = probe_cors(&server.url(OBJECT), "").await;
     assert_failures(&outcome, &["cors.origin"]);
-    let f = common::env::failure(&outcome, "cors.origin");
+    let f = crate::common::env::failure(&outcome, "cors.origin");
     assert!(f.observed.contains('*'), "{}", pretty(&outcome));
     assert!(
         f.message.contains("allow_any_origin"),
@@ -241,7 +239,7 @@ async fn star_origin_with_allow_credentials_fails_even_with_allow_any_origin() {
         let outcome = probe_cors(&server.url(OBJECT), extra).await;
         assert_failures(&outcome, &["cors.origin"]);
         assert_eq!(cors_report(&outcome).allow_credentials, Some(true));
-        let f = common::env::failure(&outcome, "cors.origin");
+        let f = crate::common::env::failure(&outcome, "cors.origin");
         assert!(f.message.contains("Credentials"), "{}", pretty(&outcome));
     }
 }
@@ -296,7 +294,7 @@ async fn missing_allow_methods_fails_methods() {
     let server = app_only(&valid_leaf(), &[]);
     let outcome = probe_cors(&server.url(OBJECT), "").await;
     assert_failures(&outcome, &["cors.methods"]);
-    let f = common::env::failure(&outcome, "cors.methods");
+    let f = crate::common::env::failure(&outcome, "cors.methods");
     assert!(f.expected.contains("PUT"), "{}", pretty(&outcome));
     assert_eq!(f.observed, "none");
     assert!(cors_report(&outcome).allow_methods.is_empty());
@@ -340,7 +338,7 @@ async fn method_case_matters_header_case_does_not() {
     );
     let outcome = probe_cors(&server.url(OBJECT), r#"request_headers = ["content-type"]"#).await;
     assert_failures(&outcome, &["cors.methods"]);
-    let f = common::env::failure(&outcome, "cors.methods");
+    let f = crate::common::env::failure(&outcome, "cors.methods");
     assert!(f.observed.contains("put"), "{}", pretty(&outcome));
 
     // Header names are case-insensitive: `Content-Type` covers `content-type`.
@@ -374,7 +372,7 @@ async fn unlisted_header_fails_headers() {
     )
     .await;
     assert_failures(&outcome, &["cors.headers"]);
-    let f = common::env::failure(&outcome, "cors.headers");
+    let f = crate::common::env::failure(&outcome, "cors.headers");
     assert!(
         f.message.contains("x-amz-meta-owner"),
         "{}",
@@ -421,7 +419,7 @@ async fn star_headers_never_cover_authorization() {
     )
     .await;
     assert_failures(&outcome, &["cors.headers"]);
-    let f = common::env::failure(&outcome, "cors.headers");
+    let f = crate::common::env::failure(&outcome, "cors.headers");
     assert!(f.message.contains("authorization"), "{}", pretty(&outcome));
 
     // Listed by name, it is allowed.
@@ -460,7 +458,7 @@ async fn redirected_preflight_fails_preflight_and_is_not_followed() {
         });
         let outcome = probe_cors(&server.url(OBJECT), "").await;
         assert_failures(&outcome, &["cors.preflight"]);
-        let f = common::env::failure(&outcome, "cors.preflight");
+        let f = crate::common::env::failure(&outcome, "cors.preflight");
         assert!(
             f.observed.contains(&status.to_string()),
             "{}",
@@ -493,7 +491,7 @@ deny_origins = ["https://evil.example"]"#,
     .await;
     // Nothing but the refusal: the missing headers are its consequence.
     assert_failures(&outcome, &["cors.preflight"]);
-    let f = common::env::failure(&outcome, "cors.preflight");
+    let f = crate::common::env::failure(&outcome, "cors.preflight");
     assert!(f.observed.starts_with("403"), "{}", pretty(&outcome));
     for text in [&f.observed, &f.message] {
         assert!(text.contains("AccessForbidden"), "{}", pretty(&outcome));
@@ -523,7 +521,7 @@ async fn non_xml_refusal_body_is_excerpted() {
     });
     let outcome = probe_cors(&server.url(OBJECT), "").await;
     assert_failures(&outcome, &["cors.preflight"]);
-    let f = common::env::failure(&outcome, "cors.preflight");
+    let f = crate::common::env::failure(&outcome, "cors.preflight");
     assert!(f.observed.contains("405"), "{}", pretty(&outcome));
     assert!(
         f.observed.contains("Method Not Allowed here"),
@@ -594,7 +592,7 @@ async fn expose_headers_must_list_each_wanted_header() {
     )
     .await;
     assert_failures(&outcome, &["cors.expose_headers"]);
-    let f = common::env::failure(&outcome, "cors.expose_headers");
+    let f = crate::common::env::failure(&outcome, "cors.expose_headers");
     assert!(f.message.contains("etag"), "{}", pretty(&outcome));
     assert_eq!(cors_report(&outcome).expose_headers, ["x-amz-request-id"]);
 

@@ -2,14 +2,12 @@
 //! proxy, scripted TLS server) with a plain rustls/hyper client, not the
 //! program under test.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::client::{test_client_config, tls_connect, HttpResponse};
-use common::s3::{base64, cors_xml, md5, CorsRule, S3Server, MOTO_CORS_REFUSAL};
-use common::*;
+use crate::common::client::{test_client_config, tls_connect, HttpResponse};
+use crate::common::s3::{base64, cors_xml, md5, CorsRule, S3Server, MOTO_CORS_REFUSAL};
+use crate::common::*;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::Request;

@@ -1,13 +1,11 @@
 //! The real binary: exit codes (0 up, 1 warn, 2 down, 3 config/usage), the
 //! table, the JSON contract, and the shipped config.
 
-mod common;
-
 use std::process::Command;
 
-use common::daemon::{api_section, free_addr};
-use common::env::{check_toml, Env};
-use common::*;
+use crate::common::daemon::{api_section, free_addr};
+use crate::common::env::{check_toml, Env};
+use crate::common::*;
 
 fn vigie(env: &Env, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_vigie"))

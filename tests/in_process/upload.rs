@@ -8,16 +8,14 @@
 //! a rule that does not allow `content-type` still answers 200, listing
 //! the headers it allows, and vigie refuses it as a browser would.
 
-mod common;
-
 use std::time::Duration;
 
-use common::cors_server::{assertion_names, APP};
-use common::env::{failure, pretty, Env};
-use common::s3::CorsRule;
-use common::s3_auth::{http, write_keys};
-use common::s3_upload::{BucketSpec, UploadS3, PROBE_PREFIX};
-use common::*;
+use crate::common::cors_server::{assertion_names, APP};
+use crate::common::env::{failure, pretty, Env};
+use crate::common::s3::CorsRule;
+use crate::common::s3_auth::{http, write_keys};
+use crate::common::s3_upload::{BucketSpec, UploadS3, PROBE_PREFIX};
+use crate::common::*;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::signer::{SignedUrlOptions, Signer};

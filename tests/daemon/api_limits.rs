@@ -9,8 +9,6 @@
 //! Every client here is a real TCP (or TLS) client of the real listener;
 //! every address is loopback.
 
-mod common;
-
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -20,9 +18,9 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
-use common::env::{check_toml, Env};
-use common::*;
+use crate::common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::*;
 
 const START: Duration = Duration::from_secs(20);
 const STOP: Duration = Duration::from_secs(20);
@@ -595,7 +593,7 @@ const FACT_BYTES: usize = 20_000;
 const GROWTH_BOUND_KIB: u64 = 24 * 1024;
 
 fn large_outcome(n: u64, at: time::OffsetDateTime) -> vigie::outcome::Outcome {
-    let mut outcome = common::history::outcome("big", at, n);
+    let mut outcome = crate::common::history::outcome("big", at, n);
     outcome.status = vigie::outcome::Status::Down;
     let fact: String = (0..FACT_BYTES)
         .map(|i| char::from(b'a' + ((i as u64 * 7 + n * 13) % 26) as u8))
@@ -738,7 +736,7 @@ const PAGE_GROWTH_BOUND_KIB: u64 = 16 * 1024;
 async fn a_week_of_a_one_second_check_is_paged_from_rollups_within_a_memory_bound() {
     let api = free_addr();
     let now = time::OffsetDateTime::now_utc();
-    let env = env_with_history(api, "busy", common::history::busy_week("busy", now));
+    let env = env_with_history(api, "busy", crate::common::history::busy_week("busy", now));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(START).await;
     let pid = daemon.pid();

@@ -4,10 +4,8 @@
 //! a deleted delegation and a resolver that never answers. Every check sets
 //! `resolvers`, so no query leaves the machine.
 
-mod common;
-
-use common::dns::{DnsServer, SilentResolver, ACME_DNS_TARGET, MANY_A};
-use common::env::{failure, pretty, Env};
+use crate::common::dns::{DnsServer, SilentResolver, ACME_DNS_TARGET, MANY_A};
+use crate::common::env::{failure, pretty, Env};
 use vigie::outcome::{Assertion, DnsReport, Outcome, Status};
 
 /// Runs one dns check asking `resolver` about `query`, with `expect`

@@ -4,15 +4,13 @@
 //! together, one grouped RESOLVED threaded to it, silences through the CLI
 //! (and its API), the report over the API, `kill -9` with a page due.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
-use common::env::{check_toml, Env};
-use common::servers::{switchable_target, TlsServer};
-use common::smtp::{Received, SmtpOpts, SmtpServer};
+use crate::common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::servers::{switchable_target, TlsServer};
+use crate::common::smtp::{Received, SmtpOpts, SmtpServer};
 
 const START: Duration = Duration::from_secs(20);
 const MAIL: Duration = Duration::from_secs(30);
@@ -247,7 +245,7 @@ async fn when_every_canary_fails_vigie_pages_its_own_blindness_not_the_checks() 
     let (target, _status) = switchable_target();
     let (env, api) = env(&smtp, &target, &[]);
     // Both the canary and the check get no answer at all: connection refused.
-    let nowhere = common::servers::refused_addr();
+    let nowhere = crate::common::servers::refused_addr();
     env.append_config(&format!(
         "[connectivity]\ncanaries = [\"https://{nowhere}/\"]\n"
     ));

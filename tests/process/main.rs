@@ -1,0 +1,28 @@
+//! The integration tests that need this process to themselves: one measures
+//! the test process's own resident memory, the other kills its re-executed
+//! writer with SIGKILL under a steady load. Each holds [`alone`] for its
+//! whole run, so the binary runs them one at a time whatever
+//! `--test-threads` says, and builds only the few harness modules they use.
+
+use std::sync::{Mutex, MutexGuard};
+
+/// The part of the harness in `tests/common/` these tests use: the test
+/// PKI, the loopback servers and the in-process probe.
+#[allow(dead_code)]
+#[path = "../common"]
+mod common {
+    pub mod env;
+    pub mod pki;
+    pub mod servers;
+}
+
+mod big_body_memory;
+mod store_crash;
+
+/// Held by each test for its whole run: no two tests of this binary run
+/// at once. A test that failed while holding it poisons it; the next one
+/// runs anyway.
+fn alone() -> MutexGuard<'static, ()> {
+    static ALONE: Mutex<()> = Mutex::new(());
+    ALONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
