@@ -673,7 +673,7 @@ fn kill_9_between_upload_and_cursor_update_uploads_the_same_object_again() {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "kill_9_between_upload_and_cursor_update_uploads_the_same_object_again",
+            "replicate::kill_9_between_upload_and_cursor_update_uploads_the_same_object_again",
             "--nocapture",
         ])
         .env(CRASH_CHILD, setup.dir.path())
