@@ -280,13 +280,15 @@ async fn run_once(
             let now = Arc::new(tokio::sync::Notify::new());
             let prober = Arc::new(crate::runner::prober(&config, clock.clone())?);
             let checks: Arc<[crate::check::Check]> = canary::canary_checks(&config).into();
-            let every = Progress::Every(canary::CANARY_EVERY * 3 + 2 * config.default_timeout);
+            let period = config.connectivity.every;
+            let every = Progress::Every(period * 3 + 2 * config.default_timeout);
             supervisor.spawn("canaries", every, shutdown.clone(), {
                 let (clock, now, shutdown) = (clock.clone(), now.clone(), shutdown.clone());
                 move |stage| {
                     canary::canary_rounds(
                         prober.clone(),
                         checks.clone(),
+                        period,
                         clock.clone(),
                         now.clone(),
                         round_tx.clone(),
@@ -720,7 +722,10 @@ fn start_vantage(
         health: node_health,
         clock: clock.clone(),
     };
-    let every = Progress::Every(v.publish_every * 3 + Duration::from_secs(30));
+    // A round ends at its first failed request, which with its one retry
+    // costs at most two request timeouts: six of them (30 s at the
+    // default) leave a hanging bucket's rounds well inside the limit.
+    let every = Progress::Every(v.publish_every * 3 + v.request_timeout * 6);
     supervisor.spawn("vantage", every, shutdown.clone(), {
         let shutdown = shutdown.clone();
         move |stage| vantage::run(parts.clone(), stage, shutdown.clone())

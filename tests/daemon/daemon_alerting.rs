@@ -244,10 +244,11 @@ async fn when_every_canary_fails_vigie_pages_its_own_blindness_not_the_checks() 
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (target, _status) = switchable_target();
     let (env, api) = env(&smtp, &target, &[]);
-    // Both the canary and the check get no answer at all: connection refused.
+    // Both the canary and the check get no answer at all: connection
+    // refused. A canary round every second.
     let nowhere = crate::common::servers::refused_addr();
     env.append_config(&format!(
-        "[connectivity]\ncanaries = [\"https://{nowhere}/\"]\n"
+        "[connectivity]\ncanaries = [\"https://{nowhere}/\"]\nevery = \"1s\"\n"
     ));
     env.write_checks(
         "checks.toml",
@@ -261,9 +262,9 @@ async fn when_every_canary_fails_vigie_pages_its_own_blindness_not_the_checks() 
     daemon.token = Some("s3cr3t-token".to_string());
     daemon.wait_healthy(START).await;
 
-    // Two blind canary rounds (the second one 30 s after the first) fire
-    // vigie's own alert; the check is never paged.
-    let mails = smtp.wait_for(1, Duration::from_secs(60));
+    // Two blind canary rounds fire vigie's own alert; the check is never
+    // paged.
+    let mails = smtp.wait_for(1, MAIL);
     let subject = mails[0].header("Subject").unwrap();
     assert!(subject.contains("cannot reach the network"), "{subject}");
     assert!(!subject.contains("site"), "{subject}");

@@ -307,7 +307,8 @@ async fn a_corrupt_store_is_moved_aside_paged_once_and_listed_until_acknowledged
         );
 
         let out =
-            crate::common::daemon::vigie_cli_async(&env.config_path(), &["store", "ack-corrupt"]).await;
+            crate::common::daemon::vigie_cli_async(&env.config_path(), &["store", "ack-corrupt"])
+                .await;
         assert_eq!(out.status.code(), Some(0), "{how}");
         assert!(
             String::from_utf8_lossy(&out.stdout).contains(&aside[0]),

@@ -33,5 +33,7 @@ mod store_crash;
 /// runs anyway.
 fn alone() -> MutexGuard<'static, ()> {
     static ALONE: Mutex<()> = Mutex::new(());
-    ALONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    ALONE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
