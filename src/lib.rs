@@ -139,6 +139,8 @@ pub mod scheduler;
 pub mod signing;
 pub mod store;
 pub mod supervise;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod tls_words;
 pub mod vantage;
 pub mod when;
