@@ -516,11 +516,19 @@ async fn sighup_reloads_and_a_bad_config_keeps_the_old_one() {
     .await;
     let rejected_at = OffsetDateTime::now_utc();
     assert_eq!(m.scalar("vigie_checks_configured"), Some(2.0), "{}", m.text);
-    let log = daemon.log();
-    assert!(
-        log.contains("third.toml:9:14") && log.contains("invalid regex"),
-        "the rejected reload names the problem:\n{log}"
-    );
+    // The log line may land a moment after the metric changed.
+    poll(
+        RESULTS,
+        "the rejected reload to name the problem",
+        async || {
+            let log = daemon.log();
+            match log.contains("third.toml:9:14") && log.contains("invalid regex") {
+                true => Ok(()),
+                false => Err(log),
+            }
+        },
+    )
+    .await;
     wait_outcome_after(&daemon, "site", rejected_at).await;
     wait_outcome_after(&daemon, "second", rejected_at).await;
     assert!(
