@@ -12,8 +12,7 @@ use time::macros::datetime;
 use time::OffsetDateTime;
 
 use vigie::cert::CertInfo;
-use vigie::check::KindName;
-use vigie::outcome::{Assertion, Failure, HttpReport, Outcome, ProbeError, Status, TlsReport};
+use vigie::outcome::{Assertion, Failure, Outcome, ProbeError, Status};
 use vigie::testing::LeafFacts;
 
 pub const T0: OffsetDateTime = datetime!(2026-11-29 00:00:00 UTC);
@@ -29,42 +28,17 @@ pub fn outcome(check: usize, round: usize) -> Outcome {
     let started_at = T0 + INTERVAL * round as u32 + Duration::from_millis(check as u64 * 29);
     let name = check_name(check);
     let host = format!("{name}.site-{}.example", check % CHAINS);
-    let mut outcome = Outcome {
-        name,
-        kind: KindName::Http,
-        target: format!("https://{host}/"),
-        status: Status::Up,
-        started_at,
-        duration_ms: 40.0 + ((check * 7 + round * 13) % 97) as f64 / 3.0,
-        failures: Vec::new(),
-        probe_error: None,
-        http: Some(HttpReport {
-            status: 200,
-            version: "HTTP/1.1".to_string(),
-            redirects: 0,
-            final_url: None,
-            response_ms: 30.0 + ((check * 11 + round * 5) % 89) as f64 / 7.0,
-            body_bytes: 4096 + (check as u64 % 2000),
-            body_truncated: false,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }),
-        tls: Some(TlsReport {
-            server_name: host,
-            version: Some("TLSv1.3".to_string()),
-            cipher_suite: Some("TLS13_AES_256_GCM_SHA384".to_string()),
-            trusted: true,
-            verify_error: None,
-            hostname_matches: true,
-            ari: None,
-            revocation: Vec::new(),
-            verified_path: None,
-            chain: chain(check % CHAINS, started_at).into(),
-        }),
-        cors: None,
-        dns: None,
-        upload: None,
-    };
+    let mut outcome = vigie::testing::up(&name, started_at);
+    outcome.target = format!("https://{host}/");
+    outcome.duration_ms = 40.0 + ((check * 7 + round * 13) % 97) as f64 / 3.0;
+    if let Some(http) = outcome.http.as_mut() {
+        http.response_ms = 30.0 + ((check * 11 + round * 5) % 89) as f64 / 7.0;
+        http.body_bytes = 4096 + (check as u64 % 2000);
+    }
+    if let Some(tls) = outcome.tls.as_mut() {
+        tls.server_name = host;
+        tls.chain = chain(check % CHAINS, started_at).into();
+    }
     if (check + round) % 200 == 199 {
         outcome.status = Status::Down;
         outcome.duration_ms = 10_000.0;

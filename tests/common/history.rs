@@ -8,8 +8,7 @@ use time::{Duration, OffsetDateTime};
 use vigie::cert::CertInfo;
 use vigie::check::KindName;
 use vigie::outcome::{
-    Assertion, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError, Status,
-    TlsReport, VerifyError,
+    Assertion, CorsReport, DeniedOrigin, Failure, Outcome, ProbeError, Status, VerifyError,
 };
 use vigie::testing::LeafFacts;
 
@@ -26,62 +25,46 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
         _ => Status::Up,
     };
     let cors = name.starts_with("cors");
-    let mut outcome = Outcome {
-        name: name.to_string(),
-        kind: if cors { KindName::Cors } else { KindName::Http },
-        target: format!("https://{name}.example.com/health"),
-        status,
-        started_at: at,
-        // Floats that do not round-trip through a naive float parser.
-        duration_ms: 40.0 + (n % 97) as f64 / 3.0 + 1e-9,
-        failures: Vec::new(),
-        probe_error: None,
-        http: Some(HttpReport {
-            status: if status == Status::Down { 503 } else { 200 },
-            version: "HTTP/1.1".to_string(),
-            redirects: (n % 3) as u32,
-            final_url: (n % 3 != 0).then(|| format!("https://{name}.example.com/landing")),
-            response_ms: 0.1 * (n % 1000) as f64,
-            body_bytes: 5120 + n % 13,
-            body_truncated: false,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }),
-        tls: Some(TlsReport {
-            server_name: format!("{name}.example.com"),
-            version: Some("TLSv1.3".to_string()),
-            cipher_suite: Some("TLS13_AES_128_GCM_SHA256".to_string()),
-            trusted: status != Status::Down,
-            verify_error: (status == Status::Down).then(|| VerifyError::HostnameMismatch {
-                expected: format!("{name}.example.com"),
-                covered: vec!["*.example.org".to_string()],
-            }),
-            hostname_matches: status != Status::Down,
-            ari: None,
-            revocation: Vec::new(),
-            verified_path: None,
-            chain: chain(name, at).into(),
-        }),
-        cors: cors.then(|| CorsReport {
-            preflight_status: 200,
-            allow_origin: Some("https://app.example.com".to_string()),
-            allow_methods: vec!["PUT".to_string()],
-            allow_headers: vec!["content-type".to_string()],
-            allow_credentials: None,
-            expose_headers: vec!["etag".to_string()],
-            max_age: Some(3000),
-            vary: Some("Origin".to_string()),
-            refusal: None,
-            location: None,
-            denied: vec![DeniedOrigin {
-                origin: "https://evil.example".to_string(),
-                admitted: false,
-                allow_origin: None,
-            }],
-        }),
-        dns: None,
-        upload: None,
-    };
+    let mut outcome = vigie::testing::up(name, at);
+    outcome.kind = if cors { KindName::Cors } else { KindName::Http };
+    outcome.target = format!("https://{name}.example.com/health");
+    outcome.status = status;
+    // Floats that do not round-trip through a naive float parser.
+    outcome.duration_ms = 40.0 + (n % 97) as f64 / 3.0 + 1e-9;
+    if let Some(http) = outcome.http.as_mut() {
+        http.status = if status == Status::Down { 503 } else { 200 };
+        http.redirects = (n % 3) as u32;
+        http.final_url = (n % 3 != 0).then(|| format!("https://{name}.example.com/landing"));
+        http.response_ms = 0.1 * (n % 1000) as f64;
+        http.body_bytes = 5120 + n % 13;
+    }
+    if let Some(tls) = outcome.tls.as_mut() {
+        tls.cipher_suite = Some("TLS13_AES_128_GCM_SHA256".to_string());
+        tls.trusted = status != Status::Down;
+        tls.verify_error = (status == Status::Down).then(|| VerifyError::HostnameMismatch {
+            expected: format!("{name}.example.com"),
+            covered: vec!["*.example.org".to_string()],
+        });
+        tls.hostname_matches = status != Status::Down;
+        tls.chain = chain(name, at).into();
+    }
+    outcome.cors = cors.then(|| CorsReport {
+        preflight_status: 200,
+        allow_origin: Some("https://app.example.com".to_string()),
+        allow_methods: vec!["PUT".to_string()],
+        allow_headers: vec!["content-type".to_string()],
+        allow_credentials: None,
+        expose_headers: vec!["etag".to_string()],
+        max_age: Some(3000),
+        vary: Some("Origin".to_string()),
+        refusal: None,
+        location: None,
+        denied: vec![DeniedOrigin {
+            origin: "https://evil.example".to_string(),
+            admitted: false,
+            allow_origin: None,
+        }],
+    });
     if status == Status::Down {
         outcome.failures.push(Failure {
             assertion: Assertion::TlsHostname,
