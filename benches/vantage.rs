@@ -1,5 +1,5 @@
 //! Several vantages, measured: the real `vigie run` processes against moto
-//! (SigV4, conditional writes) and aiosmtpd, as in `tests/vantage.rs`.
+//! (SigV4, conditional writes) and aiosmtpd, as in `tests/daemon/vantage.rs`.
 //!
 //! 1. Page latency: from the moment the target becomes unreachable to the
 //!    DOWN mail at the SMTP server, for a lone vigie (no `[vantage]`) and

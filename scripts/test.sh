@@ -123,8 +123,17 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets --features fault-injection -- -D warnings
-cargo test --locked --features fault-injection
+# The unit tests and the in-process and process test binaries, a thread per
+# core: their time is CPU.
+cargo test --locked --features fault-injection --lib --bins --test in_process --test process
+cargo test --locked --features fault-injection --doc
+# The daemon tests spend their time waiting on their daemons' periods, each
+# on its own ports and directories: more of them at once than there are
+# cores (docs/testing.md).
+cargo test --locked --features fault-injection --test daemon -- --test-threads="${VIGIE_DAEMON_TEST_THREADS:-4}"
 
-# The systemd unit: `systemd-analyze verify` and an exposure of 2.0 or less.
-cargo build --locked --quiet
-./systemd/check-unit.sh "${CARGO_TARGET_DIR:-target}/debug/vigie"
+# The systemd unit: `systemd-analyze verify` and an exposure of 2.0 or less,
+# on the binary the tests above built and ran.
+target_dir=$(cargo metadata --locked --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+./systemd/check-unit.sh "$target_dir/debug/vigie"

@@ -61,6 +61,8 @@
 //! - [`supervise`]: restarts long-lived tasks that die, with backoff, and
 //!   publishes each one's stage (running, restarting, failing, stalled).
 //! - [`fault`]: the test-only hook that makes a supervised task panic.
+//! - `testing` (unit tests and the `testing` feature only): made-up
+//!   results and certificate chains that tests and benchmarks share.
 //! - [`scheduler`]: one config's dispatcher: every check on its schedule
 //!   under the concurrency bound, outcomes handed to the recorder; per-check
 //!   slots for lateness.
@@ -140,6 +142,8 @@ pub mod scheduler;
 pub mod signing;
 pub mod store;
 pub mod supervise;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod tls_words;
 pub mod vantage;
 pub mod when;

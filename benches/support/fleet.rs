@@ -12,8 +12,8 @@ use time::macros::datetime;
 use time::OffsetDateTime;
 
 use vigie::cert::CertInfo;
-use vigie::check::KindName;
-use vigie::outcome::{Assertion, Failure, HttpReport, Outcome, ProbeError, Status, TlsReport};
+use vigie::outcome::{Assertion, Failure, Outcome, ProbeError, Status};
+use vigie::testing::LeafFacts;
 
 pub const T0: OffsetDateTime = datetime!(2026-11-29 00:00:00 UTC);
 pub const INTERVAL: Duration = Duration::from_secs(30);
@@ -28,42 +28,17 @@ pub fn outcome(check: usize, round: usize) -> Outcome {
     let started_at = T0 + INTERVAL * round as u32 + Duration::from_millis(check as u64 * 29);
     let name = check_name(check);
     let host = format!("{name}.site-{}.example", check % CHAINS);
-    let mut outcome = Outcome {
-        name,
-        kind: KindName::Http,
-        target: format!("https://{host}/"),
-        status: Status::Up,
-        started_at,
-        duration_ms: 40.0 + ((check * 7 + round * 13) % 97) as f64 / 3.0,
-        failures: Vec::new(),
-        probe_error: None,
-        http: Some(HttpReport {
-            status: 200,
-            version: "HTTP/1.1".to_string(),
-            redirects: 0,
-            final_url: None,
-            response_ms: 30.0 + ((check * 11 + round * 5) % 89) as f64 / 7.0,
-            body_bytes: 4096 + (check as u64 % 2000),
-            body_truncated: false,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }),
-        tls: Some(TlsReport {
-            server_name: host,
-            version: Some("TLSv1.3".to_string()),
-            cipher_suite: Some("TLS13_AES_256_GCM_SHA384".to_string()),
-            trusted: true,
-            verify_error: None,
-            hostname_matches: true,
-            ari: None,
-            revocation: Vec::new(),
-            verified_path: None,
-            chain: chain(check % CHAINS, started_at).into(),
-        }),
-        cors: None,
-        dns: None,
-        upload: None,
-    };
+    let mut outcome = vigie::testing::up(&name, started_at);
+    outcome.target = format!("https://{host}/");
+    outcome.duration_ms = 40.0 + ((check * 7 + round * 13) % 97) as f64 / 3.0;
+    if let Some(http) = outcome.http.as_mut() {
+        http.response_ms = 30.0 + ((check * 11 + round * 5) % 89) as f64 / 7.0;
+        http.body_bytes = 4096 + (check as u64 % 2000);
+    }
+    if let Some(tls) = outcome.tls.as_mut() {
+        tls.server_name = host;
+        tls.chain = chain(check % CHAINS, started_at).into();
+    }
     if (check + round) % 200 == 199 {
         outcome.status = Status::Down;
         outcome.duration_ms = 10_000.0;
@@ -84,42 +59,18 @@ pub fn outcome(check: usize, round: usize) -> Outcome {
     outcome
 }
 
+/// The wildcard chain of `site-<site>.example`, a serial and fingerprint
+/// of its own.
 pub fn chain(site: usize, at: OffsetDateTime) -> Vec<CertInfo> {
-    let leaf_after = datetime!(2027-01-28 06:12:09 UTC);
-    let int_after = datetime!(2027-03-12 23:59:59 UTC);
-    vec![
-        CertInfo {
-            subject: format!("CN=*.site-{site}.example"),
-            issuer: "C=US, O=Let's Encrypt, CN=R11".to_string(),
-            not_before: datetime!(2026-10-30 06:12:10 UTC),
-            not_after: leaf_after,
-            days_left: (leaf_after - at).whole_days(),
-            hours_left: (leaf_after - at).whole_hours(),
-            lifetime_hours: (leaf_after - datetime!(2026-10-30 06:12:10 UTC)).whole_hours(),
-            sans: vec![
-                format!("*.site-{site}.example"),
-                format!("site-{site}.example"),
-            ],
-            serial: format!("04f1c2d9a3b0e6f7d8c9b0a1e2f3d4c5{site:04x}"),
-            sha256: format!("{site:064x}"),
-            key: "ECDSA P-256".to_string(),
-            signature: "sha256WithRSAEncryption".to_string(),
-        },
-        CertInfo {
-            subject: "C=US, O=Let's Encrypt, CN=R11".to_string(),
-            issuer: "C=US, O=Internet Security Research Group, CN=ISRG Root X1".to_string(),
-            not_before: datetime!(2024-03-13 00:00:00 UTC),
-            not_after: int_after,
-            days_left: (int_after - at).whole_days(),
-            hours_left: (int_after - at).whole_hours(),
-            lifetime_hours: (int_after - datetime!(2024-03-13 00:00:00 UTC)).whole_hours(),
-            sans: Vec::new(),
-            serial: "8a7d3e13d62f30ef2386bd29076b34f8".to_string(),
-            sha256: "591e9ce6c863d3a079e9fabe1478c7339a26b21269dde795211361024ae31a44".to_string(),
-            key: "RSA 2048".to_string(),
-            signature: "sha256WithRSAEncryption".to_string(),
-        },
-    ]
+    let names = [
+        format!("*.site-{site}.example"),
+        format!("site-{site}.example"),
+    ];
+    let facts = LeafFacts {
+        serial: format!("04f1c2d9a3b0e6f7d8c9b0a1e2f3d4c5{site:04x}"),
+        ..LeafFacts::new(&names, format!("{site:064x}"))
+    };
+    vigie::testing::chain(&facts, at)
 }
 
 /// (apparent, allocated) bytes of every file under `dir`.

@@ -10,10 +10,9 @@ use time::OffsetDateTime;
 use super::event::{Event, EventKind, IncidentId, Snapshot};
 use super::policy::Policy;
 use crate::cert::CertInfo;
-use crate::check::KindName;
-use crate::outcome::{Assertion, Failure, HttpReport, Outcome, Status, TlsReport};
-
-pub const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
+use crate::outcome::{Assertion, Failure, Outcome, Status};
+use crate::testing::LeafFacts;
+pub use crate::testing::T0;
 
 /// Thresholds 2/2, reminders every 4 h, one recipient, labels env=prod.
 pub fn policy() -> Policy {
@@ -29,78 +28,25 @@ pub fn policy() -> Policy {
 
 /// An `up` result over TLS with a Let's Encrypt-like chain.
 pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
-    Outcome {
-        name: name.to_string(),
-        kind: KindName::Http,
-        target: format!("https://{name}.example.com/"),
-        status: Status::Up,
-        started_at: at,
-        duration_ms: 41.7,
-        failures: Vec::new(),
-        probe_error: None,
-        http: Some(HttpReport {
-            status: 200,
-            version: "HTTP/1.1".to_string(),
-            redirects: 0,
-            final_url: None,
-            response_ms: 38.2,
-            body_bytes: 5120,
-            body_truncated: false,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }),
-        tls: Some(TlsReport {
-            server_name: format!("{name}.example.com"),
-            version: Some("TLSv1.3".to_string()),
-            cipher_suite: None,
-            trusted: true,
-            verify_error: None,
-            hostname_matches: true,
-            ari: None,
-            revocation: Vec::new(),
-            verified_path: None,
-            chain: chain(name, datetime!(2027-01-28 06:12:09 UTC), at).into(),
-        }),
-        cors: None,
-        dns: None,
-        upload: None,
+    let mut outcome = crate::testing::up(name, at);
+    if let Some(tls) = outcome.tls.as_mut() {
+        tls.chain = chain(name, datetime!(2027-01-28 06:12:09 UTC), at).into();
     }
+    outcome
 }
 
-/// A leaf for `<name>.example.com` expiring at `not_after`, and its
-/// intermediate.
+/// A 90-day leaf for `<name>.example.com` expiring at `not_after`, and
+/// its intermediate.
 pub fn chain(name: &str, not_after: OffsetDateTime, at: OffsetDateTime) -> Vec<CertInfo> {
-    let int_after = datetime!(2027-03-12 23:59:59 UTC);
-    vec![
-        CertInfo {
-            subject: format!("CN={name}.example.com"),
-            issuer: "C=US, O=Let's Encrypt, CN=R11".to_string(),
-            not_before: not_after - time::Duration::days(90),
-            not_after,
-            days_left: (not_after - at).whole_days(),
-            hours_left: (not_after - at).whole_hours(),
-            lifetime_hours: (90 * 24),
-            sans: vec![format!("{name}.example.com")],
-            serial: "04f1c2d9a3b0e6f7".to_string(),
-            sha256: format!("{:0>64}", format!("{:x}", not_after.unix_timestamp())),
-            key: "ECDSA P-256".to_string(),
-            signature: "sha256WithRSAEncryption".to_string(),
-        },
-        CertInfo {
-            subject: "C=US, O=Let's Encrypt, CN=R11".to_string(),
-            issuer: "C=US, O=Internet Security Research Group, CN=ISRG Root X1".to_string(),
-            not_before: datetime!(2024-03-13 00:00:00 UTC),
-            not_after: int_after,
-            days_left: (int_after - at).whole_days(),
-            hours_left: (int_after - at).whole_hours(),
-            lifetime_hours: (int_after - datetime!(2024-03-13 00:00:00 UTC)).whole_hours(),
-            sans: Vec::new(),
-            serial: "8a7d3e13d62f30ef".to_string(),
-            sha256: "591e9ce6c863d3a079e9fabe1478c7339a26b21269dde795211361024ae31a44".to_string(),
-            key: "RSA 2048".to_string(),
-            signature: "sha256WithRSAEncryption".to_string(),
-        },
-    ]
+    let names = [format!("{name}.example.com")];
+    let sha256 = format!("{:0>64}", format!("{:x}", not_after.unix_timestamp()));
+    let facts = LeafFacts {
+        not_before: not_after - time::Duration::days(90),
+        not_after,
+        serial: "04f1c2d9a3b0e6f7".to_string(),
+        ..LeafFacts::new(&names, sha256)
+    };
+    crate::testing::chain(&facts, at)
 }
 
 /// A `down` result failing one assertion.

@@ -138,10 +138,12 @@ pub struct ApiTls {
 }
 
 /// `[connectivity]`: the blind-monitor gate.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectivityConfig {
     /// http(s) URLs outside the watched platform; none means no gate.
     pub canaries: Vec<Url>,
+    /// The canaries are probed this often when the alerter asks no sooner.
+    pub every: Duration,
 }
 
 /// `[alerting]`.
@@ -342,6 +344,8 @@ pub struct VantageConfig {
     pub quorum: Option<u32>,
     /// A peer whose state is older than this is dead.
     pub stale_after: Duration,
+    /// One request to the coordination bucket, connect to last byte.
+    pub request_timeout: Duration,
 }
 
 /// One entry of `[vantage] peers`.

@@ -81,6 +81,7 @@ pub(crate) struct RawApi {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawConnectivity {
     pub canaries: Option<Vec<Spanned<String>>>,
+    pub every: Option<Spanned<DurationText>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -149,6 +150,7 @@ pub(crate) struct RawVantage {
     pub signing_key_file: Option<Spanned<String>>,
     pub signing_key_credential: Option<Spanned<String>>,
     pub max_clock_skew: Option<Spanned<DurationText>>,
+    pub request_timeout: Option<Spanned<DurationText>>,
 }
 
 /// One entry of `[vantage] peers`: `{ name, public_key }`, or a bare name

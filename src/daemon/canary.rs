@@ -1,5 +1,5 @@
 //! The canaries: outside URLs whose answer, whatever it is, proves that
-//! vigie's own network works. Probed every [`CANARY_EVERY`] and whenever the
+//! vigie's own network works. Probed every `[connectivity] every` and whenever the
 //! alerter asks (a network failure waits for a fresh round, so that a
 //! dead uplink is told from a dead target). Never stored.
 
@@ -16,9 +16,6 @@ use crate::config::Config;
 use crate::outcome::Outcome;
 use crate::probe::Prober;
 use crate::supervise::Stage;
-
-/// Canaries are probed this often when nothing asks sooner.
-pub const CANARY_EVERY: Duration = Duration::from_secs(60);
 
 /// One round of canary probes.
 #[derive(Debug)]
@@ -39,7 +36,7 @@ pub fn canary_checks(config: &Config) -> Vec<Check> {
             name: format!("canary-{i}"),
             url: url.clone(),
             resolve: None,
-            every: Cadence::Every(CANARY_EVERY),
+            every: Cadence::Every(config.connectivity.every),
             timeout: config.default_timeout,
             labels: Default::default(),
             tls: TlsExpect::default(),
@@ -54,18 +51,20 @@ pub fn canary_checks(config: &Config) -> Vec<Check> {
         .collect()
 }
 
-/// Probes every canary every [`CANARY_EVERY`], and at once when `now` is
-/// notified, until `shutdown`; each round is progress of `stage`.
+/// Probes every canary every `every`, and at once when `now` is notified,
+/// until `shutdown`; each round is progress of `stage`.
+#[allow(clippy::too_many_arguments)]
 pub async fn canary_rounds(
     prober: Arc<Prober>,
     checks: Arc<[Check]>,
+    every: Duration,
     clock: Arc<dyn Clock>,
     now: Arc<Notify>,
     rounds: mpsc::Sender<Round>,
     stage: Arc<Stage>,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(CANARY_EVERY);
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

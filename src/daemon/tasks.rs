@@ -222,7 +222,8 @@ fn canaries(
     let now = Arc::new(Notify::new());
     let prober = Arc::new(crate::runner::prober(config, shared.clock.clone())?);
     let checks: Arc<[crate::check::Check]> = canary::canary_checks(config).into();
-    let every = Progress::Every(canary::CANARY_EVERY * 3 + 2 * config.default_timeout);
+    let period = config.connectivity.every;
+    let every = Progress::Every(period * 3 + 2 * config.default_timeout);
     shared
         .supervisor
         .spawn("canaries", every, shared.shutdown.clone(), {
@@ -232,6 +233,7 @@ fn canaries(
                 canary::canary_rounds(
                     prober.clone(),
                     checks.clone(),
+                    period,
                     clock.clone(),
                     now.clone(),
                     rounds.clone(),
@@ -297,7 +299,10 @@ fn vantage(
         health: node_health,
         clock: clock.clone(),
     };
-    let every = Progress::Every(v.publish_every * 3 + Duration::from_secs(30));
+    // A round ends at its first failed request, which with its one retry
+    // costs at most two request timeouts: six of them (30 s at the
+    // default) leave a hanging bucket's rounds well inside the limit.
+    let every = Progress::Every(v.publish_every * 3 + v.request_timeout * 6);
     shared
         .supervisor
         .spawn("vantage", every, shared.shutdown.clone(), {

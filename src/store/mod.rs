@@ -143,96 +143,11 @@ pub(crate) mod contract {
     use time::{Duration, OffsetDateTime};
 
     use super::{as_stored, Granularity, Rollup, Store, StoreError};
-    use crate::cert::CertInfo;
-    use crate::check::KindName;
     use crate::outcome::{
-        Assertion, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError, Status,
-        TlsReport, VerifyError,
+        Assertion, CorsReport, DeniedOrigin, Failure, Outcome, ProbeError, Status, VerifyError,
     };
 
-    pub const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
-
-    /// A typical up result of an `http` check: 200 over TLS 1.3 with a
-    /// two-certificate chain.
-    pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
-        Outcome {
-            name: name.to_string(),
-            kind: KindName::Http,
-            target: format!("https://{name}.example.com/"),
-            status: Status::Up,
-            started_at: at,
-            duration_ms: 41.7,
-            failures: Vec::new(),
-            probe_error: None,
-            http: Some(HttpReport {
-                status: 200,
-                version: "HTTP/1.1".to_string(),
-                redirects: 0,
-                final_url: None,
-                response_ms: 38.25,
-                body_bytes: 5120,
-                body_truncated: false,
-                headers: Vec::new(),
-                body: Vec::new(),
-            }),
-            tls: Some(TlsReport {
-                server_name: format!("{name}.example.com"),
-                version: Some("TLSv1.3".to_string()),
-                cipher_suite: Some("TLS13_AES_256_GCM_SHA384".to_string()),
-                trusted: true,
-                verify_error: None,
-                hostname_matches: true,
-                ari: None,
-                revocation: Vec::new(),
-                verified_path: None,
-                chain: chain("example.com", at).into(),
-            }),
-            cors: None,
-            dns: None,
-            upload: None,
-        }
-    }
-
-    /// A Let's Encrypt-like leaf + intermediate for `domain`, seen at `at`.
-    pub fn chain(domain: &str, at: OffsetDateTime) -> Vec<CertInfo> {
-        let leaf_after = datetime!(2027-01-28 06:12:09 UTC);
-        let int_after = datetime!(2027-03-12 23:59:59 UTC);
-        vec![
-            CertInfo {
-                subject: format!("CN=*.{domain}"),
-                issuer: "C=US, O=Let's Encrypt, CN=R11".to_string(),
-                not_before: datetime!(2026-10-30 06:12:10 UTC),
-                not_after: leaf_after,
-                days_left: (leaf_after - at).whole_days(),
-                hours_left: (leaf_after - at).whole_hours(),
-                lifetime_hours: (leaf_after - datetime!(2026-10-30 06:12:10 UTC)).whole_hours(),
-                sans: vec![format!("*.{domain}"), domain.to_string()],
-                serial: "04f1c2d9a3b0e6f7d8c9b0a1e2f3d4c5b6a7".to_string(),
-                sha256: format!("{:0>64}", hex_of(domain)),
-                key: "ECDSA P-256".to_string(),
-                signature: "sha256WithRSAEncryption".to_string(),
-            },
-            CertInfo {
-                subject: "C=US, O=Let's Encrypt, CN=R11".to_string(),
-                issuer: "C=US, O=Internet Security Research Group, CN=ISRG Root X1".to_string(),
-                not_before: datetime!(2024-03-13 00:00:00 UTC),
-                not_after: int_after,
-                days_left: (int_after - at).whole_days(),
-                hours_left: (int_after - at).whole_hours(),
-                lifetime_hours: (int_after - datetime!(2024-03-13 00:00:00 UTC)).whole_hours(),
-                sans: Vec::new(),
-                serial: "8a7d3e13d62f30ef2386bd29076b34f8".to_string(),
-                sha256: "591e9ce6c863d3a079e9fabe1478c7339a26b21269dde795211361024ae31a44"
-                    .to_string(),
-                key: "RSA 2048".to_string(),
-                signature: "sha256WithRSAEncryption".to_string(),
-            },
-        ]
-    }
-
-    fn hex_of(text: &str) -> String {
-        text.bytes().map(|b| format!("{b:02x}")).collect()
-    }
+    pub use crate::testing::{up, wildcard_chain as chain, T0};
 
     /// Everything an outcome can carry at once, with a sub-millisecond
     /// start and `days_left` that do not follow from `started_at`.

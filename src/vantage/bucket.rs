@@ -33,9 +33,6 @@ use crate::config::{ReplicationConfig, VantageConfig};
 use crate::replicate::bucket::{Bucket, BucketSettings, Capped, ObjectVersion};
 use crate::replicate::ReplicateError;
 
-/// One request, connect to last byte.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Refused objects remembered by name (each with its ETag): a bound, so
 /// that an attacker writing many names cannot grow it without end.
 const MAX_REMEMBERED: usize = 1024;
@@ -93,9 +90,9 @@ impl Coordinator {
     ) -> Result<Coordinator, ReplicateError> {
         let mut settings = BucketSettings::from_config(replication, extra_ca_file)
             .with_url(&format!("s3://{}/{}", vantage.bucket, vantage.prefix))?;
-        settings.request_timeout = REQUEST_TIMEOUT;
+        settings.request_timeout = vantage.request_timeout;
         settings.max_retries = 1;
-        settings.retry_timeout = REQUEST_TIMEOUT;
+        settings.retry_timeout = vantage.request_timeout;
         Ok(Coordinator {
             bucket: Bucket::open(&settings)?,
             prefix: vantage.prefix.clone(),

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// A loopback address nobody listens on right now (bound to port 0, then
-/// released): the daemon's `[api] listen`, or a refused target.
+/// A loopback address nobody listens on, kept from the other tests (see
+/// [`super::servers::refused_addr`]): the daemon's `[api] listen`, or a
+/// refused target.
 pub fn free_addr() -> SocketAddr {
     super::servers::refused_addr()
 }

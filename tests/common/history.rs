@@ -8,9 +8,9 @@ use time::{Duration, OffsetDateTime};
 use vigie::cert::CertInfo;
 use vigie::check::KindName;
 use vigie::outcome::{
-    Assertion, CorsReport, DeniedOrigin, Failure, HttpReport, Outcome, ProbeError, Status,
-    TlsReport, VerifyError,
+    Assertion, CorsReport, DeniedOrigin, Failure, Outcome, ProbeError, Status, VerifyError,
 };
+use vigie::testing::LeafFacts;
 
 /// A fixed start for made-up history (results are keyed by time).
 pub const T0: OffsetDateTime = datetime!(2026-11-28 00:00:00 UTC);
@@ -25,62 +25,46 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
         _ => Status::Up,
     };
     let cors = name.starts_with("cors");
-    let mut outcome = Outcome {
-        name: name.to_string(),
-        kind: if cors { KindName::Cors } else { KindName::Http },
-        target: format!("https://{name}.example.com/health"),
-        status,
-        started_at: at,
-        // Floats that do not round-trip through a naive float parser.
-        duration_ms: 40.0 + (n % 97) as f64 / 3.0 + 1e-9,
-        failures: Vec::new(),
-        probe_error: None,
-        http: Some(HttpReport {
-            status: if status == Status::Down { 503 } else { 200 },
-            version: "HTTP/1.1".to_string(),
-            redirects: (n % 3) as u32,
-            final_url: (n % 3 != 0).then(|| format!("https://{name}.example.com/landing")),
-            response_ms: 0.1 * (n % 1000) as f64,
-            body_bytes: 5120 + n % 13,
-            body_truncated: false,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }),
-        tls: Some(TlsReport {
-            server_name: format!("{name}.example.com"),
-            version: Some("TLSv1.3".to_string()),
-            cipher_suite: Some("TLS13_AES_128_GCM_SHA256".to_string()),
-            trusted: status != Status::Down,
-            verify_error: (status == Status::Down).then(|| VerifyError::HostnameMismatch {
-                expected: format!("{name}.example.com"),
-                covered: vec!["*.example.org".to_string()],
-            }),
-            hostname_matches: status != Status::Down,
-            ari: None,
-            revocation: Vec::new(),
-            verified_path: None,
-            chain: chain(name, at).into(),
-        }),
-        cors: cors.then(|| CorsReport {
-            preflight_status: 200,
-            allow_origin: Some("https://app.example.com".to_string()),
-            allow_methods: vec!["PUT".to_string()],
-            allow_headers: vec!["content-type".to_string()],
-            allow_credentials: None,
-            expose_headers: vec!["etag".to_string()],
-            max_age: Some(3000),
-            vary: Some("Origin".to_string()),
-            refusal: None,
-            location: None,
-            denied: vec![DeniedOrigin {
-                origin: "https://evil.example".to_string(),
-                admitted: false,
-                allow_origin: None,
-            }],
-        }),
-        dns: None,
-        upload: None,
-    };
+    let mut outcome = vigie::testing::up(name, at);
+    outcome.kind = if cors { KindName::Cors } else { KindName::Http };
+    outcome.target = format!("https://{name}.example.com/health");
+    outcome.status = status;
+    // Floats that do not round-trip through a naive float parser.
+    outcome.duration_ms = 40.0 + (n % 97) as f64 / 3.0 + 1e-9;
+    if let Some(http) = outcome.http.as_mut() {
+        http.status = if status == Status::Down { 503 } else { 200 };
+        http.redirects = (n % 3) as u32;
+        http.final_url = (n % 3 != 0).then(|| format!("https://{name}.example.com/landing"));
+        http.response_ms = 0.1 * (n % 1000) as f64;
+        http.body_bytes = 5120 + n % 13;
+    }
+    if let Some(tls) = outcome.tls.as_mut() {
+        tls.cipher_suite = Some("TLS13_AES_128_GCM_SHA256".to_string());
+        tls.trusted = status != Status::Down;
+        tls.verify_error = (status == Status::Down).then(|| VerifyError::HostnameMismatch {
+            expected: format!("{name}.example.com"),
+            covered: vec!["*.example.org".to_string()],
+        });
+        tls.hostname_matches = status != Status::Down;
+        tls.chain = chain(name, at).into();
+    }
+    outcome.cors = cors.then(|| CorsReport {
+        preflight_status: 200,
+        allow_origin: Some("https://app.example.com".to_string()),
+        allow_methods: vec!["PUT".to_string()],
+        allow_headers: vec!["content-type".to_string()],
+        allow_credentials: None,
+        expose_headers: vec!["etag".to_string()],
+        max_age: Some(3000),
+        vary: Some("Origin".to_string()),
+        refusal: None,
+        location: None,
+        denied: vec![DeniedOrigin {
+            origin: "https://evil.example".to_string(),
+            admitted: false,
+            allow_origin: None,
+        }],
+    });
     if status == Status::Down {
         outcome.failures.push(Failure {
             assertion: Assertion::TlsHostname,
@@ -105,38 +89,8 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
 }
 
 fn chain(name: &str, at: OffsetDateTime) -> Vec<CertInfo> {
-    let leaf_after = datetime!(2027-01-28 06:12:09 UTC);
-    let int_after = datetime!(2027-03-12 23:59:59 UTC);
-    vec![
-        CertInfo {
-            subject: format!("CN={name}.example.com"),
-            issuer: "C=US, O=Let's Encrypt, CN=R11".to_string(),
-            not_before: datetime!(2026-10-30 06:12:10 UTC),
-            not_after: leaf_after,
-            days_left: (leaf_after - at).whole_days(),
-            hours_left: (leaf_after - at).whole_hours(),
-            lifetime_hours: (leaf_after - datetime!(2026-10-30 06:12:10 UTC)).whole_hours(),
-            sans: vec![format!("{name}.example.com")],
-            serial: "04f1c2d9a3b0e6f7d8c9b0a1e2f3d4c5b6a7".to_string(),
-            sha256: format!("{:0>64}", name.len()),
-            key: "ECDSA P-256".to_string(),
-            signature: "sha256WithRSAEncryption".to_string(),
-        },
-        CertInfo {
-            subject: "C=US, O=Let's Encrypt, CN=R11".to_string(),
-            issuer: "C=US, O=Internet Security Research Group, CN=ISRG Root X1".to_string(),
-            not_before: datetime!(2024-03-13 00:00:00 UTC),
-            not_after: int_after,
-            days_left: (int_after - at).whole_days(),
-            hours_left: (int_after - at).whole_hours(),
-            lifetime_hours: (int_after - datetime!(2024-03-13 00:00:00 UTC)).whole_hours(),
-            sans: Vec::new(),
-            serial: "8a7d3e13d62f30ef2386bd29076b34f8".to_string(),
-            sha256: "591e9ce6c863d3a079e9fabe1478c7339a26b21269dde795211361024ae31a44".to_string(),
-            key: "RSA 2048".to_string(),
-            signature: "sha256WithRSAEncryption".to_string(),
-        },
-    ]
+    let names = [format!("{name}.example.com")];
+    vigie::testing::chain(&LeafFacts::new(&names, format!("{:0>64}", name.len())), at)
 }
 
 /// `checks` checks probed every `every` from `from`, `rounds` times, in

@@ -871,12 +871,39 @@ impl Resetter {
     }
 }
 
-/// A loopback address with nothing listening (an ephemeral port, bound then released).
+/// A loopback address with nothing listening: a connection to it is
+/// refused. The port stays bound (not listening) by this process until it
+/// exits, so no other test running at the same time is given it by the
+/// kernel; `SO_REUSEADDR` still lets a daemon told to listen there bind it.
 pub fn refused_addr() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let addr = listener.local_addr().expect("local_addr");
-    drop(listener);
-    addr
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: plain socket calls on a descriptor this function owns, with
+    // pointers to locals of the sizes given.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+        let socket = OwnedFd::from_raw_fd(fd);
+        let one: libc::c_int = 1;
+        let set = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        assert_eq!(set, 0, "SO_REUSEADDR: {}", io::Error::last_os_error());
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let bound = libc::bind(fd, (&addr as *const libc::sockaddr_in).cast(), len);
+        assert_eq!(bound, 0, "bind 127.0.0.1:0: {}", io::Error::last_os_error());
+        let named = libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len);
+        assert_eq!(named, 0, "getsockname: {}", io::Error::last_os_error());
+        // Held for the rest of the test process: the reservation.
+        std::mem::forget(socket);
+        SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, u16::from_be(addr.sin_port)))
+    }
 }
 
 /// A loopback HTTPS target (the test PKI's valid leaf) answering whatever

@@ -57,12 +57,16 @@ pub fn site(url: &str) -> String {
     check_toml("site", url, "every = \"1s\"\ntimeout = \"2s\"")
 }
 
+/// The `[vantage]` timings of [`Fleet::start`]: publishing every second,
+/// dead after 5 s.
+pub const QUICK_VANTAGE: &str = "publish_every = \"1s\"\nstale_after = \"5s\"\n";
+
 impl Fleet {
-    /// `names` as one fleet, publishing every second and dead after 5 s.
+    /// `names` as one fleet, with [`QUICK_VANTAGE`] and [`site`].
     pub async fn start(names: &[&str], alerting: &str) -> Fleet {
         let spec = Spec {
             alerting,
-            vantage: Some("publish_every = \"1s\"\nstale_after = \"5s\"\n"),
+            vantage: Some(QUICK_VANTAGE),
             checks: &site,
         };
         Fleet::start_with(names, &spec).await

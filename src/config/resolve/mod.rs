@@ -41,9 +41,9 @@ use super::credentials::{CredentialDirs, DEFAULT_CREDENTIALS_DIR};
 use super::decode::{Decoded, RawConfig};
 use super::error::Diagnostics;
 use super::limits::{
-    DEFAULT_CA_CACHE_SIZE, MAX_CA_CACHE_SIZE, MAX_GROUP_WINDOW, MAX_HEARTBEAT_INTERVAL, MAX_HOLD,
-    MAX_REPEAT, MAX_REPLICATION_INTERVAL, MAX_REQUEST_TIMEOUT, MAX_RETENTION, MAX_SESSION_TTL,
-    MAX_SOCKET_PATH, MAX_TIMEOUT, MIN_CA_CACHE_SIZE, MIN_INTERVAL, MIN_POSITIVE,
+    DEFAULT_CA_CACHE_SIZE, MAX_CA_CACHE_SIZE, MAX_EVERY, MAX_GROUP_WINDOW, MAX_HEARTBEAT_INTERVAL,
+    MAX_HOLD, MAX_REPEAT, MAX_REPLICATION_INTERVAL, MAX_REQUEST_TIMEOUT, MAX_RETENTION,
+    MAX_SESSION_TTL, MAX_SOCKET_PATH, MAX_TIMEOUT, MIN_CA_CACHE_SIZE, MIN_INTERVAL, MIN_POSITIVE,
     MIN_REMOTE_TOKEN_BYTES, MIN_REQUEST_TIMEOUT,
 };
 use super::raw::{
@@ -101,6 +101,11 @@ const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(60);
 /// A peer's probes may be this far ahead of this node's clock (NTP keeps
 /// them within milliseconds; this is for a clock gone wrong).
 const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(30);
+/// `[connectivity] every`: a canary round a minute when nothing asks sooner.
+const DEFAULT_CANARY_EVERY: Duration = Duration::from_secs(60);
+/// `[vantage] request_timeout`: a bucket that hangs costs a round this
+/// long, so it stays well under the default `publish_every`.
+const DEFAULT_VANTAGE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_PUBLISH_EVERY: Duration = Duration::from_secs(600);
 const MAX_STALE_AFTER: Duration = Duration::from_secs(86_400);
 /// Vantages in one fleet: each reads every peer's state, so the cost grows
@@ -458,12 +463,20 @@ fn connectivity(cx: &mut Cx<'_>, raw: Option<&Decoded<RawConnectivity>>) -> Conn
     let canaries = raw
         .and_then(|d| d.value.canaries.as_deref())
         .unwrap_or_default();
+    let every = cx.duration_or(
+        "every",
+        raw.and_then(|d| d.value.every.as_ref()),
+        DEFAULT_CANARY_EVERY,
+        MIN_INTERVAL,
+        MAX_EVERY,
+    );
     ConnectivityConfig {
         canaries: canaries
             .iter()
             .enumerate()
             .filter_map(|(i, url)| cx.web_url(&format!("canaries[{i}]"), url))
             .collect(),
+        every,
     }
 }
 
@@ -1027,6 +1040,13 @@ fn vantage(
         Duration::from_secs(1),
         MAX_STALE_AFTER,
     );
+    let request_timeout = cx.duration_or(
+        "request_timeout",
+        raw.request_timeout.as_ref(),
+        DEFAULT_VANTAGE_REQUEST_TIMEOUT,
+        MIN_REQUEST_TIMEOUT,
+        MAX_REQUEST_TIMEOUT,
+    );
     Some(VantageConfig {
         node: node?,
         peers,
@@ -1037,6 +1057,7 @@ fn vantage(
         publish_every,
         quorum,
         stale_after,
+        request_timeout,
     })
 }
 

@@ -22,7 +22,7 @@
 //! appended during the last `flush_every`, and never more than that: on
 //! reopening, sled recovers its log up to the first torn or missing write,
 //! so what survives is a prefix of what was written, across all trees
-//! (tests/store_crash.rs kills a writer repeatedly and checks exactly
+//! (tests/process/store_crash.rs kills a writer repeatedly and checks exactly
 //! this). That prefix property is what lets an append write the check's
 //! id, dictionary strings, chain and chain use *before* the result that
 //! refers to them, instead of in a transaction: a result can never survive
