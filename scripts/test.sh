@@ -130,7 +130,7 @@ cargo test --locked --features fault-injection --doc
 # The daemon tests spend their time waiting on their daemons' periods, each
 # on its own ports and directories: more of them at once than there are
 # cores (docs/testing.md).
-cargo test --locked --features fault-injection --test daemon -- --test-threads="${VIGIE_DAEMON_TEST_THREADS:-4}"
+cargo test --locked --features fault-injection --test daemon -- --test-threads="${VIGIE_DAEMON_TEST_THREADS:-3}"
 
 # The systemd unit: `systemd-analyze verify` and an exposure of 2.0 or less,
 # on the binary the tests above built and ran.
