@@ -49,6 +49,11 @@ pub use crate::config::Addressing;
 /// most S3-compatible servers expect when they do not care.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
+/// The wait before a request's first retry, doubled at each next one up to
+/// [`LONGEST_RETRY_WAIT`]: object_store's retries and the listing's.
+const FIRST_RETRY_WAIT: Duration = Duration::from_millis(200);
+const LONGEST_RETRY_WAIT: Duration = Duration::from_secs(5);
+
 /// S3 error codes that mean "these credentials may not do this".
 const AUTH_CODES: [&str; 6] = [
     "SignatureDoesNotMatch",
@@ -209,8 +214,8 @@ impl Bucket {
             .with_conditional_put(S3ConditionalPut::ETagMatch)
             .with_retry(RetryConfig {
                 backoff: BackoffConfig {
-                    init_backoff: Duration::from_millis(200),
-                    max_backoff: Duration::from_secs(5),
+                    init_backoff: FIRST_RETRY_WAIT,
+                    max_backoff: LONGEST_RETRY_WAIT,
                     base: 2.0,
                 },
                 max_retries: settings.max_retries,
@@ -287,11 +292,12 @@ impl Bucket {
                 // A server that hands back the token it was given would
                 // list the same page forever.
                 Some(token) if next.as_deref() == Some(token.as_str()) => {
-                    return Err(ReplicateError::Failed {
-                        bucket: self.shown(),
-                        action: format!("listing {prefix}"),
-                        detail: "the server named the same next page twice".to_string(),
-                    });
+                    let detail = "the server named the same next page twice".to_string();
+                    return Err(self.reported(
+                        &format!("listing {prefix}"),
+                        Trouble::Other,
+                        detail,
+                    ));
                 }
                 Some(token) => next = Some(token),
                 None => return Ok(()),
@@ -316,7 +322,7 @@ impl Bucket {
         let action = format!("listing {prefix}");
         let url = listing::page_url(&self.list_base, prefix, max_keys, continuation);
         let started = std::time::Instant::now();
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff = FIRST_RETRY_WAIT;
         let mut retries = 0;
         loop {
             let failure = match self.list_once(&action, &url).await? {
@@ -331,7 +337,7 @@ impl Bucket {
                 return Err(self.reported(&action, failure.trouble, detail));
             }
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            backoff = (backoff * 2).min(LONGEST_RETRY_WAIT);
             retries += 1;
         }
     }
@@ -386,13 +392,7 @@ impl Bucket {
             .map(|(body, _)| body)
             .unwrap_or_default();
         let body = String::from_utf8_lossy(&body);
-        let detail = match between(&body, "<Code>", "</Code>") {
-            Some(code) => match between(&body, "<Message>", "</Message>") {
-                Some(message) => format!("{code} ({message})"),
-                None => code.to_string(),
-            },
-            None => status.to_string(),
-        };
+        let detail = s3_error(&body).unwrap_or_else(|| status.to_string());
         let trouble = match status.as_u16() {
             401 | 403 => Trouble::Denied,
             _ => Trouble::Other,
@@ -818,11 +818,8 @@ fn detail(err: &object_store::Error) -> String {
 fn unescaped_detail(err: &object_store::Error) -> String {
     let texts: Vec<String> = source_chain(err).map(|e| e.to_string()).collect();
     let all = texts.join(": ");
-    if let Some(code) = between(&all, "<Code>", "</Code>") {
-        return match between(&all, "<Message>", "</Message>") {
-            Some(message) => format!("{code} ({message})"),
-            None => code.to_string(),
-        };
+    if let Some(code_and_message) = s3_error(&all) {
+        return code_and_message;
     }
     let status = texts.iter().find_map(|t| {
         let at = t.find("status code: ")?;
@@ -833,6 +830,16 @@ fn unescaped_detail(err: &object_store::Error) -> String {
         (None, Some(root)) => root.clone(),
         (None, None) => err.to_string(),
     }
+}
+
+/// `SignatureDoesNotMatch (The request signature ...)` from an S3 error
+/// document anywhere in `text`, or the code alone without a message.
+fn s3_error(text: &str) -> Option<String> {
+    let code = between(text, "<Code>", "</Code>")?;
+    Some(match between(text, "<Message>", "</Message>") {
+        Some(message) => format!("{code} ({message})"),
+        None => code.to_string(),
+    })
 }
 
 fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
