@@ -128,11 +128,18 @@ pub fn local_api_client(socket: &std::path::Path) -> Result<reqwest::Client, req
         .build()
 }
 
+/// Pooled connections are dropped after 500 ms idle: the API closes a
+/// keep-alive connection `[api] request_timeout` after its last response
+/// (1 s at the least, 10 s by default), and a client that reused one at
+/// that moment saw "error sending request" (a test polling `/healthz`
+/// after a 10 s sleep did, once in CI). A new loopback or LAN connection
+/// costs far less than a failed call.
 fn api_client_builder(roots: RootCertStore) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .tls_backend_preconfigured(client_config(roots))
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(30))
+        .pool_idle_timeout(Duration::from_millis(500))
         .no_proxy()
 }
 
