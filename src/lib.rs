@@ -17,6 +17,8 @@
 //! long-lived task is a function in `daemon/tasks.rs`.
 //!
 //! Floor 0, no vigie imports:
+//! - [`address`]: what kind of address an IP is (global, metadata, private
+//!   ranges).
 //! - [`cert`]: DER -> [`cert::CertInfo`], small pure certificate judgments.
 //! - [`check`]: a validated check, ready to run.
 //! - [`clock`]: wall-clock time as a dependency.
@@ -71,6 +73,8 @@
 //! Floor 6:
 //! - [`mail`]: the outbox and the sender draining it over SMTP or into a
 //!   Maildir.
+//! - [`push`]: the push channels (webhook, ntfy, PagerDuty, Slack): their
+//!   documents and requests, and the sender draining the push outbox.
 //! - [`replicate`]: the history to S3-compatible storage in segments
 //!   (`bucket`, `listing`, `segment`) and `restore` from them.
 //! - [`scheduler`]: every check on its schedule under the concurrency
@@ -93,6 +97,7 @@
 //! - [`cli`]: the client side of `history`, `report`, `silence`,
 //!   `restore`, and the table and JSON of `vigie check`.
 
+pub mod address;
 pub mod alert;
 pub mod api;
 pub mod cert;
@@ -111,6 +116,7 @@ pub mod net;
 pub mod notify;
 pub mod outcome;
 pub mod probe;
+pub mod push;
 pub mod redact;
 pub mod replicate;
 pub mod runner;

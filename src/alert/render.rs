@@ -486,7 +486,7 @@ fn atom(text: &str) -> String {
 
 /// The right-hand side of a Message-ID: the host's name, dots allowed
 /// between labels.
-pub(super) fn domain(host: &str) -> String {
+pub fn domain(host: &str) -> String {
     let labels: Vec<String> = host
         .split('.')
         .filter(|l| !l.is_empty())

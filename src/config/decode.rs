@@ -24,7 +24,7 @@ use toml::Spanned;
 use super::error::Diagnostics;
 use super::raw::{
     RawAlerting, RawApi, RawCheck, RawChecksFile, RawConnectivity, RawHeartbeat, RawHistory,
-    RawMaintenance, RawReplication, RawReport, RawSmtp, RawTop, RawVantage,
+    RawMaintenance, RawNotify, RawReplication, RawReport, RawRoute, RawSmtp, RawTop, RawVantage,
 };
 use super::source::Source;
 
@@ -55,6 +55,8 @@ pub(crate) struct RawConfig {
     pub heartbeat: Option<Decoded<RawHeartbeat>>,
     pub vantage: Option<Decoded<RawVantage>>,
     pub maintenance: Vec<Decoded<RawMaintenance>>,
+    pub notify: Vec<Decoded<RawNotify>>,
+    pub route: Vec<Decoded<RawRoute>>,
 }
 
 /// Decodes `config.toml`; `None` when it is not valid TOML (reported).
@@ -87,6 +89,16 @@ pub(crate) fn config(src: &Source, diag: &mut Diagnostics) -> Option<RawConfig> 
             .into_iter()
             .enumerate()
             .filter_map(|(i, v)| piece(src, v, &Place::section(&format!("maintenance[{i}]")), diag))
+            .collect(),
+        notify: entries(src, table, "notify", diag)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| piece(src, v, &Place::section(&format!("notify[{i}]")), diag))
+            .collect(),
+        route: entries(src, table, "route", diag)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| piece(src, v, &Place::section(&format!("route[{i}]")), diag))
             .collect(),
     })
 }

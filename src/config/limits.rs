@@ -104,6 +104,8 @@ pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// jar; past a month it outlives any reason to keep it.
 pub const MAX_SESSION_TTL: Duration = Duration::from_secs(30 * 86_400);
 /// `[api] socket`: `sun_path` holds 108 bytes, the last one a NUL.
+/// `[[notify]] timeout`: a push slower than a minute is retried.
+pub const MAX_PUSH_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_SOCKET_PATH: usize = 107;
 
 /// The shortest `[api] token_file` accepted when `listen` is not

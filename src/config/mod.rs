@@ -29,6 +29,7 @@
 //! `tls.ca_file`. Paths are joined, not canonicalized, so messages show
 //! them as the user would find them.
 
+pub mod channels;
 pub mod credentials;
 mod decode;
 mod error;
@@ -93,6 +94,8 @@ pub struct Config {
     pub heartbeat: Option<HeartbeatConfig>,
     pub vantage: Option<VantageConfig>,
     pub maintenance: Vec<MaintenanceWindow>,
+    /// `[[notify]]` channels and `[[route]]`s.
+    pub notify: channels::Notify,
     /// From every `checks_dir/*.toml`, files in name order, checks in file
     /// order; names are unique.
     pub checks: Vec<std::sync::Arc<Check>>,
@@ -127,6 +130,9 @@ pub struct ApiConfig {
     /// The local control socket as written; `None`: the default place
     /// (`api::local::socket_path`).
     pub socket: Option<PathBuf>,
+    /// Where people reach the pages (`https://status.example.com/`): the
+    /// links pushes carry. `None`: pushes carry none.
+    pub public_url: Option<url::Url>,
 }
 
 /// `[api] tls_cert_file` and `tls_key_file`: PEM files that exist.

@@ -59,6 +59,10 @@ pub(crate) struct RawTop {
     _vantage: Option<IgnoredAny>,
     #[serde(rename = "maintenance")]
     _maintenance: Option<IgnoredAny>,
+    #[serde(rename = "notify")]
+    _notify: Option<IgnoredAny>,
+    #[serde(rename = "route")]
+    _route: Option<IgnoredAny>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -75,6 +79,7 @@ pub(crate) struct RawApi {
     pub request_timeout: Option<Spanned<DurationText>>,
     pub session_ttl: Option<Spanned<DurationText>>,
     pub socket: Option<Spanned<String>>,
+    pub public_url: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -183,6 +188,49 @@ pub(crate) struct RawMaintenance {
     pub checks: Option<Spanned<Vec<Spanned<String>>>>,
     pub schedule: Option<Spanned<CronText>>,
     pub duration: Option<Spanned<DurationText>>,
+}
+
+/// One `[[notify]]` entry: a push channel. The keys of every kind live in
+/// this one struct, for the reason given on [`RawCheck`]; `resolve`
+/// rejects the keys that do not belong to the channel's kind.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawNotify {
+    pub name: Option<Spanned<String>>,
+    pub kind: Option<Spanned<String>>,
+    pub url: Option<Spanned<String>>,
+    pub allow_private: Option<Spanned<bool>>,
+    pub timeout: Option<Spanned<DurationText>>,
+    pub rate_limit: Option<Spanned<u32>>,
+    // kind = "webhook"
+    pub secret_file: Option<Spanned<String>>,
+    pub secret_credential: Option<Spanned<String>>,
+    pub headers: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+    // kind = "ntfy"
+    pub token_file: Option<Spanned<String>>,
+    pub token_credential: Option<Spanned<String>>,
+    pub user: Option<Spanned<String>>,
+    pub password_file: Option<Spanned<String>>,
+    pub password_credential: Option<Spanned<String>>,
+    pub priority: Option<BTreeMap<Spanned<String>, Spanned<u8>>>,
+    pub priority_env: Option<BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<u8>>>>,
+    pub tags: Option<Vec<Spanned<String>>>,
+    // kind = "pagerduty"
+    pub routing_key_file: Option<Spanned<String>>,
+    pub routing_key_credential: Option<Spanned<String>>,
+}
+
+/// One `[[route]]` entry: which channels the events of matching checks go to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoute {
+    #[serde(rename = "match")]
+    pub equal: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+    pub match_re: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+    pub events: Option<Vec<Spanned<String>>>,
+    pub notify: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(rename = "continue")]
+    pub and_continue: Option<Spanned<bool>>,
 }
 
 /// The top level of a checks file: only `[[check]]` entries.

@@ -25,6 +25,7 @@ use time::OffsetDateTime;
 
 use super::error::StoreError;
 use super::outbox::{self, lock, MemoryOutbox, MessageId, OutboxStore};
+use super::pushes::{self, MemoryPushes, NewPush, PushStore};
 use crate::alert::report::CertChange;
 use crate::alert::{AlertState, Email, Silence};
 use crate::clock::{saturating_sub, unix_millis};
@@ -50,6 +51,7 @@ enum Backend {
     Memory {
         alerts: Arc<Mutex<MemoryAlerts>>,
         outbox: Arc<Mutex<MemoryOutbox>>,
+        pushes: Arc<Mutex<MemoryPushes>>,
     },
 }
 
@@ -62,6 +64,9 @@ struct SledAlerts {
     outbox: OutboxStore,
     /// The outbox's queue, for the transaction of [`AlertStore::commit`].
     queue: Tree,
+    pushes: PushStore,
+    /// The push outbox's queue, for the same transaction.
+    push_queue: Tree,
 }
 
 #[derive(Debug, Default)]
@@ -87,6 +92,8 @@ impl AlertStore {
             changes: open(CHANGES_TREE)?,
             queue: open(outbox::QUEUE_TREE)?,
             outbox: OutboxStore::open_sled(db, path.clone())?,
+            push_queue: open(pushes::QUEUE_TREE)?,
+            pushes: PushStore::open_sled(db, path.clone())?,
             path,
         };
         Ok(AlertStore {
@@ -100,7 +107,16 @@ impl AlertStore {
             backend: Backend::Memory {
                 alerts: Arc::default(),
                 outbox: Arc::default(),
+                pushes: Arc::default(),
             },
+        }
+    }
+
+    /// The push outbox that [`Self::commit_routed`] writes to.
+    pub fn pushes(&self) -> PushStore {
+        match &self.backend {
+            Backend::Sled(s) => s.pushes.clone(),
+            Backend::Memory { pushes, .. } => PushStore::memory(pushes.clone()),
         }
     }
 
@@ -152,14 +168,34 @@ impl AlertStore {
         message: &Email,
         now: OffsetDateTime,
     ) -> Result<MessageId, StoreError> {
+        self.commit_routed(states, Some(message), &[], now)
+            .map(|id| id.unwrap_or_default())
+    }
+
+    /// [`Self::commit`] with the notification's pushes, and a mail only
+    /// when its routes send one: the states, the mail and every push in
+    /// one transaction. Returns the mail's id, if one was queued. Not
+    /// durable until the outbox is flushed.
+    pub fn commit_routed(
+        &self,
+        states: &[AlertState],
+        message: Option<&Email>,
+        new_pushes: &[NewPush],
+        now: OffsetDateTime,
+    ) -> Result<Option<MessageId>, StoreError> {
         match &self.backend {
             Backend::Sled(s) => {
-                let result = (&s.states, &s.queue).transaction(
-                    |(tx_states, queue)| -> ConflictableTransactionResult<MessageId, sled::Error> {
+                let result = (&s.states, &s.queue, &s.push_queue).transaction(
+                    |(tx_states, queue, push_queue)| -> ConflictableTransactionResult<Option<MessageId>, sled::Error> {
                         for state in states {
                             tx_states.insert(state.check.as_bytes(), encode(state))?;
                         }
-                        outbox::enqueue_in(queue, message, now)
+                        for push in new_pushes {
+                            pushes::enqueue_in(push_queue, push, now)?;
+                        }
+                        message
+                            .map(|m| outbox::enqueue_in(queue, m, now))
+                            .transpose()
                     },
                 );
                 result.map_err(|e| match e {
@@ -168,14 +204,22 @@ impl AlertStore {
                     }
                 })
             }
-            Backend::Memory { alerts, outbox } => {
-                // Both locks, always in this order, for the whole change.
+            Backend::Memory {
+                alerts,
+                outbox,
+                pushes,
+            } => {
+                // Every lock, always in this order, for the whole change.
                 let mut alerts = lock(alerts);
                 let mut outbox = lock(outbox);
+                let mut pushes = lock(pushes);
                 for state in states {
                     alerts.states.insert(state.check.clone(), state.clone());
                 }
-                Ok(outbox.enqueue(message, now))
+                for push in new_pushes {
+                    pushes.enqueue(push, now);
+                }
+                Ok(message.map(|m| outbox.enqueue(m, now)))
             }
         }
     }

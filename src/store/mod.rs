@@ -81,6 +81,7 @@ mod latest;
 mod memory;
 mod millis;
 mod outbox;
+mod pushes;
 mod rollup;
 mod sled;
 
@@ -96,6 +97,7 @@ pub use self::error::StoreError;
 pub use self::latest::Latest;
 pub use self::memory::MemoryStore;
 pub use self::outbox::{DeadLetter, MessageId, OutboxStore, Pending, Schedule, TransportState};
+pub use self::pushes::{DeadPush, NewPush, PushRecord, PushStore};
 pub use self::rollup::{Granularity, Histogram, LeafCount, Rollup, ServedLeaf};
 pub use self::sled::replication::{
     Backlog, RefusedSegment, Restored, Shipment, ShipmentRange, ShipmentRead, Shipped,

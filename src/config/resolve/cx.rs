@@ -81,6 +81,12 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// "smtp." inside `[smtp]`: for messages that name their keys
+    /// themselves.
+    pub(super) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// Reports "`key`: message" at `span`.
     pub(super) fn error(&mut self, span: &Range<usize>, key: &str, message: impl Display) {
         let message = format!("`{}{key}`: {message}", self.prefix);

@@ -22,6 +22,7 @@ mod check;
 mod cx;
 mod dns;
 mod keys;
+mod notify;
 mod upload;
 
 pub(crate) use upload::key_segment;
@@ -199,6 +200,7 @@ pub(crate) fn config(
             .enumerate()
             .filter_map(|(i, d)| maintenance(&mut cx.section(&format!("maintenance[{i}]")), d))
             .collect(),
+        notify: notify::notify(&mut cx, &raw.notify, &raw.route),
         checks: Vec::new(),
         warnings: Vec::new(),
     }
@@ -329,6 +331,9 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
     let socket = raw
         .and_then(|r| r.socket.as_ref())
         .and_then(|s| api_socket(cx, s));
+    let public_url = raw
+        .and_then(|r| r.public_url.as_ref())
+        .and_then(|u| cx.web_url("public_url", u));
     ApiConfig {
         listen,
         token_file,
@@ -338,6 +343,7 @@ fn api(cx: &mut Cx<'_>, raw: Option<&Decoded<RawApi>>) -> ApiConfig {
         request_timeout,
         session_ttl,
         socket,
+        public_url,
     }
 }
 
