@@ -53,6 +53,7 @@ pub fn router(
         server: Arc::new(ServerStats::default()),
         config: config_rx,
         vantage: None,
+        push: None,
     })
 }
 

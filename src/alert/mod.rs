@@ -41,6 +41,7 @@ mod policy;
 pub mod render;
 pub mod report;
 mod requests;
+pub mod routes;
 mod silence;
 mod state;
 mod status;

@@ -113,6 +113,11 @@ fn threading(events: &[Event]) -> (Option<String>, Vec<String>) {
     (in_reply_to, references)
 }
 
+/// The subject line of `n`'s mail, as the mail carries it.
+pub fn subject_line(n: &Notification, host: &str) -> String {
+    one_line(&subject(n, host))
+}
+
 /// The subject says state, check and cause, so that the inbox list alone
 /// tells whether to get up.
 fn subject(n: &Notification, host: &str) -> String {

@@ -86,4 +86,6 @@ pub struct ApiState {
     pub config: tokio::sync::watch::Receiver<Arc<crate::config::Config>>,
     /// With `[vantage]`: the fleet's counters.
     pub vantage: Option<Arc<crate::vantage::VantageStats>>,
+    /// The push channels' counters.
+    pub push: Option<Arc<crate::push::PushStats>>,
 }

@@ -29,7 +29,8 @@ use crate::clock::{saturating_add, saturating_sub, Clock};
 use crate::config::Config;
 use crate::mail::Outbox;
 use crate::outcome::{Outcome, Status};
-use crate::store::{AlertStore, Latest};
+use crate::push::{PushEvent, PushWaker};
+use crate::store::{AlertStore, Latest, NewPush};
 use crate::supervise::Stage;
 use crate::vantage::page_claims::Claiming;
 use crate::vantage::{NewClaims, PageClaims};
@@ -82,6 +83,8 @@ pub struct AlerterParts {
     /// Who sends each page when several vantages watch the same checks
     /// (`vantage::SingleNode` without `[vantage]`).
     pub claims: NewClaims,
+    /// Wakes the push sender once pushes are queued; `None`: no channel.
+    pub push_wake: Option<PushWaker>,
 }
 
 /// Alert states the store refused (a full or failing disk), by check: the
@@ -104,6 +107,7 @@ pub struct Alerter {
     policies: Policies,
     unsaved: HeldStates,
     claims: Box<dyn PageClaims>,
+    push_wake: Option<PushWaker>,
 }
 
 struct Run {
@@ -200,6 +204,7 @@ impl Alerter {
             policies,
             unsaved: parts.held.clone(),
             claims: (parts.claims)(),
+            push_wake: parts.push_wake.clone(),
         };
         alerter.claims.configured(&config, alerter.clock.now());
         alerter
@@ -612,15 +617,13 @@ impl Alerter {
         if notifications.is_empty() && settled.is_empty() {
             return;
         }
-        // Each mail, and whether it pages (a DOWN or a reminder in it):
-        // logged at WARN then, so that `journalctl -p warning` shows it.
-        let mut due: Vec<(Outbound, bool)> = Vec::new();
+        // Each notification, and whether it pages (a DOWN or a reminder in
+        // it): logged at WARN then, so that `journalctl -p warning` shows it.
+        let mut due: Vec<(Notification, bool)> = Vec::new();
         let mut unavailable = self.claims.unavailable();
         for notification in settled {
-            due.push((
-                self.engine.outbound(&notification, now),
-                pages(&notification),
-            ));
+            let pages = pages(&notification);
+            due.push((notification, pages));
         }
         for mut notification in notifications {
             let engine = &self.engine;
@@ -640,26 +643,38 @@ impl Alerter {
             if notification.events.is_empty() {
                 continue;
             }
-            due.push((
-                self.engine.outbound(&notification, now),
-                pages(&notification),
-            ));
+            let pages = pages(&notification);
+            due.push((notification, pages));
         }
+        let config = self.config.borrow().clone();
         let mut queued = 0;
-        for (outbound, pages) in &due {
-            match self.store.commit(&outbound.states, &outbound.email, now) {
+        for (notification, pages) in &due {
+            let outbound = self.engine.outbound(notification, now);
+            let routed = Routed::of(&config, notification, &outbound.email, &self.host, now);
+            let subject = &outbound.email.subject;
+            match self.store.commit_routed(
+                &outbound.states,
+                routed.mail.as_ref(),
+                &routed.pushes,
+                now,
+            ) {
                 Ok(_) => {
                     queued += 1;
+                    let channels = routed.channel_names();
                     match pages {
-                        true => tracing::warn!(subject = %outbound.email.subject, "page queued"),
-                        false => tracing::info!(subject = %outbound.email.subject, "mail queued"),
+                        true => tracing::warn!(subject = %subject, to = %channels, "page queued"),
+                        false => tracing::info!(subject = %subject, to = %channels, "mail queued"),
                     }
                 }
                 Err(err) => {
-                    tracing::error!(error = %err, subject = %outbound.email.subject, "cannot write the alert to the outbox; sending it from memory (not durable)");
+                    tracing::error!(error = %err, subject = %subject, "cannot write the alert to the outbox; sending the mail from memory (not durable), without its pushes");
                     self.hold_unsaved(&outbound.states);
-                    let config = self.config.borrow().clone();
-                    send_not_durable(config, outbound, &err.to_string(), self.clock.clone());
+                    send_not_durable(
+                        config.clone(),
+                        &outbound,
+                        &err.to_string(),
+                        self.clock.clone(),
+                    );
                 }
             }
         }
@@ -669,7 +684,68 @@ impl Alerter {
                 tracing::error!(error = %err, queued, "cannot flush the outbox: the alerts just queued are sent, but are not durable");
                 self.outbox.wake();
             }
+            if let Some(wake) = &self.push_wake {
+                wake.wake();
+            }
         }
+    }
+}
+
+/// One notification as its routes send it: the mail, if the mail is told,
+/// and a push per channel that is.
+struct Routed {
+    mail: Option<alert::Email>,
+    pushes: Vec<NewPush>,
+}
+
+impl Routed {
+    /// `email` is the mail of the whole notification; the mail's part is
+    /// written again only when routes take events out of it.
+    fn of(
+        config: &Config,
+        notification: &Notification,
+        email: &alert::Email,
+        host: &str,
+        now: OffsetDateTime,
+    ) -> Routed {
+        let parts = alert::routes::route(&config.notify, notification);
+        let mail = parts.mail.map(
+            |part| match part.events.len() == notification.events.len() {
+                true => email.clone(),
+                false => alert::render::notification(&part, host, now),
+            },
+        );
+        let pushes = parts
+            .channels
+            .iter()
+            .map(|(channel, part)| {
+                let document = PushEvent::of(
+                    part,
+                    &alert::render::message_id(part, host),
+                    &alert::render::subject_line(part, host),
+                    host,
+                    config.api.public_url.as_ref(),
+                    now,
+                );
+                NewPush {
+                    channel: channel.clone(),
+                    event_id: document.id.clone(),
+                    document: serde_json::to_string(&document)
+                        .expect("a push document always serializes"),
+                }
+            })
+            .collect();
+        Routed { mail, pushes }
+    }
+
+    /// "mail, phone" for the log.
+    fn channel_names(&self) -> String {
+        let mut names: Vec<&str> = Vec::new();
+        if self.mail.is_some() {
+            names.push(crate::config::channels::MAIL);
+        }
+        names.extend(self.pushes.iter().map(|p| p.channel.as_str()));
+        names.join(", ")
     }
 }
 
@@ -795,6 +871,7 @@ mod tests {
                 status: Arc::new(AlertStatus::default()),
                 held: HeldStates::default(),
                 claims: Arc::new(move || Box::new(fleet.clone())),
+                push_wake: None,
             };
             let (outcomes, outcomes_rx) = mpsc::channel(16);
             let (requests, requests_rx) = mpsc::channel(16);

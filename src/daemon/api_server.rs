@@ -77,6 +77,7 @@ pub async fn start(shared: &Shared, inputs: ApiInputs<'_>) -> Result<Api, RunErr
             .vantage
             .as_ref()
             .map(|_| alerting.vantage_stats.clone()),
+        push: Some(alerting.push_stats.clone()),
     });
     let limits = Limits {
         request_timeout: config.api.request_timeout,

@@ -60,6 +60,7 @@ pub struct Degraders {
     pub alerts: Arc<AlertStatus>,
     /// With `[vantage]`.
     pub vantage: Option<Arc<crate::vantage::VantageStats>>,
+    pub push: Arc<crate::push::PushStats>,
 }
 
 /// Ticks every [`TICK`] until `shutdown`.
@@ -221,6 +222,7 @@ pub fn degradations(parts: &Degraders, now: OffsetDateTime) -> Vec<String> {
     if let Some(v) = &parts.vantage {
         out.extend(v.snapshot().degradations(now));
     }
+    out.extend(parts.push.degraded());
     if parts.alerts.blind() {
         out.push("vigie is blind: every canary fails, network failures are not judged".to_string());
     }

@@ -15,6 +15,7 @@
 //! | `recorder` | stores each outcome, keeps the latest, logs what is news ([`recorder`]) | takes what probes hand it within 30 s |
 //! | `alerter` | incidents, grouping, holds, the daily report, the outbox ([`alerter`]) | takes what the recorder hands it within 30 s |
 //! | `sender` | drains the outbox over SMTP or into the maildir | only death counts |
+//! | `push` | drains the push outbox, a loop per `[[notify]]` channel (`push::PushSender`) | only death counts; a broken channel is a degradation |
 //! | `canaries` | the blind-monitor gate's probes ([`canary`]) | a round every few minutes |
 //! | `replicator` | ships history off-region | only death counts; its lag is a degradation |
 //! | `heartbeat` | the dead-man's switch | a beat every few intervals |

@@ -28,6 +28,7 @@ use crate::health::Health;
 use crate::heartbeat::Heartbeat;
 use crate::mail::{Outbox, Sender, SenderHandle};
 use crate::outcome::Outcome;
+use crate::push::{PushSender, PushStats};
 use crate::replicate::{ReplicationStatus, Replicator};
 use crate::scheduler::Slots;
 use crate::store::{Latest, Store};
@@ -110,6 +111,7 @@ pub struct Alerting {
     pub status: Arc<AlertStatus>,
     pub requests: mpsc::Sender<AlertRequest>,
     pub vantage_stats: Arc<VantageStats>,
+    pub push_stats: Arc<PushStats>,
 }
 
 /// The alerter's input, for the recorder alone: once the recorder drops
@@ -145,6 +147,7 @@ pub async fn alerting(
     }
     let (sender, sender_handle) = sender(shared, &outbox)?;
     let (config_tx, config_rx) = watch::channel(config.clone());
+    let pushes = pushes(shared, &alert_store, &outbox, &config_rx);
     let status = Arc::new(AlertStatus::default());
     let (round_tx, rounds) = mpsc::channel(4);
     let canary_now = canaries(shared, round_tx)?;
@@ -168,6 +171,7 @@ pub async fn alerting(
         status: status.clone(),
         held: inputs.held,
         claims,
+        push_wake: Some(pushes.waker()),
     };
     let alerter_inputs = AlerterInputs {
         outcomes: alert_rx,
@@ -183,6 +187,7 @@ pub async fn alerting(
         status,
         requests: requests_tx,
         vantage_stats,
+        push_stats: pushes.stats(),
     };
     let to_alerter = ToAlerter {
         feed: Feed::new(alert_tx, stage),
@@ -207,6 +212,31 @@ fn sender(shared: &Shared, outbox: &Arc<Outbox>) -> Result<(Sender, SenderHandle
             move |_stage| sender.clone().run(stop.clone())
         });
     Ok((last, handle))
+}
+
+/// The `push` task, draining the push outbox of every `[[notify]]`
+/// channel until `late_stop`, following reloads.
+fn pushes(
+    shared: &Shared,
+    alert_store: &crate::store::AlertStore,
+    outbox: &Arc<Outbox>,
+    config: &watch::Receiver<Arc<Config>>,
+) -> PushSender {
+    let pushes = PushSender::new(
+        alert_store.pushes(),
+        outbox.clone(),
+        config.clone(),
+        shared.clock.clone(),
+        crate::mail::hostname(),
+        crate::push::Retry::DEFAULT,
+    );
+    shared
+        .supervisor
+        .spawn("push", Progress::Unwatched, shared.late_stop.clone(), {
+            let (stop, pushes) = (shared.late_stop.clone(), pushes.clone());
+            move |_stage| pushes.clone().run(stop.clone())
+        });
+    pushes
 }
 
 /// The `canaries` task, with `[connectivity] canaries`; what asks it for a
@@ -489,6 +519,7 @@ pub fn watch(shared: &Shared, watched: Watched<'_>) {
         mail: watched.alerting.outbox.stats(),
         alerts: watched.alerting.status.clone(),
         vantage: (config.vantage.as_ref()).map(|_| watched.alerting.vantage_stats.clone()),
+        push: watched.alerting.push_stats.clone(),
     };
     let parts = WatchParts {
         health: shared.health.clone(),

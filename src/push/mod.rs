@@ -44,6 +44,6 @@ pub use self::channel::{sequence_id, LiveChannel};
 pub use self::document::{PushCheck, PushEvent, PushKind};
 pub use self::pagerduty::EVENTS_URL;
 pub use self::request::Request;
-pub use self::sender::{PushSender, Retry};
+pub use self::sender::{broken_channel_mail, PushSender, PushWaker, Retry};
 pub use self::stats::{ChannelSnapshot, PushStats};
 pub use self::webhook::sign as sign_webhook;

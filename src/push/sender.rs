@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::answer::Answer;
@@ -71,6 +71,27 @@ impl Retry {
     }
 }
 
+/// Wakes every channel loop: pushes were queued. Each loop notices a
+/// wake that came while it was busy sending at its next wait.
+#[derive(Debug, Clone)]
+pub struct PushWaker(Arc<watch::Sender<u64>>);
+
+impl Default for PushWaker {
+    fn default() -> Self {
+        PushWaker(Arc::new(watch::channel(0).0))
+    }
+}
+
+impl PushWaker {
+    pub fn wake(&self) {
+        self.0.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.0.subscribe()
+    }
+}
+
 /// What every channel loop shares.
 #[derive(Clone)]
 pub struct PushSender {
@@ -80,7 +101,7 @@ pub struct PushSender {
     /// Where the mail about a broken channel goes.
     outbox: Arc<Outbox>,
     config: watch::Receiver<Arc<Config>>,
-    wake: Arc<Notify>,
+    wake: PushWaker,
     host: String,
     retry: Retry,
 }
@@ -100,7 +121,7 @@ impl PushSender {
             clock,
             outbox,
             config,
-            wake: Arc::default(),
+            wake: PushWaker::default(),
             host,
             retry,
         }
@@ -111,7 +132,7 @@ impl PushSender {
     }
 
     /// What wakes every channel at once (new pushes were queued).
-    pub fn waker(&self) -> Arc<Notify> {
+    pub fn waker(&self) -> PushWaker {
         self.wake.clone()
     }
 
@@ -145,6 +166,12 @@ impl PushSender {
                     .into_iter()
                     .map(|channel| ChannelLoop::new(self.clone(), channel).run(shutdown.clone())),
             );
+            // No channel (or every loop ended, which only shutdown does):
+            // wait for a reload rather than end the task.
+            let loops = async {
+                loops.await;
+                std::future::pending::<()>().await
+            };
             tokio::select! {
                 _ = loops => return,
                 _ = shutdown.cancelled() => return,
@@ -189,12 +216,13 @@ impl ChannelLoop {
     }
 
     async fn run(mut self, shutdown: CancellationToken) {
-        let wake = self.shared.wake.clone();
+        let mut woken = self.shared.wake.subscribe();
         loop {
+            woken.mark_unchanged();
             let wait = self.pass().await;
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = wake.notified() => {}
+                _ = woken.changed() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
         }

@@ -7,6 +7,8 @@ use std::sync::Mutex;
 
 use time::OffsetDateTime;
 
+use crate::metrics::{flag, Exposition, Family};
+
 /// One channel's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChannelSnapshot {
@@ -103,5 +105,58 @@ impl PushStats {
                 )
             })
             .collect()
+    }
+}
+
+const SENT: Family = Family::counter(
+    "vigie_notify_sent_total",
+    "pushes the channel's endpoint accepted",
+);
+const FAILURES: Family = Family::counter(
+    "vigie_notify_failures_total",
+    "failed push attempts: class=\"retry\" is tried again, class=\"permanent\" was given up",
+);
+const BACKLOG: Family = Family::gauge(
+    "vigie_notify_backlog",
+    "pushes waiting in the channel's outbox",
+);
+const BROKEN: Family = Family::gauge(
+    "vigie_notify_failing",
+    "1 while the channel's pushes are given up or its breaker is open",
+);
+
+impl PushStats {
+    /// The `vigie_notify_*` families, a sample per channel.
+    pub fn write_metrics(&self, out: &mut String) {
+        let channels = self.snapshot();
+        let mut m = Exposition::new(out);
+        m.family(&SENT);
+        for (name, c) in &channels {
+            m.sample(&SENT, &[("channel", name), ("kind", c.kind)], c.sent as f64);
+        }
+        m.family(&FAILURES);
+        for (name, c) in &channels {
+            for (class, value) in [("retry", c.retried), ("permanent", c.permanent)] {
+                let labels = [
+                    ("channel", name.as_str()),
+                    ("kind", c.kind),
+                    ("class", class),
+                ];
+                m.sample(&FAILURES, &labels, value as f64);
+            }
+        }
+        m.family(&BACKLOG);
+        for (name, c) in &channels {
+            m.sample(
+                &BACKLOG,
+                &[("channel", name), ("kind", c.kind)],
+                c.backlog as f64,
+            );
+        }
+        m.family(&BROKEN);
+        for (name, c) in &channels {
+            let labels = [("channel", name.as_str()), ("kind", c.kind)];
+            m.sample(&BROKEN, &labels, flag(c.broken.is_some()));
+        }
     }
 }

@@ -27,11 +27,12 @@ const MAIL: Duration = Duration::from_secs(30);
 
 /// Every task `vigie run` supervises when canaries, replication and the
 /// heartbeat are configured.
-const TASKS: [&str; 10] = [
+const TASKS: [&str; 11] = [
     "scheduler",
     "recorder",
     "alerter",
     "sender",
+    "push",
     "canaries",
     "replicator",
     "heartbeat",

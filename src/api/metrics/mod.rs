@@ -87,6 +87,9 @@ fn write_sources(
     if let Some(mail) = &state.mail {
         mail.snapshot().write_metrics(m, now);
     }
+    if let Some(push) = &state.push {
+        push.write_metrics(m);
+    }
     if let Some(alerts) = &state.alerts {
         alerts.status.write_metrics(m);
     }
@@ -166,6 +169,7 @@ mod tests {
             server: Arc::new(ServerStats::default()),
             config,
             vantage: Some(Arc::new(crate::vantage::VantageStats::default())),
+            push: None,
         };
         write_sources(&mut m, &state, &state.slots.snapshot(), T0);
         let replication = ReplicationSnapshot {
