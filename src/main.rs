@@ -92,6 +92,11 @@ enum Command {
     Unsilence { pattern: String },
     /// Send one message through the configured delivery and say what happened.
     TestEmail,
+    /// Send one test event through each push channel (or NAME) and say what each answered.
+    TestNotify {
+        /// One `[[notify]]` channel's name; all of them without it.
+        name: Option<String>,
+    },
     /// Rebuild the local history from the off-region replica (stop the daemon first).
     Restore {
         /// Another replica than `[replication] url`, same endpoint and keys:
@@ -179,6 +184,7 @@ fn main() -> ExitCode {
         } => silence(&cli.config, &pattern, duration, &reason),
         Command::Unsilence { pattern } => unsilence(&cli.config, &pattern),
         Command::TestEmail => test_email(&cli.config),
+        Command::TestNotify { name } => test_notify(&cli.config, name.as_deref()),
         Command::Vantage {
             action: VantageAction::Keygen { node, out },
         } => keygen(&node, &out),
@@ -478,6 +484,33 @@ fn test_email(path: &std::path::Path) -> ExitCode {
         }
         Err(err) => {
             eprintln!("vigie: test message not sent: {err}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+/// Exit 0 when every channel accepted the test event, 2 when one did not,
+/// 3 when none could be tried.
+fn test_notify(path: &std::path::Path, name: Option<&str>) -> ExitCode {
+    let Some((config, runtime)) = setup(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let node = vigie::mail::hostname();
+    let now = SystemClock.now();
+    match runtime.block_on(vigie::push::send_test(&config, name, &node, now)) {
+        Ok(tried) => {
+            let mut text = String::new();
+            for t in &tried {
+                text.push_str(&format!("{} ({}): {}\n", t.channel, t.kind, t.words));
+            }
+            out(&vigie::sanitize::terminal(&text));
+            match tried.iter().all(|t| t.accepted) {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(Status::Down.exit_code() as u8),
+            }
+        }
+        Err(err) => {
+            eprintln!("vigie: {err}");
             ExitCode::from(EXIT_UNKNOWN)
         }
     }

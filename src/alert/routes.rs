@@ -65,6 +65,8 @@ mod tests {
     fn notify(config: &str) -> Notify {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("checks")).unwrap();
+        let site = "[[check]]\nname = \"site\"\nkind = \"http\"\nurl = \"https://example.com/\"\n";
+        std::fs::write(dir.path().join("checks/site.toml"), site).unwrap();
         let path = dir.path().join("config.toml");
         let text =
             format!("state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n{config}");

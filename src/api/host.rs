@@ -89,6 +89,7 @@ mod tests {
             request_timeout: std::time::Duration::from_secs(10),
             session_ttl: std::time::Duration::from_secs(3600),
             socket: None,
+            public_url: None,
         }
     }
 

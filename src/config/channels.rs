@@ -16,6 +16,10 @@ use url::Url;
 
 use crate::address::{classify, AddressClass};
 
+/// Where PagerDuty's Events API v2 takes events: a pagerduty channel's
+/// `url` unless it sets one.
+pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
+
 /// The channel name of the mail `[alerting]` sends.
 pub const MAIL: &str = "mail";
 

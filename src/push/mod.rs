@@ -18,6 +18,7 @@
 //!   `Retry-After`), dead pushes for permanent refusals, one mail about a
 //!   broken channel.
 //! - `stats.rs`: the counters `/metrics` and `/healthz` read.
+//! - `test_event.rs`: `vigie test-notify`.
 //!
 //! The guarantee is the mail outbox's: a push is stored (with the alert
 //! state change that caused it) before it is sent, and leaves the outbox
@@ -37,6 +38,7 @@ mod request;
 mod sender;
 mod slack;
 mod stats;
+mod test_event;
 mod webhook;
 
 pub use self::answer::{parse_retry_after, Answer};
@@ -46,4 +48,5 @@ pub use self::pagerduty::EVENTS_URL;
 pub use self::request::Request;
 pub use self::sender::{broken_channel_mail, PushSender, PushWaker, Retry};
 pub use self::stats::{ChannelSnapshot, PushStats};
+pub use self::test_event::{send_test, test_event, Tried};
 pub use self::webhook::sign as sign_webhook;

@@ -13,8 +13,7 @@ use url::Url;
 use super::document::{PushCheck, PushEvent, PushKind};
 use super::request::Request;
 
-/// Where Events API v2 takes events.
-pub const EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
+pub use crate::config::channels::PAGERDUTY_EVENTS_URL as EVENTS_URL;
 /// The longest `payload.summary` PagerDuty accepts.
 const MAX_SUMMARY: usize = 1024;
 

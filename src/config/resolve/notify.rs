@@ -15,7 +15,7 @@ use super::check::is_name_char;
 use super::cx::Cx;
 use crate::config::channels::{
     address_refusal, webhook_secret, Channel, ChannelKind, Notify, NotifyEvent, NtfyAuth,
-    NtfyPriorities, Route, MAIL,
+    NtfyPriorities, Route, MAIL, PAGERDUTY_EVENTS_URL,
 };
 use crate::config::decode::Decoded;
 use crate::config::limits::{MAX_PUSH_TIMEOUT, MIN_POSITIVE};
@@ -86,12 +86,13 @@ pub(super) fn notify(
         }
     }
     let names: Vec<&str> = resolved.iter().map(|c| c.name.as_str()).collect();
-    let routes: Vec<Route> = routes
+    let raw_routes = routes;
+    let routes: Vec<Route> = raw_routes
         .iter()
         .enumerate()
         .filter_map(|(i, d)| route(&mut cx.section(&format!("route[{i}]")), d, &names))
         .collect();
-    if !routes.is_empty() {
+    if !raw_routes.is_empty() {
         for (i, d) in channels.iter().enumerate() {
             let Some(name) = d.value.name.as_ref() else {
                 continue;
@@ -124,9 +125,13 @@ fn channel(cx: &mut Cx<'_>, d: &Decoded<RawNotify>) -> Option<Channel> {
         raw.kind.as_ref(),
         ": one of \"webhook\", \"ntfy\", \"pagerduty\", \"slack\"",
     );
-    let url = cx.required(d, "url", raw.url.as_ref(), "");
-    let name = name.and_then(|n| channel_name(cx, n));
     let kind_text = kind.map(|k| k.get_ref().as_str());
+    // PagerDuty's Events API has one address; the others have none.
+    let url = match (kind_text, raw.url.as_ref()) {
+        (Some("pagerduty"), None) => None,
+        (_, url) => cx.required(d, "url", url, ""),
+    };
+    let name = name.and_then(|n| channel_name(cx, n));
     let Some(keys) = kind_text.and_then(|k| KIND_KEYS.iter().find(|(name, _)| *name == k)) else {
         if let Some(kind) = kind {
             let message = format!(
@@ -139,7 +144,10 @@ fn channel(cx: &mut Cx<'_>, d: &Decoded<RawNotify>) -> Option<Channel> {
     };
     foreign_keys(cx, raw, keys.0, keys.1);
     let allow_private = raw.allow_private.as_ref().is_some_and(|a| *a.get_ref());
-    let url = url.and_then(|u| channel_url(cx, u, allow_private));
+    let url = match (url, keys.0) {
+        (None, "pagerduty") => Url::parse(PAGERDUTY_EVENTS_URL).ok(),
+        (url, _) => url.and_then(|u| channel_url(cx, u, allow_private)),
+    };
     let timeout = cx.duration_or(
         "timeout",
         raw.timeout.as_ref(),
@@ -614,4 +622,214 @@ fn route(cx: &mut Cx<'_>, d: &Decoded<RawRoute>, channels: &[&str]) -> Option<Ro
         notify: names,
         and_continue: raw.and_continue.as_ref().is_some_and(|c| *c.get_ref()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::config::channels::{ChannelKind, NotifyEvent, NtfyAuth};
+    use crate::config::{load_str, Config, ConfigErrors};
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const SITE: &str = "[[check]]\nname = \"site\"\nkind = \"http\"\nurl = \"https://example.com/\"\n";
+
+    /// A directory with `checks/`, `hook.secret`, `ntfy.token` and
+    /// `pd.key` (mode 600), and the path of its config.
+    fn dir() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("checks")).unwrap();
+        std::fs::write(dir.path().join("checks/site.toml"), SITE).unwrap();
+        for (name, text) in [
+            ("hook.secret", format!("{SECRET}\n")),
+            ("bad.secret", "not-a-secret\n".to_string()),
+            (
+                "ntfy.token",
+                "tk_abcdefghijklmnopqrstuvwxyz012\n".to_string(),
+            ),
+            ("pd.key", "0123456789abcdef0123456789abcdef\n".to_string()),
+            ("short.key", "0123\n".to_string()),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let path = dir.path().join("config.toml");
+        (dir, path)
+    }
+
+    fn load(path: &std::path::Path, notify: &str) -> Result<Config, ConfigErrors> {
+        let text =
+            format!("state_dir = \"state\"\n[alerting]\nto = [\"oncall@example.com\"]\n{notify}");
+        load_str(path, &text)
+    }
+
+    fn refused(path: &std::path::Path, notify: &str) -> Vec<String> {
+        let errors = load(path, notify).unwrap_err();
+        errors.0.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn every_kind_loads_with_its_defaults() {
+        let (_dir, path) = dir();
+        let config = load(
+            &path,
+            "[[notify]]\nname = \"hooks\"\nkind = \"webhook\"\nurl = \"https://hooks.example.net/vigie\"\nsecret_file = \"hook.secret\"\nheaders = { X-Team = \"ops\" }\n\
+             [[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"https://ntfy.example.net/vigie\"\ntoken_file = \"ntfy.token\"\npriority = { resolved = 1 }\n\
+             [[notify]]\nname = \"pager\"\nkind = \"pagerduty\"\nrouting_key_file = \"pd.key\"\n\
+             [[notify]]\nname = \"chat\"\nkind = \"slack\"\nurl = \"https://hooks.slack.com/services/T0/B0/X0\"\n",
+        )
+        .unwrap();
+        let channels = &config.notify.channels;
+        let kinds: Vec<&str> = channels.iter().map(|c| c.kind.as_str()).collect();
+        assert_eq!(kinds, ["webhook", "ntfy", "pagerduty", "slack"]);
+        assert_eq!(channels[2].url.as_str(), crate::push::EVENTS_URL);
+        assert_eq!(channels[1].rate_limit, 6);
+        assert_eq!(channels[0].rate_limit, 60);
+        let ChannelKind::Webhook { headers, .. } = &channels[0].kind else {
+            panic!()
+        };
+        assert_eq!(headers.get("x-team").map(String::as_str), Some("ops"));
+        let ChannelKind::Ntfy { auth, priority, .. } = &channels[1].kind else {
+            panic!()
+        };
+        assert!(matches!(auth, NtfyAuth::Token(_)));
+        assert_eq!(priority.of(NotifyEvent::Resolved, Some("prod")), 1);
+        assert_eq!(priority.of(NotifyEvent::Down, Some("prod")), 5);
+        assert_eq!(priority.of(NotifyEvent::Down, Some("staging")), 3);
+        assert_eq!(priority.of(NotifyEvent::Down, None), 4);
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    #[test]
+    fn routes_name_only_channels_that_exist_and_reach_every_one() {
+        let (_dir, path) = dir();
+        let shown = path.display().to_string();
+        let phone = "[[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"https://ntfy.example.net/vigie\"\ntoken_file = \"ntfy.token\"\n";
+        assert_eq!(
+            refused(&path, &format!("{phone}[[route]]\nnotify = [\"pager\"]\n")),
+            [
+                format!("{shown}:5:8: `notify[0].name`: no [[route]] sends anything to \"phone\": add it to a route's `notify`, or remove the channel"),
+                format!("{shown}:10:11: `route[0].notify[0]`: no channel named \"pager\"; the channels are \"mail\", \"phone\""),
+            ]
+        );
+        let unknown_event = refused(
+            &path,
+            &format!("{phone}[[route]]\nevents = [\"warn\"]\nnotify = [\"phone\"]\n"),
+        );
+        assert_eq!(
+            unknown_event,
+            [format!("{shown}:10:11: `route[0].events[0]`: \"warn\" is not an event: one of \"down\", \"reminder\", \"resolved\"")]
+        );
+        let bad_regex = refused(
+            &path,
+            &format!("{phone}[[route]]\nmatch_re = {{ env = \"(\" }}\nnotify = [\"phone\"]\n"),
+        );
+        assert!(
+            bad_regex[0].contains("`route[0].match_re.env`: invalid regex"),
+            "{bad_regex:?}"
+        );
+        // With no route at all, every channel gets every event.
+        assert!(load(&path, phone).is_ok());
+    }
+
+    #[test]
+    fn secrets_are_checked_when_the_config_loads() {
+        let (_dir, path) = dir();
+        let hook = |secret: &str| {
+            format!("[[notify]]\nname = \"hooks\"\nkind = \"webhook\"\nurl = \"https://hooks.example.net/\"\nsecret_file = \"{secret}\"\n")
+        };
+        let bad = refused(&path, &hook("bad.secret"));
+        assert!(
+            bad[0].contains("`notify[0].secret_file`: the secret must start with `whsec_`"),
+            "{bad:?}"
+        );
+        let missing = refused(&path, "[[notify]]\nname = \"hooks\"\nkind = \"webhook\"\nurl = \"https://hooks.example.net/\"\n");
+        assert!(
+            missing[0].contains("missing key `notify[0].secret_file` (or `secret_credential`)"),
+            "{missing:?}"
+        );
+        let short = refused(&path, "[[notify]]\nname = \"pager\"\nkind = \"pagerduty\"\nrouting_key_file = \"short.key\"\n");
+        assert!(
+            short[0].contains(
+                "holds 4 characters; a PagerDuty integration key is 32 letters and digits"
+            ),
+            "{short:?}"
+        );
+    }
+
+    #[test]
+    fn addresses_schemes_and_foreign_keys_are_refused_with_the_fix() {
+        let (_dir, path) = dir();
+        let slack = |url: &str, extra: &str| {
+            format!("[[notify]]\nname = \"chat\"\nkind = \"slack\"\nurl = \"{url}\"\n{extra}")
+        };
+        let metadata = refused(
+            &path,
+            &slack("https://169.254.169.254/latest", "allow_private = true\n"),
+        );
+        assert!(metadata[0].contains("169.254.169.254 is a cloud instance metadata address: a channel is never sent there"), "{metadata:?}");
+        let private = refused(&path, &slack("https://10.0.0.5/hook", ""));
+        assert!(
+            private[0].contains("set allow_private = true on the channel"),
+            "{private:?}"
+        );
+        assert!(load(
+            &path,
+            &slack("https://10.0.0.5/hook", "allow_private = true\n")
+        )
+        .is_ok());
+        let clear = refused(&path, &slack("http://hooks.example.net/", ""));
+        assert!(
+            clear[0].contains("must be https:// unless the host is loopback"),
+            "{clear:?}"
+        );
+        let foreign = refused(
+            &path,
+            &slack(
+                "https://hooks.slack.com/x",
+                "routing_key_file = \"pd.key\"\n",
+            ),
+        );
+        assert!(
+            foreign[0].contains("`notify[0].routing_key_file`: not a key of a slack channel"),
+            "{foreign:?}"
+        );
+        let mail = refused(
+            &path,
+            "[[notify]]\nname = \"mail\"\nkind = \"slack\"\nurl = \"https://hooks.slack.com/x\"\n",
+        );
+        assert!(
+            mail[0].contains("\"mail\" is the mail of [alerting]"),
+            "{mail:?}"
+        );
+        let twice = refused(
+            &path,
+            &format!(
+                "{}{}",
+                slack("https://a.example/", ""),
+                slack("https://b.example/", "")
+            ),
+        );
+        assert!(
+            twice[0].contains("a channel named \"chat\" is defined earlier"),
+            "{twice:?}"
+        );
+    }
+
+    #[test]
+    fn the_public_ntfy_sh_without_a_token_is_a_warning() {
+        let (_dir, path) = dir();
+        let config = load(
+            &path,
+            "[[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"https://ntfy.sh/my-vigie\"\n",
+        )
+        .unwrap();
+        let warnings: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("a topic on the public ntfy.sh without a token"),
+            "{warnings:?}"
+        );
+    }
 }
