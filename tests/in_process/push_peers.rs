@@ -28,6 +28,20 @@ async fn answer(response: reqwest::Response) -> (u16, String) {
     (status, response.text().await.expect("body"))
 }
 
+/// Post `{"text": text}` to `slack`; its answer.
+async fn say(slack: &SlackWebhook, text: &str) -> (u16, String) {
+    let message = json!({ "text": text });
+    answer(
+        client()
+            .post(slack.url())
+            .json(&message)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
 fn unix_now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
@@ -39,23 +53,17 @@ async fn plans_are_answered_in_order_then_the_peer_answers_normally() {
     let slack = SlackWebhook::start();
     slack.plan(Plan::status(500));
     slack.plan(Plan::status(429).header("retry-after", "7"));
-    let client = client();
-    let send = || {
-        client
-            .post(slack.url())
-            .json(&json!({"text": "disk full"}))
-            .send()
-    };
-
-    assert_eq!(
-        answer(send().await.unwrap()).await,
-        (500, "rollup_error".into())
-    );
-    let limited = send().await.unwrap();
+    assert_eq!(say(&slack, "disk full").await, (500, "rollup_error".into()));
+    let limited = client()
+        .post(slack.url())
+        .json(&json!({"text": "disk full"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(limited.headers()["retry-after"], "7");
     assert_eq!(answer(limited).await, (429, "rate_limited".into()));
     assert_eq!(slack.plans_left(), 0);
-    assert_eq!(answer(send().await.unwrap()).await, (200, "ok".into()));
+    assert_eq!(say(&slack, "disk full").await, (200, "ok".into()));
 
     // Scripted failures deliver nothing; every request is on record.
     assert_eq!(slack.messages().len(), 1);
@@ -77,13 +85,7 @@ async fn plans_are_answered_in_order_then_the_peer_answers_normally() {
 async fn a_planned_body_replaces_the_protocols_own() {
     let slack = SlackWebhook::start();
     slack.plan(Plan::status(404).body("channel_not_found"));
-    let response = client()
-        .post(slack.url())
-        .json(&json!({"text": "x"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer(response).await, (404, "channel_not_found".into()));
+    assert_eq!(say(&slack, "x").await, (404, "channel_not_found".into()));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -123,12 +125,7 @@ async fn a_slow_answer_outlasts_a_client_that_gives_up() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_wait_failure_lists_what_arrived() {
     let ntfy = NtfyServer::start(NtfyConfig::default());
-    client()
-        .post(ntfy.topic_url("alerts"))
-        .body("one")
-        .send()
-        .await
-        .unwrap();
+    publish(&ntfy, "one").await;
     let url = ntfy.url();
     let waited = tokio::spawn(async move {
         ntfy.wait_for_requests(2, Duration::from_millis(200)).await;
@@ -164,6 +161,18 @@ fn webhook_post(
         .body(body.to_owned())
 }
 
+/// Send [`webhook_post`]; the response.
+async fn deliver(
+    receiver: &WebhookReceiver,
+    id: &str,
+    timestamp: i64,
+    signature: &str,
+    body: &str,
+) -> reqwest::Response {
+    let request = webhook_post(receiver, id, timestamp, signature, body);
+    request.send().await.unwrap()
+}
+
 #[test]
 fn signatures_match_the_specs_reference_library() {
     // The test vector of the Standard Webhooks Rust library (`test_sign`).
@@ -195,18 +204,12 @@ async fn a_signed_delivery_is_accepted_and_retries_keep_their_id() {
     for _ in 0..2 {
         let now = unix_now();
         let signature = sign(&secret, "msg_1", now, body.as_bytes());
-        let response = webhook_post(&receiver, "msg_1", now, &signature, body)
-            .send()
-            .await
-            .unwrap();
+        let response = deliver(&receiver, "msg_1", now, &signature, body).await;
         assert_eq!(response.status(), 200);
     }
     let now = unix_now();
     let other = sign(&secret, "msg_2", now, b"{}");
-    webhook_post(&receiver, "msg_2", now, &other, "{}")
-        .send()
-        .await
-        .unwrap();
+    deliver(&receiver, "msg_2", now, &other, "{}").await;
 
     assert_eq!(receiver.deliveries().len(), 3);
     let first = &receiver.deliveries_with_id("msg_1");
@@ -224,10 +227,7 @@ async fn during_a_key_rotation_one_matching_signature_is_enough() {
     let old = sign(&whsec_for_test(), "msg_r", now, b"{}");
     let current = sign(&secret, "msg_r", now, b"{}");
     let both = format!("v1a,aGVsbG8= {old} {current}");
-    let response = webhook_post(&receiver, "msg_r", now, &both, "{}")
-        .send()
-        .await
-        .unwrap();
+    let response = deliver(&receiver, "msg_r", now, &both, "{}").await;
     assert_eq!(response.status(), 200);
     assert_eq!(receiver.distinct_ids(), ["msg_r"]);
 }
@@ -315,10 +315,7 @@ async fn bad_or_missing_signatures_are_refused_with_401() {
 
     // Well signed but not JSON: 400.
     let text = sign(&secret, "msg_t", now, b"hello");
-    let response = webhook_post(&receiver, "msg_t", now, &text, "hello")
-        .send()
-        .await
-        .unwrap();
+    let response = deliver(&receiver, "msg_t", now, &text, "hello").await;
     assert_eq!(response.status(), 400);
     assert_eq!(receiver.refused().last().unwrap().why, Refusal::NotJson);
 }
@@ -330,15 +327,18 @@ async fn timestamps_are_judged_by_the_receivers_clock() {
     let receiver = WebhookReceiver::start_with_clock(&secret, Arc::new(FakeClock::new(then)));
     let at = then.unix_timestamp() - 299;
     let signature = sign(&secret, "msg_c", at, b"{}");
-    let response = webhook_post(&receiver, "msg_c", at, &signature, "{}")
-        .send()
-        .await
-        .unwrap();
+    let response = deliver(&receiver, "msg_c", at, &signature, "{}").await;
     assert_eq!(response.status(), 200);
     assert_eq!(receiver.deliveries()[0].timestamp, at);
 }
 
 // ----------------------------------------------------------------- ntfy
+
+/// Publish `text` to the topic `alerts`, anonymously.
+async fn publish(ntfy: &NtfyServer, text: &'static str) -> reqwest::Response {
+    let url = ntfy.topic_url("alerts");
+    client().post(url).body(text).send().await.unwrap()
+}
 
 async fn ntfy_message(response: reqwest::Response) -> NtfyMessage {
     assert_eq!(response.status(), 200);
@@ -490,43 +490,27 @@ async fn ntfy_with_users_takes_tokens_and_passwords_and_nothing_else() {
     });
     let client = client();
     let url = ntfy.topic_url("alerts");
-    let token = client
-        .post(&url)
-        .bearer_auth("tk_good")
-        .body("t")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(token.status(), 200);
-    let basic = client
-        .post(&url)
-        .basic_auth("vigie", Some("s3cret"))
-        .body("b")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(basic.status(), 200);
-
-    let unauthorized = "{\"code\":40101,\"http\":401,\"error\":\"unauthorized\",\"link\":\"https://ntfy.sh/docs/publish/#authentication\"}\n";
-    let forbidden = "{\"code\":40301,\"http\":403,\"error\":\"forbidden\",\"link\":\"https://ntfy.sh/docs/publish/#authentication\"}\n";
-    let wrong_token = client
-        .post(&url)
-        .bearer_auth("tk_bad")
-        .body("x")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer(wrong_token).await, (401, unauthorized.into()));
-    let wrong_password = client
-        .post(&url)
-        .basic_auth("vigie", Some("guess"))
-        .body("x")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer(wrong_password).await, (401, unauthorized.into()));
-    let anonymous = client.post(&url).body("x").send().await.unwrap();
-    assert_eq!(answer(anonymous).await, (403, forbidden.into()));
+    let unauthorized = r#"{"code":40101,"http":401,"error":"unauthorized","link":"https://ntfy.sh/docs/publish/#authentication"}"#;
+    let forbidden = r#"{"code":40301,"http":403,"error":"forbidden","link":"https://ntfy.sh/docs/publish/#authentication"}"#;
+    let post = |text: &'static str| client.post(&url).body(text);
+    let cases = [
+        (post("t").bearer_auth("tk_good"), 200, None),
+        (post("b").basic_auth("vigie", Some("s3cret")), 200, None),
+        (post("x").bearer_auth("tk_bad"), 401, Some(unauthorized)),
+        (
+            post("x").basic_auth("vigie", Some("guess")),
+            401,
+            Some(unauthorized),
+        ),
+        (post("x"), 403, Some(forbidden)),
+    ];
+    for (request, status, error) in cases {
+        let (got, body) = answer(request.send().await.unwrap()).await;
+        assert_eq!(got, status, "{body}");
+        if let Some(error) = error {
+            assert_eq!(body, format!("{error}\n"));
+        }
+    }
 
     let texts: Vec<String> = ntfy
         .messages("alerts")
@@ -548,15 +532,7 @@ async fn ntfy_updates_a_notification_in_place_by_sequence_id() {
         .await
         .unwrap();
     assert_eq!(ntfy_message(first).await.sequence_id, "www-down");
-    let other = ntfy_message(
-        client
-            .post(ntfy.topic_url("alerts"))
-            .body("api slow")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let other = ntfy_message(publish(&ntfy, "api slow").await).await;
     client
         .post(ntfy.topic_url("alerts"))
         .header("X-Sequence-ID", "www-down")
@@ -628,6 +604,17 @@ async fn ntfy_updates_a_notification_in_place_by_sequence_id() {
     );
 }
 
+/// `ntfy` accepts `accepted` messages, then refuses the next one with the
+/// 429 error `body` and keeps only the accepted.
+async fn accepts_then_refuses(ntfy: &NtfyServer, accepted: usize, body: &str) {
+    for _ in 0..accepted {
+        assert_eq!(publish(ntfy, "x").await.status(), 200);
+    }
+    let refused = publish(ntfy, "x").await;
+    assert_eq!(answer(refused).await, (429, format!("{body}\n")));
+    assert_eq!(ntfy.messages("alerts").len(), accepted);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn ntfy_limits_requests_per_visitor_with_its_42901() {
     let ntfy = NtfyServer::start(NtfyConfig {
@@ -637,27 +624,8 @@ async fn ntfy_limits_requests_per_visitor_with_its_42901() {
         }),
         ..NtfyConfig::default()
     });
-    let client = client();
-    for _ in 0..2 {
-        let response = client
-            .post(ntfy.topic_url("alerts"))
-            .body("x")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-    }
-    let limited = client
-        .post(ntfy.topic_url("alerts"))
-        .body("x")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        answer(limited).await,
-        (429, "{\"code\":42901,\"http\":429,\"error\":\"limit reached: too many requests\",\"link\":\"https://ntfy.sh/docs/publish/#limitations\"}\n".into())
-    );
-    assert_eq!(ntfy.messages("alerts").len(), 2);
+    let error = r#"{"code":42901,"http":429,"error":"limit reached: too many requests","link":"https://ntfy.sh/docs/publish/#limitations"}"#;
+    accepts_then_refuses(&ntfy, 2, error).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -666,37 +634,15 @@ async fn ntfy_refuses_messages_past_the_daily_quota_with_its_42908() {
         daily_messages: Some(1),
         ..NtfyConfig::default()
     });
-    let client = client();
-    let first = client
-        .post(ntfy.topic_url("alerts"))
-        .body("one")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(first.status(), 200);
-    let second = client
-        .post(ntfy.topic_url("alerts"))
-        .body("two")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        answer(second).await,
-        (429, "{\"code\":42908,\"http\":429,\"error\":\"limit reached: daily message quota reached\",\"link\":\"https://ntfy.sh/docs/publish/#limitations\"}\n".into())
-    );
-    assert_eq!(ntfy.messages("alerts").len(), 1);
+    let error = r#"{"code":42908,"http":429,"error":"limit reached: daily message quota reached","link":"https://ntfy.sh/docs/publish/#limitations"}"#;
+    accepts_then_refuses(&ntfy, 1, error).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scripted_ntfy_429_carries_ntfys_error_and_the_planned_retry_after() {
     let ntfy = NtfyServer::start(NtfyConfig::default());
     ntfy.plan(Plan::status(429).header("retry-after", "30"));
-    let response = client()
-        .post(ntfy.topic_url("alerts"))
-        .body("x")
-        .send()
-        .await
-        .unwrap();
+    let response = publish(&ntfy, "x").await;
     assert_eq!(response.headers()["retry-after"], "30");
     let (status, body) = answer(response).await;
     assert_eq!(status, 429);
@@ -901,44 +847,32 @@ async fn slack_answers_its_documented_errors() {
     let other_service = slack
         .url()
         .replace("/services/T0VIGIE00", "/services/T0OTHER00");
+    let url = slack.url();
+    let post = |url: &str, body: Value| client.post(url).json(&body);
     let cases = [
+        (client.post(&url).body("not json"), 400, "invalid_payload"),
+        (post(&url, json!(["a list"])), 400, "invalid_payload"),
         (
-            client.post(slack.url()).body("not json"),
+            post(&url, json!({"blocks": "no list"})),
             400,
             "invalid_payload",
         ),
         (
-            client.post(slack.url()).json(&json!(["a list"])),
-            400,
-            "invalid_payload",
-        ),
-        (
-            client
-                .post(slack.url())
-                .json(&json!({"blocks": "not a list"})),
-            400,
-            "invalid_payload",
-        ),
-        (
-            client
-                .post(slack.url())
-                .json(&json!({"text": "", "blocks": []})),
+            post(&url, json!({"text": "", "blocks": []})),
             400,
             "no_text",
         ),
         (
-            client
-                .post(slack.url_with_wrong_secret())
-                .json(&json!({"text": "x"})),
+            post(&slack.url_with_wrong_secret(), json!({"text": "x"})),
             403,
             "invalid_token",
         ),
         (
-            client.post(other_service).json(&json!({"text": "x"})),
+            post(&other_service, json!({"text": "x"})),
             404,
             "no_service",
         ),
-        (client.get(slack.url()), 404, "no_service"),
+        (client.get(&url), 404, "no_service"),
     ];
     for (request, status, word) in cases {
         assert_eq!(
@@ -947,12 +881,6 @@ async fn slack_answers_its_documented_errors() {
         );
     }
     slack.plan(Plan::status(410));
-    let archived = client
-        .post(slack.url())
-        .json(&json!({"text": "x"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer(archived).await, (410, "channel_is_archived".into()));
+    assert_eq!(say(&slack, "x").await, (410, "channel_is_archived".into()));
     assert!(slack.messages().is_empty());
 }
