@@ -123,6 +123,19 @@ async fn a_slow_answer_outlasts_a_client_that_gives_up() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_wait_begun_first_returns_once_the_requests_arrive() {
+    let ntfy = NtfyServer::start(NtfyConfig::default());
+    let (received, _, _) = tokio::join!(
+        ntfy.wait_for_requests(2, WAIT),
+        publish(&ntfy, "one"),
+        publish(&ntfy, "two"),
+    );
+    let mut bodies: Vec<String> = received.iter().map(|r| r.text()).collect();
+    bodies.sort();
+    assert_eq!(bodies, ["one", "two"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_wait_failure_lists_what_arrived() {
     let ntfy = NtfyServer::start(NtfyConfig::default());
     publish(&ntfy, "one").await;
@@ -270,8 +283,8 @@ async fn bad_or_missing_signatures_are_refused_with_401() {
             webhook_post(
                 &receiver,
                 "msg_x",
-                now - 301,
-                &sign(&secret, "msg_x", now - 301, body.as_bytes()),
+                now - 600,
+                &sign(&secret, "msg_x", now - 600, body.as_bytes()),
                 body,
             ),
             Refusal::TooOld,
@@ -280,8 +293,8 @@ async fn bad_or_missing_signatures_are_refused_with_401() {
             webhook_post(
                 &receiver,
                 "msg_x",
-                now + 301,
-                &sign(&secret, "msg_x", now + 301, body.as_bytes()),
+                now + 600,
+                &sign(&secret, "msg_x", now + 600, body.as_bytes()),
                 body,
             ),
             Refusal::TooNew,
@@ -321,15 +334,26 @@ async fn bad_or_missing_signatures_are_refused_with_401() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn timestamps_are_judged_by_the_receivers_clock() {
+async fn timestamps_are_judged_by_the_receivers_clock_five_minutes_either_way() {
     let secret = whsec_for_test();
     let then = datetime!(2026-06-01 12:00 UTC);
     let receiver = WebhookReceiver::start_with_clock(&secret, Arc::new(FakeClock::new(then)));
-    let at = then.unix_timestamp() - 299;
-    let signature = sign(&secret, "msg_c", at, b"{}");
-    let response = deliver(&receiver, "msg_c", at, &signature, "{}").await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(receiver.deliveries()[0].timestamp, at);
+    let now = then.unix_timestamp();
+    let edges = [(-301, 401), (-300, 200), (300, 200), (301, 401)];
+    for (offset, status) in edges {
+        let at = now + offset;
+        let signature = sign(&secret, "msg_c", at, b"{}");
+        let response = deliver(&receiver, "msg_c", at, &signature, "{}").await;
+        assert_eq!(
+            response.status(),
+            status,
+            "{offset} s from the receiver's now"
+        );
+    }
+    let accepted: Vec<i64> = receiver.deliveries().iter().map(|d| d.timestamp).collect();
+    assert_eq!(accepted, [now - 300, now + 300]);
+    let refused: Vec<Refusal> = receiver.refused().into_iter().map(|r| r.why).collect();
+    assert_eq!(refused, [Refusal::TooOld, Refusal::TooNew]);
 }
 
 // ----------------------------------------------------------------- ntfy

@@ -282,8 +282,12 @@ impl<P: Protocol> PushPeer<P> {
     /// the peer and the requests that did arrive.
     pub async fn wait_for_requests(&self, n: usize, within: Duration) -> Vec<Received> {
         let mut count = self.shared.count.subscribe();
-        let reached = tokio::time::timeout(within, count.wait_for(|count| *count >= n)).await;
-        if reached.is_err() {
+        // `is_ok` drops the borrow `wait_for` returns at once: held, it
+        // would block the next request's `record` on the watch's lock.
+        let reached = tokio::time::timeout(within, count.wait_for(|count| *count >= n))
+            .await
+            .is_ok();
+        if !reached {
             let received = self.received();
             let seen: Vec<String> = received
                 .iter()
