@@ -545,6 +545,20 @@ async fn ntfy_with_users_takes_tokens_and_passwords_and_nothing_else() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn ntfy_without_users_ignores_credentials() {
+    let ntfy = NtfyServer::start(NtfyConfig::default());
+    let url = ntfy.topic_url("alerts");
+    let response = client()
+        .post(url)
+        .bearer_auth("tk_any")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn ntfy_updates_a_notification_in_place_by_sequence_id() {
     let ntfy = NtfyServer::start(NtfyConfig::default());
     let client = client();

@@ -435,12 +435,14 @@ impl Ntfy {
 
     fn handle(&self, request: &Received) -> Result<NtfyMessage, NtfyError> {
         let route = route(&request.method, request.path()).ok_or(NOT_FOUND)?;
-        let user = self.authenticate(request)?;
+        // Without users, ntfy has no user manager and never reads
+        // `Authorization`: any credentials pass, as none do.
+        let auth_configured = !self.config.users.is_empty() || !self.config.tokens.is_empty();
+        let user = auth_configured && self.authenticate(request)?;
         let mut state = self.state.lock().unwrap();
         if !self.request_allowed(&mut state) {
             return Err(TOO_MANY_REQUESTS);
         }
-        let auth_configured = !self.config.users.is_empty() || !self.config.tokens.is_empty();
         if auth_configured && !user {
             return Err(FORBIDDEN);
         }
