@@ -22,12 +22,14 @@
 //! `DELETE /{topic}/{sequence_id}` deletes it (event `message_delete`).
 //! [`NtfyServer::notifications`] is what a phone shows.
 //!
-//! Auth, limits and errors as ntfy checks them, in its order: a wrong
-//! token or password is 401 (40101); then the visitor's request limiter
-//! (42901); then, with users or tokens configured, an anonymous publisher
-//! is 403 (40301, ntfy's `auth-default-access: deny-all`); then the
-//! publish parameters (400, e.g. 40007); then the daily message quota
-//! (42908). Errors are ntfy's JSON bodies, byte for byte.
+//! Auth, limits and errors as ntfy checks them, in its order. With users
+//! or tokens configured (ntfy's `auth-file` with `auth-default-access:
+//! deny-all`), a wrong token or password is 401 (40101); without, ntfy
+//! reads no credentials and neither does this server. Then the visitor's
+//! request limiter (42901); then an anonymous publisher where users are
+//! configured is 403 (40301); then the publish parameters (400, e.g.
+//! 40007); then the daily message quota (42908). Errors are ntfy's JSON
+//! bodies, byte for byte.
 //!
 //! Not implemented: subscribing (`/json`, `/sse`, `/ws`: tests read
 //! [`NtfyServer::messages`]), attachments (a body over ntfy's 4096-byte
