@@ -1,7 +1,8 @@
 //! Reusable integration-test harness: a test PKI ([`pki`]), loopback servers
 //! ([`servers`]), a real S3 server (moto, [`s3`]), a real SMTP server
-//! (aiosmtpd, [`smtp`]) and a tiny rustls/hyper client ([`client`]) to check
-//! them.
+//! (aiosmtpd, [`smtp`]), the receivers of the push channels (webhook, ntfy,
+//! PagerDuty, Slack: [`push`]) and a tiny rustls/hyper client ([`client`])
+//! to check them.
 //!
 //! Use from a test file with `mod common;`. Not every test uses everything.
 #![allow(dead_code)]
@@ -17,6 +18,7 @@ pub mod env;
 pub mod gate;
 pub mod history;
 pub mod pki;
+pub mod push;
 pub mod s3;
 pub mod s3_auth;
 pub mod s3_upload;

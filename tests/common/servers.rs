@@ -61,7 +61,7 @@ pub const BIG_LEN: u64 = 50 * 1024 * 1024;
 type RespBody = BoxBody<Bytes, Infallible>;
 
 /// Bind 127.0.0.1:0 and hand the listener to Tokio. Needs a runtime context.
-fn bind_loopback() -> TcpListener {
+pub(super) fn bind_loopback() -> TcpListener {
     bind_on(std::net::Ipv4Addr::LOCALHOST.into())
 }
 
@@ -79,7 +79,7 @@ fn bind_on(ip: std::net::IpAddr) -> TcpListener {
 
 /// Accept connections forever, handing each to `handle` in a task owned by the
 /// accept task (so aborting the accept task also aborts every connection).
-fn spawn_accept_loop<F, Fut>(
+pub(super) fn spawn_accept_loop<F, Fut>(
     listener: TcpListener,
     connections: Arc<AtomicUsize>,
     handle: F,
