@@ -15,6 +15,7 @@ mod daemon_replicate;
 mod hostile_facts;
 mod package;
 mod pages;
+mod push;
 mod store_faults;
 mod supervision;
 mod vantage;

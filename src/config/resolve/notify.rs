@@ -632,7 +632,8 @@ mod tests {
     use crate::config::{load_str, Config, ConfigErrors};
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-    const SITE: &str = "[[check]]\nname = \"site\"\nkind = \"http\"\nurl = \"https://example.com/\"\n";
+    const SITE: &str =
+        "[[check]]\nname = \"site\"\nkind = \"http\"\nurl = \"https://example.com/\"\n";
 
     /// A directory with `checks/`, `hook.secret`, `ntfy.token` and
     /// `pd.key` (mode 600), and the path of its config.

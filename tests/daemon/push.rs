@@ -1,0 +1,441 @@
+//! Push channels through the real daemon: `vigie run` against a loopback
+//! HTTPS target the test switches, pushing to the loopback webhook, ntfy,
+//! PagerDuty and Slack peers of `common/push/` and mailing aiosmtpd. Each
+//! push is signed, sent once, retried when the endpoint fails, never before
+//! its `Retry-After`, survives `kill -9`, and a channel that refuses vigie
+//! for good is a dead push, one mail and a degradation.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::common::daemon::{api_section, free_addr, metric, poll, vigie_cli_async, Daemon};
+use crate::common::env::{check_toml, Env};
+use crate::common::push::ntfy::{NtfyConfig, NtfyServer};
+use crate::common::push::pagerduty::{IncidentState, PagerDutyEvents};
+use crate::common::push::slack::SlackWebhook;
+use crate::common::push::webhook::{whsec_for_test, WebhookReceiver};
+use crate::common::push::Plan;
+use crate::common::servers::{switchable_target, TlsServer};
+use crate::common::smtp::{SmtpOpts, SmtpServer};
+
+const START: Duration = Duration::from_secs(20);
+const PUSH: Duration = Duration::from_secs(30);
+const STOP: Duration = Duration::from_secs(30);
+const TOPIC: &str = "vigie-oncall";
+
+/// A daemon config mailing `smtp`, its checks on `target`, given
+/// `[[notify]]` and `[[route]]` tables; each check is `(name, env)`.
+fn env(
+    smtp: &SmtpServer,
+    target: &TlsServer,
+    checks: &[(&str, &str)],
+    notify: &str,
+) -> (Env, std::net::SocketAddr) {
+    let api = free_addr();
+    let env = Env::with_config("");
+    env.append_config(&api_section(api, None));
+    env.append_config(&smtp.alerting_sections(
+        "failure_threshold = 2\nrecovery_threshold = 2\ngroup_window = \"1s\"\n",
+    ));
+    env.append_config(notify);
+    let mut toml = String::new();
+    for (name, label) in checks {
+        toml += &check_toml(
+            name,
+            &target.url(&format!("/{name}")),
+            &format!("every = \"1s\"\ntimeout = \"5s\"\nlabels = {{ env = \"{label}\" }}\n[check.expect]\nstatus = [200]"),
+        );
+    }
+    env.write_checks("checks.toml", &toml);
+    (env, api)
+}
+
+/// A secret file in `env`, mode 600.
+fn secret(env: &Env, name: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env.path().join(name);
+    std::fs::write(&path, format!("{text}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path.display().to_string()
+}
+
+fn webhook_channel(name: &str, hook: &WebhookReceiver, secret_file: &str, extra: &str) -> String {
+    format!(
+        "[[notify]]\nname = \"{name}\"\nkind = \"webhook\"\nurl = \"{}\"\nallow_private = true\nsecret_file = {secret_file:?}\n{extra}",
+        hook.url()
+    )
+}
+
+fn ntfy_channel(name: &str, ntfy: &NtfyServer, extra: &str) -> String {
+    format!(
+        "[[notify]]\nname = \"{name}\"\nkind = \"ntfy\"\nurl = \"{}\"\nallow_private = true\n{extra}",
+        ntfy.topic_url(TOPIC)
+    )
+}
+
+fn subjects(smtp: &SmtpServer) -> Vec<String> {
+    smtp.received()
+        .iter()
+        .map(|m| m.header("Subject").unwrap_or_default())
+        .collect()
+}
+
+fn events(hook: &WebhookReceiver) -> Vec<(String, String)> {
+    hook.deliveries()
+        .iter()
+        .map(|d| {
+            (
+                d.body["event"].as_str().unwrap_or("?").to_string(),
+                d.id.clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outage_is_pushed_once_to_every_kind_and_its_recovery_closes_each() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let whsec = whsec_for_test();
+    let hook = WebhookReceiver::start(&whsec);
+    let ntfy = NtfyServer::start(NtfyConfig {
+        tokens: vec!["tk_vigietesttoken0123456789abcde".to_string()],
+        ..NtfyConfig::default()
+    });
+    let pagerduty = PagerDutyEvents::start();
+    let slack = SlackWebhook::start();
+    let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    let hook_secret = secret(&env, "hook.secret", &whsec);
+    let token = secret(&env, "ntfy.token", "tk_vigietesttoken0123456789abcde");
+    let key = secret(&env, "pd.key", "0123456789abcdef0123456789abcdef");
+    env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
+    env.append_config(&ntfy_channel(
+        "phone",
+        &ntfy,
+        &format!("token_file = {token:?}\n"),
+    ));
+    env.append_config(&format!(
+        "[[notify]]\nname = \"pager\"\nkind = \"pagerduty\"\nurl = \"{}\"\nallow_private = true\nrouting_key_file = {key:?}\n\
+         [[notify]]\nname = \"chat\"\nkind = \"slack\"\nurl = \"{}\"\nallow_private = true\n",
+        pagerduty.url(),
+        slack.url()
+    ));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    status.store(503, Ordering::SeqCst);
+    smtp.wait_for_down("site", PUSH);
+    hook.wait_for_requests(1, PUSH).await;
+    let down = &hook.deliveries()[0];
+    assert_eq!(down.body["version"], 1, "{}", down.body);
+    assert_eq!(down.body["event"], "down", "{}", down.body);
+    assert_eq!(down.body["checks"][0]["name"], "site", "{}", down.body);
+    assert_eq!(
+        down.body["checks"][0]["labels"]["env"], "prod",
+        "{}",
+        down.body
+    );
+    assert!(
+        down.body["checks"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("503")),
+        "{}",
+        down.body
+    );
+    assert_eq!(
+        down.body["id"].as_str(),
+        Some(down.id.as_str()),
+        "webhook-id is the event's id"
+    );
+    poll(PUSH, "a DOWN on every channel", async || {
+        let (n, p, s) = (
+            ntfy.notifications(TOPIC).len(),
+            pagerduty.incidents().len(),
+            slack.messages().len(),
+        );
+        match (n, p, s) {
+            (1, 1, 1) => Ok(()),
+            other => Err(format!("ntfy, pagerduty, slack: {other:?}")),
+        }
+    })
+    .await;
+    let pushed = &ntfy.notifications(TOPIC)[0];
+    assert!(pushed.title.contains("DOWN site"), "{pushed:?}");
+    assert_eq!(pushed.priority, 5, "a prod DOWN is urgent: {pushed:?}");
+
+    status.store(200, Ordering::SeqCst);
+    smtp.wait_for(2, PUSH);
+    hook.wait_for_requests(2, PUSH).await;
+    poll(PUSH, "the recovery on every channel", async || {
+        let incident = pagerduty.incidents();
+        let resolved = incident
+            .first()
+            .is_some_and(|i| i.state == IncidentState::Resolved);
+        match (resolved, slack.messages().len(), ntfy.messages(TOPIC).len()) {
+            (true, 2, 2) => Ok(()),
+            other => Err(format!(
+                "pagerduty resolved, slack, ntfy messages: {other:?}"
+            )),
+        }
+    })
+    .await;
+    // Let any duplicate arrive before counting.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = events(&hook);
+    assert_eq!(
+        seen.iter().map(|(e, _)| e.as_str()).collect::<Vec<_>>(),
+        ["down", "resolved"],
+        "{seen:?}"
+    );
+    assert_ne!(seen[0].1, seen[1].1, "each event its own id");
+    assert!(
+        hook.refused().is_empty(),
+        "every delivery signed: {:?}",
+        hook.refused()
+    );
+    let notifications = ntfy.notifications(TOPIC);
+    assert_eq!(
+        notifications.len(),
+        1,
+        "the phone shows one notification for the incident: {notifications:?}"
+    );
+    assert!(
+        notifications[0].title.contains("RESOLVED site"),
+        "{notifications:?}"
+    );
+    let incidents = pagerduty.incidents();
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    assert_eq!(subjects(&smtp).len(), 2, "{:?}", subjects(&smtp));
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert!(
+        metrics.contains("vigie_notify_sent_total{channel=\"hooks\",kind=\"webhook\"} 2"),
+        "{metrics}"
+    );
+    daemon.stop(STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_endpoint_is_retried_never_before_retry_after_and_delivered_once() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let whsec = whsec_for_test();
+    let hook = WebhookReceiver::start(&whsec);
+    let ntfy = NtfyServer::start(NtfyConfig::default());
+    for _ in 0..3 {
+        hook.plan(Plan::status(503));
+    }
+    ntfy.plan(Plan::status(429).header("retry-after", "5"));
+    let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    let hook_secret = secret(&env, "hook.secret", &whsec);
+    env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
+    env.append_config(&ntfy_channel("phone", &ntfy, ""));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    status.store(503, Ordering::SeqCst);
+    smtp.wait_for_down("site", PUSH);
+    let tries = ntfy.wait_for_requests(2, PUSH).await;
+    let waited = tries[1].at - tries[0].at;
+    assert!(
+        waited >= Duration::from_secs(5),
+        "resent {waited:?} after a 429 with Retry-After: 5"
+    );
+    // 503, 503, 503, then accepted: 5 s, 10 s, 20 s of backoff at most,
+    // jittered.
+    hook.wait_for_requests(4, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(hook.deliveries().len(), 1, "{:?}", events(&hook));
+    assert_eq!(ntfy.notifications(TOPIC).len(), 1);
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert_eq!(
+        metric(
+            &metrics,
+            "vigie_notify_failures_total{channel=\"hooks\",kind=\"webhook\",class=\"retry\"}"
+        ),
+        Some(3.0),
+        "{metrics}"
+    );
+    daemon.stop(STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_channel_that_refuses_vigie_is_a_dead_push_one_mail_and_degraded() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let slack = SlackWebhook::start();
+    let (env, api) = env(&smtp, &target, &[("site", "prod"), ("app", "prod")], "");
+    env.append_config(&format!(
+        "[[notify]]\nname = \"chat\"\nkind = \"slack\"\nurl = \"{}\"\nallow_private = true\n",
+        slack.url_with_wrong_secret()
+    ));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    status.store(503, Ordering::SeqCst);
+    let mails = smtp.wait_for(2, PUSH);
+    let broken: Vec<String> = subjects(&smtp)
+        .into_iter()
+        .filter(|s| s.contains("push channel chat is broken"))
+        .collect();
+    assert_eq!(broken.len(), 1, "{:?}", subjects(&smtp));
+    assert!(broken[0].contains("403"), "{broken:?}");
+    let mail = mails
+        .iter()
+        .find(|m| m.header("Subject").unwrap_or_default().contains("broken"))
+        .unwrap();
+    let body = mail.data.replace("=\r\n", "");
+    assert!(body.contains("vigie test-notify chat"), "{body}");
+    let health = daemon.get_json("/healthz").await.unwrap();
+    assert!(
+        health["degraded"]
+            .to_string()
+            .contains("push channel chat (slack) is failing"),
+        "{health}"
+    );
+    // The recovery's push is refused too: still one mail about the channel.
+    status.store(200, Ordering::SeqCst);
+    smtp.wait_for(3, PUSH);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = subjects(&smtp);
+    assert_eq!(
+        all.iter().filter(|s| s.contains("broken")).count(),
+        1,
+        "{all:?}"
+    );
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert_eq!(
+        metric(
+            &metrics,
+            "vigie_notify_failures_total{channel=\"chat\",kind=\"slack\",class=\"permanent\"}"
+        ),
+        Some(2.0),
+        "{metrics}"
+    );
+    daemon.stop(STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_pending_at_kill_9_is_delivered_once_after_the_restart() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let whsec = whsec_for_test();
+    let hook = WebhookReceiver::start(&whsec);
+    hook.plan(Plan::status(503));
+    hook.plan(Plan::status(503));
+    let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    let hook_secret = secret(&env, "hook.secret", &whsec);
+    env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    status.store(503, Ordering::SeqCst);
+    hook.wait_for_requests(1, PUSH).await;
+    daemon.kill9();
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+    // The second 503 after the restart, then accepted.
+    hook.wait_for_requests(3, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = events(&hook);
+    assert_eq!(seen.len(), 1, "exactly one DOWN delivered: {seen:?}");
+    assert_eq!(seen[0].0, "down");
+    daemon.stop(STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_endpoint_delays_neither_the_mail_nor_the_other_channels() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let whsec = whsec_for_test();
+    let slow = WebhookReceiver::start(&whsec);
+    slow.plan(Plan::normal().after(Duration::from_secs(30)));
+    let ntfy = NtfyServer::start(NtfyConfig::default());
+    let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    let hook_secret = secret(&env, "hook.secret", &whsec);
+    env.append_config(&webhook_channel(
+        "slow",
+        &slow,
+        &hook_secret,
+        "timeout = \"20s\"\n",
+    ));
+    env.append_config(&ntfy_channel("phone", &ntfy, ""));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    status.store(503, Ordering::SeqCst);
+    slow.wait_for_requests(1, PUSH).await;
+    smtp.wait_for_down("site", PUSH);
+    ntfy.wait_for_requests(1, PUSH).await;
+    // Both arrived while the slow endpoint still holds its request.
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert_eq!(
+        metric(
+            &metrics,
+            "vigie_notify_sent_total{channel=\"slow\",kind=\"webhook\"}"
+        ),
+        Some(0.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "vigie_notify_sent_total{channel=\"phone\",kind=\"ntfy\"}"
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    daemon.stop(STOP).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn routes_send_prod_to_the_phone_and_staging_to_the_mail_and_a_silence_pushes_nothing() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let ntfy = NtfyServer::start(NtfyConfig::default());
+    let (env, api) = env(
+        &smtp,
+        &target,
+        &[("site", "prod"), ("beta", "staging"), ("quiet", "prod")],
+        "",
+    );
+    env.append_config(&ntfy_channel("phone", &ntfy, ""));
+    env.append_config(
+        "[[route]]\nmatch = { env = \"prod\" }\nnotify = [\"phone\", \"mail\"]\n\
+         [[route]]\nmatch = { env = \"staging\" }\nnotify = [\"mail\"]\n",
+    );
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+    let silenced = vigie_cli_async(
+        &env.config_path(),
+        &["silence", "quiet", "--for", "1h", "--reason", "test"],
+    )
+    .await;
+    assert!(
+        silenced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&silenced.stderr)
+    );
+
+    status.store(503, Ordering::SeqCst);
+    let mails = smtp.wait_for(1, PUSH);
+    ntfy.wait_for_requests(1, PUSH).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let pushed: Vec<String> = ntfy
+        .messages(TOPIC)
+        .iter()
+        .map(|m| m.title.clone())
+        .collect();
+    assert_eq!(
+        pushed,
+        ["DOWN site"],
+        "prod only, the silenced check not at all"
+    );
+    let subject = mails[0].header("Subject").unwrap_or_default();
+    assert!(
+        subject.contains("site") && subject.contains("beta"),
+        "{subject}"
+    );
+    assert!(!subject.contains("quiet"), "{subject}");
+    assert_eq!(smtp.count(), 1, "{:?}", subjects(&smtp));
+    daemon.stop(STOP).await;
+}
