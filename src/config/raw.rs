@@ -213,12 +213,16 @@ pub(crate) struct RawNotify {
     pub password_file: Option<Spanned<String>>,
     pub password_credential: Option<Spanned<String>>,
     pub priority: Option<BTreeMap<Spanned<String>, Spanned<u8>>>,
-    pub priority_env: Option<BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<u8>>>>,
+    /// `env` label value -> event -> priority.
+    pub priority_env: Option<BTreeMap<Spanned<String>, SpannedMap<u8>>>,
     pub tags: Option<Vec<Spanned<String>>>,
     // kind = "pagerduty"
     pub routing_key_file: Option<Spanned<String>>,
     pub routing_key_credential: Option<Spanned<String>>,
 }
+
+/// A table of keys to values, each with its place.
+pub(crate) type SpannedMap<T> = BTreeMap<Spanned<String>, Spanned<T>>;
 
 /// One `[[route]]` entry: which channels the events of matching checks go to.
 #[derive(Debug, Deserialize)]

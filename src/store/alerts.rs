@@ -47,7 +47,9 @@ pub struct AlertStore {
 
 #[derive(Debug, Clone)]
 enum Backend {
-    Sled(SledAlerts),
+    // Boxed: a handle is cloned around, and the sled variant holds eight
+    // trees.
+    Sled(Box<SledAlerts>),
     Memory {
         alerts: Arc<Mutex<MemoryAlerts>>,
         outbox: Arc<Mutex<MemoryOutbox>>,
@@ -97,7 +99,7 @@ impl AlertStore {
             path,
         };
         Ok(AlertStore {
-            backend: Backend::Sled(sled),
+            backend: Backend::Sled(Box::new(sled)),
         })
     }
 
