@@ -42,7 +42,9 @@ fn known_keys() -> BTreeMap<String, Vec<String>> {
     for section in sections {
         config.push_str(&format!("\n[{section}]\n{UNKNOWN} = 1\n"));
     }
-    config.push_str(&format!("\n[[maintenance]]\n{UNKNOWN} = 1\n"));
+    for table in ["maintenance", "notify", "route"] {
+        config.push_str(&format!("\n[[{table}]]\n{UNKNOWN} = 1\n"));
+    }
     fs::write(dir.path().join("config.toml"), config).unwrap();
     fs::create_dir(dir.path().join("checks")).unwrap();
     let mut check = format!("[[check]]\nname = \"site\"\n{UNKNOWN} = 1\n");
@@ -77,7 +79,8 @@ fn known_keys() -> BTreeMap<String, Vec<String>> {
         let keys = list.split(", ").map(str::to_owned).collect();
         tables.insert(table, keys);
     }
-    let expected = sections.len() + 6; // top, maintenance, check and its three tables
+    // top, maintenance, notify, route, check and its three tables
+    let expected = sections.len() + 8;
     assert_eq!(
         tables.len(),
         expected,
@@ -91,7 +94,7 @@ fn known_keys() -> BTreeMap<String, Vec<String>> {
 fn heading_of(table: &str) -> String {
     match table {
         "" => "Top level".to_owned(),
-        "maintenance" | "check" => format!("`[[{table}]]`"),
+        "maintenance" | "notify" | "route" | "check" => format!("`[[{table}]]`"),
         other => format!("`[{other}]`"),
     }
 }
