@@ -20,6 +20,10 @@ use super::request::Request;
 use crate::config::channels::{address_refusal, Channel};
 use crate::sanitize;
 
+/// What a retry after ntfy's daily quota says; the sender mails it.
+pub const QUOTA_SPENT: &str =
+    "ntfy's daily message quota is spent; pushes wait until it renews at 00:00 UTC";
+
 /// The most of an answer's body read and quoted.
 const MAX_ANSWER: usize = 4096;
 /// The most of it quoted in a reason.
@@ -140,9 +144,7 @@ pub async fn send(
                 .midnight()
                 .assume_utc();
             Answer::Retry {
-                why: format!(
-                    "{why}: ntfy's daily message quota is spent; pushes wait until it renews"
-                ),
+                why: format!("{why}: {QUOTA_SPENT}"),
                 after: Duration::try_from(tomorrow - now).ok(),
             }
         }

@@ -376,6 +376,12 @@ impl ChannelLoop {
                 if let Some(after) = after {
                     self.paused_until = Some(saturating_add(now, after));
                 }
+                // A spent quota stops the channel for the day: said by
+                // mail, as a refusal is.
+                if why.contains(super::deliver::QUOTA_SPENT) {
+                    self.shared.stats.set_broken(&name, kind, Some(why.clone()));
+                    self.tell(&why, now).await;
+                }
                 let opened = self.breaker.failed(now);
                 if opened {
                     tracing::warn!(channel = %name, kind, error = %why, "push channel keeps failing: paused");
@@ -423,10 +429,17 @@ impl ChannelLoop {
             tracing::error!(channel = %name, error = %err, "cannot move a push to the dead pushes");
         }
         self.shared.stats.given_up(&name, self.kind(), why);
+        self.tell(why, now).await;
+    }
+
+    /// Mails `[alerting] to` that this channel is broken, once until one
+    /// of its pushes is accepted again.
+    async fn tell(&mut self, why: &str, now: OffsetDateTime) {
         if self.told {
             return;
         }
         self.told = true;
+        let name = self.channel.name().to_string();
         let to: Vec<String> = self
             .shared
             .config
@@ -479,9 +492,9 @@ pub fn broken_channel_mail(
 ) -> Email {
     let subject = format!("[vigie] push channel {channel} is broken: {why}");
     let text = format!(
-        "vigie on {host} gave up a push to the {kind} channel {channel}:\n\n  {why}\n\n\
-         Pages still go out by mail. The push is kept as a dead push; later ones are tried as they come, \
-         and this mail is not sent again until one of them is accepted.\n\
+        "vigie on {host} cannot deliver to the {kind} channel {channel}:\n\n  {why}\n\n\
+         Pages still go out by mail. A push the channel refused for good is kept as a dead push; \
+         later ones are tried as they come, and this mail is not sent again until one of them is accepted.\n\
          Fix the channel's settings in config.toml, then `systemctl reload vigie` (or send SIGHUP), \
          and `vigie test-notify {channel}` to check it.\n"
     );

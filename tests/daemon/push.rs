@@ -439,3 +439,37 @@ async fn routes_send_prod_to_the_phone_and_staging_to_the_mail_and_a_silence_pus
     assert_eq!(smtp.count(), 1, "{:?}", subjects(&smtp));
     daemon.stop(STOP).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spent_ntfy_quota_pauses_the_channel_for_the_day_and_the_mail_says_so() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let ntfy = NtfyServer::start(NtfyConfig {
+        daily_messages: Some(1),
+        ..NtfyConfig::default()
+    });
+    let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    env.append_config(&ntfy_channel("phone", &ntfy, ""));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    status.store(503, Ordering::SeqCst);
+    smtp.wait_for_down("site", PUSH);
+    ntfy.wait_for_requests(1, PUSH).await;
+    status.store(200, Ordering::SeqCst);
+    // The RESOLVED mail, and the one saying the quota is spent.
+    smtp.wait_for(3, PUSH);
+    let quota: Vec<String> = subjects(&smtp)
+        .into_iter()
+        .filter(|s| s.contains("push channel phone is broken"))
+        .collect();
+    assert_eq!(quota.len(), 1, "{:?}", subjects(&smtp));
+    assert!(quota[0].contains("daily message quota"), "{quota:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        ntfy.received().len(),
+        2,
+        "not retried before the quota renews"
+    );
+    daemon.stop(STOP).await;
+}
