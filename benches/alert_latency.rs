@@ -15,13 +15,13 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/crossing.rs"]
+mod crossing;
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use common::daemon::{api_section, free_addr, Daemon};
@@ -83,7 +83,7 @@ async fn bench(incidents: usize) {
             let mails = smtp.wait_for(n, Duration::from_secs(60));
             let accepted = acceptance(&smtp, mails[n - 1].seq);
             let history = daemon.history("site").await.expect("history");
-            let crossing = crossing_probe(&history, want_down);
+            let crossing = crossing::crossing_probe(&history, want_down, THRESHOLD);
             let latency = (accepted - crossing).as_seconds_f64();
             let kind = if want_down { "DOWN" } else { "RESOLVED" };
             println!("  incident {}: {kind:<8} {latency:.3} s", i + 1);
@@ -113,29 +113,4 @@ fn acceptance(smtp: &SmtpServer, seq: u64) -> OffsetDateTime {
         .duration_since(SystemTime::UNIX_EPOCH)
         .expect("mtime after 1970");
     OffsetDateTime::from_unix_timestamp_nanos(since_epoch.as_nanos() as i128).expect("a time")
-}
-
-/// The end of the probe that crossed the threshold in the latest streak of
-/// `down` (or not-down) outcomes.
-fn crossing_probe(history: &[Value], down: bool) -> OffsetDateTime {
-    let is_down = |o: &Value| o["status"] == "down";
-    let streak_start = history
-        .iter()
-        .rposition(|o| is_down(o) != down)
-        .map_or(0, |i| i + 1);
-    let crossing = history
-        .get(streak_start + THRESHOLD - 1)
-        .unwrap_or_else(|| {
-            panic!(
-                "no crossing probe in the last streak of {} outcomes",
-                history.len()
-            )
-        });
-    let started = OffsetDateTime::parse(
-        crossing["started_at"].as_str().expect("started_at"),
-        &Rfc3339,
-    )
-    .expect("RFC 3339");
-    let took = crossing["duration_ms"].as_f64().unwrap_or(0.0);
-    started + Duration::from_secs_f64(took / 1000.0)
 }

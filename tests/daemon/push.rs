@@ -125,7 +125,7 @@ async fn an_outage_is_pushed_once_to_every_kind_and_its_recovery_closes_each() {
 
     status.store(503, Ordering::SeqCst);
     smtp.wait_for_down("site", PUSH);
-    hook.wait_for_requests(1, PUSH).await;
+    hook.wait_for_answers(1, PUSH).await;
     let down = &hook.deliveries()[0];
     assert_eq!(down.body["version"], 1, "{}", down.body);
     assert_eq!(down.body["event"], "down", "{}", down.body);
@@ -165,7 +165,7 @@ async fn an_outage_is_pushed_once_to_every_kind_and_its_recovery_closes_each() {
 
     status.store(200, Ordering::SeqCst);
     smtp.wait_for(2, PUSH);
-    hook.wait_for_requests(2, PUSH).await;
+    hook.wait_for_answers(2, PUSH).await;
     poll(PUSH, "the recovery on every channel", async || {
         let incident = pagerduty.incidents();
         let resolved = incident
@@ -242,7 +242,7 @@ async fn a_failing_endpoint_is_retried_never_before_retry_after_and_delivered_on
     );
     // 503, 503, 503, then accepted: 5 s, 10 s, 20 s of backoff at most,
     // jittered.
-    hook.wait_for_requests(4, Duration::from_secs(60)).await;
+    hook.wait_for_answers(4, Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(hook.deliveries().len(), 1, "{:?}", events(&hook));
     assert_eq!(ntfy.notifications(TOPIC).len(), 1);
@@ -334,7 +334,7 @@ async fn a_push_pending_at_kill_9_is_delivered_once_after_the_restart() {
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(START).await;
     // The second 503 after the restart, then accepted.
-    hook.wait_for_requests(3, Duration::from_secs(60)).await;
+    hook.wait_for_answers(3, Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let seen = events(&hook);
     assert_eq!(seen.len(), 1, "exactly one DOWN delivered: {seen:?}");
@@ -366,23 +366,23 @@ async fn a_slow_endpoint_delays_neither_the_mail_nor_the_other_channels() {
     slow.wait_for_requests(1, PUSH).await;
     smtp.wait_for_down("site", PUSH);
     ntfy.wait_for_requests(1, PUSH).await;
-    // Both arrived while the slow endpoint still holds its request.
-    let (_, metrics) = daemon.get("/metrics").await.unwrap();
-    assert_eq!(
-        metric(
-            &metrics,
-            "vigie_notify_sent_total{channel=\"slow\",kind=\"webhook\"}"
-        ),
-        Some(0.0),
-        "{metrics}"
-    );
-    assert_eq!(
-        metric(
-            &metrics,
-            "vigie_notify_sent_total{channel=\"phone\",kind=\"ntfy\"}"
-        ),
-        Some(1.0),
-        "{metrics}"
+    // Both went out while the slow endpoint still holds its request (its
+    // answer comes 30 s after it arrived).
+    poll(PUSH, "the ntfy push counted as sent", async || {
+        let (_, metrics) = daemon.get("/metrics").await?;
+        let sent = |channel: &str, kind: &str| {
+            let name = format!("vigie_notify_sent_total{{channel=\"{channel}\",kind=\"{kind}\"}}");
+            metric(&metrics, &name)
+        };
+        match (sent("phone", "ntfy"), sent("slow", "webhook")) {
+            (Some(1.0), Some(0.0)) => Ok(()),
+            other => Err(format!("phone, slow: {other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        slow.received()[0].at.elapsed() < Duration::from_secs(30),
+        "the slow endpoint had not answered yet"
     );
     daemon.stop(STOP).await;
 }

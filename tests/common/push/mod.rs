@@ -227,6 +227,9 @@ struct Shared<P> {
     received: Mutex<Vec<Received>>,
     /// How many requests were received, for waiters.
     count: watch::Sender<usize>,
+    /// Requests answered, the protocol's state updated (a delivery
+    /// recorded, an incident opened) before the count moves.
+    answered: watch::Sender<usize>,
 }
 
 impl<P: Protocol> PushPeer<P> {
@@ -240,6 +243,7 @@ impl<P: Protocol> PushPeer<P> {
             plans: Mutex::new(VecDeque::new()),
             received: Mutex::new(Vec::new()),
             count: watch::channel(0).0,
+            answered: watch::channel(0).0,
         });
         let serving = shared.clone();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -304,6 +308,25 @@ impl<P: Protocol> PushPeer<P> {
         self.received()
     }
 
+    /// Waits until at least `n` requests were answered, so that what they
+    /// did (a delivery, a notification, an incident) shows in the peer's
+    /// accessors; fails past `within` saying how many were.
+    pub async fn wait_for_answers(&self, n: usize, within: Duration) {
+        let mut answered = self.shared.answered.subscribe();
+        let reached = tokio::time::timeout(within, answered.wait_for(|a| *a >= n))
+            .await
+            .is_ok();
+        if !reached {
+            panic!(
+                "{} at {}: {} of {n} requests answered within {within:?} ({} received)",
+                P::NAME,
+                self.addr,
+                *self.shared.answered.borrow(),
+                self.received().len()
+            );
+        }
+    }
+
     /// The protocol's state, for the peer's own accessors.
     fn protocol(&self) -> &P {
         &self.shared.protocol
@@ -364,7 +387,9 @@ async fn respond<P: Protocol>(
     }
     let plan = plan.unwrap_or_default();
     tokio::time::sleep(plan.delay).await;
-    plan.answer(&shared.protocol, &received).into_response()
+    let answer = plan.answer(&shared.protocol, &received);
+    shared.answered.send_modify(|n| *n += 1);
+    answer.into_response()
 }
 
 /// `len` random letters and digits (message ids, tokens).
