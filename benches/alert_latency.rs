@@ -74,32 +74,12 @@ async fn bench(incidents: usize) {
          threshold {THRESHOLD}, group_window {}s, checks every 1 s",
         GROUP_WINDOW.as_secs()
     );
-    let mut down = Vec::new();
-    let mut resolved = Vec::new();
-    for i in 0..incidents {
-        for (code, want_down, sink) in [(503, true, &mut down), (200, false, &mut resolved)] {
-            status.store(code, Ordering::SeqCst);
-            let n = 2 * i + usize::from(!want_down) + 1;
-            let mails = smtp.wait_for(n, Duration::from_secs(60));
-            let accepted = acceptance(&smtp, mails[n - 1].seq);
-            let history = daemon.history("site").await.expect("history");
-            let crossing = crossing::crossing_probe(&history, want_down, THRESHOLD);
-            let latency = (accepted - crossing).as_seconds_f64();
-            let kind = if want_down { "DOWN" } else { "RESOLVED" };
-            println!("  incident {}: {kind:<8} {latency:.3} s", i + 1);
-            sink.push(latency);
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
-    }
-    for (kind, values) in [("DOWN", &mut down), ("RESOLVED", &mut resolved)] {
-        values.sort_by(f64::total_cmp);
-        println!(
-            "{kind:<8} median {:.3} s, max {:.3} s (target < {:.1} s)",
-            values[values.len() / 2],
-            values[values.len() - 1],
-            1.0 + GROUP_WINDOW.as_secs_f64()
-        );
-    }
+    let (down, resolved) = crossing::measure(incidents, &status, &daemon, THRESHOLD, async |n| {
+        let mails = smtp.wait_for(n, Duration::from_secs(60));
+        acceptance(&smtp, mails[n - 1].seq)
+    })
+    .await;
+    crossing::report(down, resolved, GROUP_WINDOW);
     daemon.stop(Duration::from_secs(30)).await;
 }
 

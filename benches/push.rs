@@ -124,44 +124,20 @@ async fn latency(incidents: usize) {
          threshold {THRESHOLD}, group_window {}s, checks every 1 s",
         GROUP_WINDOW.as_secs()
     );
-    let mut down = Vec::new();
-    let mut resolved = Vec::new();
-    for i in 0..incidents {
-        for (code, want_down, sink) in [(503, true, &mut down), (200, false, &mut resolved)] {
-            status.store(code, Ordering::SeqCst);
-            let n = 2 * i + usize::from(!want_down) + 1;
-            hook.wait_for_answers(n, Duration::from_secs(60)).await;
-            let delivered = hook.deliveries();
-            let Some(delivery) = delivered.get(n - 1) else {
-                panic!(
-                    "{} deliveries, refused: {:?}, received: {:?}",
-                    delivered.len(),
-                    hook.refused(),
-                    hook.received()
-                        .iter()
-                        .map(|r| (r.method.clone(), r.uri.clone(), r.text()))
-                        .collect::<Vec<_>>()
-                );
-            };
-            let accepted = clocks.wall(delivery.request.at);
-            let history = daemon.history("site").await.expect("history");
-            let crossing = crossing::crossing_probe(&history, want_down, THRESHOLD);
-            let latency = (accepted - crossing).as_seconds_f64();
-            let kind = if want_down { "DOWN" } else { "RESOLVED" };
-            println!("  incident {}: {kind:<8} {latency:.3} s", i + 1);
-            sink.push(latency);
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
-    }
-    for (kind, values) in [("DOWN", &mut down), ("RESOLVED", &mut resolved)] {
-        values.sort_by(f64::total_cmp);
-        println!(
-            "{kind:<8} median {:.3} s, max {:.3} s (target < {:.1} s)",
-            values[values.len() / 2],
-            values[values.len() - 1],
-            1.0 + GROUP_WINDOW.as_secs_f64()
-        );
-    }
+    let (down, resolved) = crossing::measure(incidents, &status, &daemon, THRESHOLD, async |n| {
+        hook.wait_for_answers(n, Duration::from_secs(60)).await;
+        let delivered = hook.deliveries();
+        let delivery = delivered.get(n - 1).unwrap_or_else(|| {
+            panic!(
+                "{} deliveries, refused: {:?}",
+                delivered.len(),
+                hook.refused()
+            )
+        });
+        clocks.wall(delivery.request.at)
+    })
+    .await;
+    crossing::report(down, resolved, GROUP_WINDOW);
     let notifications = ntfy.notifications("vigie").len();
     println!("ntfy: {notifications} notifications for {incidents} incidents (one each, updated in place)");
     daemon.stop(Duration::from_secs(30)).await;
