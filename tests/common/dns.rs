@@ -30,10 +30,7 @@ impl DnsServer {
     /// The zones (see [`zones`]) on a fresh port, served by a thread with a
     /// runtime of its own, so that any test (async or not) can query it.
     pub fn start() -> DnsServer {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
-        let addr = udp.local_addr().expect("udp addr");
-        // Same port over TCP, for truncated answers.
-        let tcp = std::net::TcpListener::bind(addr).expect("bind tcp");
+        let (udp, tcp, addr) = udp_and_tcp_on_one_port();
         udp.set_nonblocking(true).expect("nonblocking udp");
         tcp.set_nonblocking(true).expect("nonblocking tcp");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -57,6 +54,23 @@ impl DnsServer {
     }
 }
 
+/// A UDP socket and a TCP listener on the same loopback port (TCP for
+/// truncated answers). The port is free for UDP when the kernel hands it
+/// out, not necessarily for TCP: another test may hold it, so a taken one
+/// is given back and another tried.
+fn udp_and_tcp_on_one_port() -> (std::net::UdpSocket, std::net::TcpListener, SocketAddr) {
+    let mut last = None;
+    for _ in 0..50 {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+        let addr = udp.local_addr().expect("udp addr");
+        match std::net::TcpListener::bind(addr) {
+            Ok(tcp) => return (udp, tcp, addr),
+            Err(err) => last = Some(err),
+        }
+    }
+    panic!("no loopback port free for both UDP and TCP in 50 tries: {last:?}");
+}
+
 /// A UDP socket (and TCP listener) that read nothing and answer nothing:
 /// a resolver that is down.
 pub struct SilentResolver {
@@ -67,9 +81,7 @@ pub struct SilentResolver {
 
 impl SilentResolver {
     pub fn start() -> SilentResolver {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
-        let addr = udp.local_addr().expect("addr");
-        let tcp = std::net::TcpListener::bind(addr).expect("bind tcp");
+        let (udp, tcp, addr) = udp_and_tcp_on_one_port();
         SilentResolver {
             addr,
             _udp: udp,
