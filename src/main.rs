@@ -572,16 +572,34 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
+    if json {
+        let written = cli::check::json(
+            &runtime,
+            &prober,
+            clock.as_ref(),
+            &selected,
+            config.concurrency,
+        );
+        return match written {
+            Ok(written) => {
+                if let Some(err) = written.error {
+                    stdout_failed(err);
+                }
+                ExitCode::from(written.worst.exit_code() as u8)
+            }
+            Err(err) => {
+                eprintln!("vigie: cannot start the probes: {err}");
+                ExitCode::from(EXIT_UNKNOWN)
+            }
+        };
+    }
     let outcomes = runtime.block_on(runner::check_now(
         &prober,
         clock.as_ref(),
         &selected,
         config.concurrency,
     ));
-    match json {
-        true => out(&format!("{}\n", render::json(&outcomes))),
-        false => out(&render::table(&outcomes)),
-    }
+    out(&render::table(&outcomes));
     let worst = outcomes
         .iter()
         .map(|o| o.status)
@@ -603,9 +621,15 @@ fn out(text: &str) {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush());
     if let Err(err) = written {
-        if err.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("vigie: cannot write to stdout: {err}");
-        }
+        stdout_failed(err);
+    }
+}
+
+/// Says why stdout stopped taking the output, unless its reader simply
+/// went away.
+fn stdout_failed(err: std::io::Error) {
+    if err.kind() != std::io::ErrorKind::BrokenPipe {
+        eprintln!("vigie: cannot write to stdout: {err}");
     }
 }
 
