@@ -256,20 +256,29 @@ fn private_files() {
 /// instead of returned. Fixed thresholds and two arenas cut the daemon's
 /// RSS at 10,000 checks from 126 to 112 MiB (`benches/daemon.rs`), at no
 /// measurable CPU cost.
+const DAEMON_ARENAS: libc::c_int = 2;
+
+/// `vigie check` parses its config on the main thread, then probes from
+/// others for a second or so: with a single arena the probes reuse the
+/// memory the parse freed instead of each thread growing an arena of its
+/// own (peak RSS at 1,000 checks 23.2 -> 20.5 MiB, `benches/compare.sh`),
+/// and a few threads for one second hardly contend for its lock.
+const CHECK_ARENAS: libc::c_int = 1;
+
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn tune_allocator() {
+fn tune_allocator(arenas: libc::c_int) {
     const THRESHOLD: libc::c_int = 128 * 1024;
     // SAFETY: mallopt only sets malloc's parameters; it runs before the
     // runtime starts any other thread.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_ARENA_MAX, arenas);
         libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD);
         libc::mallopt(libc::M_TRIM_THRESHOLD, THRESHOLD);
     }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn tune_allocator() {}
+fn tune_allocator(_arenas: libc::c_int) {}
 
 /// Threads for blocking work (store reads and writes, name lookups):
 /// tokio allows 512 by default, twice the unit's `TasksMax=256`, so a burst
@@ -294,7 +303,7 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 }
 
 fn run(path: &std::path::Path) -> ExitCode {
-    tune_allocator();
+    tune_allocator(DAEMON_ARENAS);
     let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
@@ -551,6 +560,7 @@ fn validate(path: &std::path::Path) -> ExitCode {
 }
 
 fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
+    tune_allocator(CHECK_ARENAS);
     let Some(config) = load_or_report(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };

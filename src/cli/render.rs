@@ -72,19 +72,20 @@ impl<W: io::Write> JsonWriter<W> {
         };
         self.written += 1;
         self.write(separator);
-        self.write(ITEM_INDENT);
+        // Most outcomes are printable ASCII, which has nothing to escape.
+        let plain = self
+            .buffer
+            .iter()
+            .all(|&b| (b' '..=b'~').contains(&b) || b == b'\n');
+        if plain {
+            let json = std::mem::take(&mut self.buffer);
+            self.write_indented(&json);
+            self.buffer = json;
+            return;
+        }
         // serde_json writes valid UTF-8.
-        let text = String::from_utf8_lossy(&self.buffer);
-        let text = sanitize::terminal_json(&text);
-        let mut lines = text.split('\n');
-        if let Some(first) = lines.next() {
-            self.write(first.as_bytes());
-        }
-        for line in lines {
-            self.write(b"\n");
-            self.write(ITEM_INDENT);
-            self.write(line.as_bytes());
-        }
+        let text = sanitize::terminal_json(&String::from_utf8_lossy(&self.buffer));
+        self.write_indented(text.as_bytes());
     }
 
     /// Closes the document and flushes it; the writer back, or the first
@@ -102,6 +103,17 @@ impl<W: io::Write> JsonWriter<W> {
         match self.error {
             Some(err) => Err(err),
             None => Ok(self.out),
+        }
+    }
+
+    /// `json`, every line indented to its place in the array.
+    fn write_indented(&mut self, json: &[u8]) {
+        for (i, line) in json.split(|&b| b == b'\n').enumerate() {
+            if i > 0 {
+                self.write(b"\n");
+            }
+            self.write(ITEM_INDENT);
+            self.write(line);
         }
     }
 
