@@ -262,20 +262,29 @@ fn private_files() {
 /// instead of returned. Fixed thresholds and two arenas cut the daemon's
 /// RSS at 10,000 checks from 126 to 112 MiB (`benches/daemon.rs`), at no
 /// measurable CPU cost.
+const DAEMON_ARENAS: libc::c_int = 2;
+
+/// `vigie check` parses its config on the main thread, then probes from
+/// others for a second or so: with a single arena the probes reuse the
+/// memory the parse freed instead of each thread growing an arena of its
+/// own (peak RSS at 1,000 checks 23.2 -> 20.5 MiB, `benches/compare.sh`),
+/// and a few threads for one second hardly contend for its lock.
+const CHECK_ARENAS: libc::c_int = 1;
+
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn tune_allocator() {
+fn tune_allocator(arenas: libc::c_int) {
     const THRESHOLD: libc::c_int = 128 * 1024;
     // SAFETY: mallopt only sets malloc's parameters; it runs before the
     // runtime starts any other thread.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_ARENA_MAX, arenas);
         libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD);
         libc::mallopt(libc::M_TRIM_THRESHOLD, THRESHOLD);
     }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn tune_allocator() {}
+fn tune_allocator(_arenas: libc::c_int) {}
 
 /// Threads for blocking work (store reads and writes, name lookups):
 /// tokio allows 512 by default, twice the unit's `TasksMax=256`, so a burst
@@ -300,7 +309,7 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 }
 
 fn run(path: &std::path::Path) -> ExitCode {
-    tune_allocator();
+    tune_allocator(DAEMON_ARENAS);
     let Some((config, runtime)) = setup(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
@@ -584,6 +593,7 @@ fn validate(path: &std::path::Path) -> ExitCode {
 }
 
 fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
+    tune_allocator(CHECK_ARENAS);
     let Some(config) = load_or_report(path) else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
@@ -605,16 +615,34 @@ fn check(path: &std::path::Path, names: &[String], json: bool) -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::from(EXIT_UNKNOWN);
     };
+    if json {
+        let written = cli::check::json(
+            &runtime,
+            &prober,
+            clock.as_ref(),
+            &selected,
+            config.concurrency,
+        );
+        return match written {
+            Ok(written) => {
+                if let Some(err) = written.error {
+                    stdout_failed(err);
+                }
+                ExitCode::from(written.worst.exit_code() as u8)
+            }
+            Err(err) => {
+                eprintln!("vigie: cannot start the probes: {err}");
+                ExitCode::from(EXIT_UNKNOWN)
+            }
+        };
+    }
     let outcomes = runtime.block_on(runner::check_now(
         &prober,
         clock.as_ref(),
         &selected,
         config.concurrency,
     ));
-    match json {
-        true => out(&format!("{}\n", render::json(&outcomes))),
-        false => out(&render::table(&outcomes)),
-    }
+    out(&render::table(&outcomes));
     let worst = outcomes
         .iter()
         .map(|o| o.status)
@@ -636,9 +664,15 @@ fn out(text: &str) {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush());
     if let Err(err) = written {
-        if err.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("vigie: cannot write to stdout: {err}");
-        }
+        stdout_failed(err);
+    }
+}
+
+/// Says why stdout stopped taking the output, unless its reader simply
+/// went away.
+fn stdout_failed(err: std::io::Error) {
+    if err.kind() != std::io::ErrorKind::BrokenPipe {
+        eprintln!("vigie: cannot write to stdout: {err}");
     }
 }
 

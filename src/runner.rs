@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::{self, Stream, StreamExt};
 
 use crate::check::Check;
 use crate::clock::Clock;
@@ -36,9 +36,19 @@ pub async fn check_now(
     checks: &[&Check],
     concurrency: usize,
 ) -> Vec<Outcome> {
+    outcomes(prober, clock, checks, concurrency).collect().await
+}
+
+/// [`check_now`] one outcome at a time: each comes as soon as it and every
+/// check before it are done, so a caller that writes them out (`vigie
+/// check --json`) holds only the probes in flight, not every outcome.
+pub fn outcomes<'a>(
+    prober: &'a Prober,
+    clock: &'a dyn Clock,
+    checks: &'a [&'a Check],
+    concurrency: usize,
+) -> impl Stream<Item = Outcome> + 'a {
     stream::iter(checks)
-        .map(|check| run_check(prober, clock, check))
+        .map(move |check| run_check(prober, clock, check))
         .buffered(concurrency.max(1))
-        .collect()
-        .await
 }

@@ -1,13 +1,15 @@
 //! The client side of the commands that read or change what the daemon
 //! keeps (`history`, `report`, `silence`, `unsilence`, `restore`), a
 //! vantage's key (`vantage keygen`), and the
-//! terminal output of `vigie check` ([`render`]).
+//! terminal output of `vigie check` ([`render`], written as the probes
+//! finish by [`check`]).
 //!
 //! sled allows one process per database: while the daemon runs, these
 //! commands go through it ([`ask_daemon`]): its local socket first, which
 //! needs no token (`api/local.rs`), else its TCP API with the token; when
 //! no daemon answers, they open the store themselves.
 
+pub mod check;
 pub mod history;
 pub mod keygen;
 pub mod render;
