@@ -103,6 +103,7 @@
 //! above and is finished by the next open).
 
 pub(super) mod codec;
+pub(super) mod columns;
 pub(super) mod keys;
 pub(super) mod rollups;
 pub(super) mod schema;

@@ -58,7 +58,7 @@ use self::state::State;
 use crate::store::alerts::AlertStore;
 use crate::store::error::{rfc3339, StoreError};
 use crate::store::format::keys::{prefixed, time_of_millis, ID_PREFIX};
-use crate::store::format::schema::{SCHEMA_NEWEST, SCHEMA_VERSION};
+use crate::store::format::schema::{SCHEMA_NEWEST, SCHEMA_ROLLUPS, SCHEMA_VERSION};
 
 /// sled's page cache budget. sled counts pages at their size on disk and
 /// holds them in memory at several times that, so this is what the
@@ -210,8 +210,11 @@ impl SledStore {
         store.drop_packed_newest()?;
         let state = store.load_state()?;
         *store.lock() = state;
-        if found < SCHEMA_VERSION {
+        if found < SCHEMA_ROLLUPS {
             store.upgrade_from_2(&meta)?;
+        }
+        if found < SCHEMA_VERSION {
+            store.upgrade_from_3(&meta)?;
         }
         let repaired = store.repair_rollups()?;
         if repaired > 0 {
