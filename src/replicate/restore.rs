@@ -39,9 +39,6 @@ use crate::store::{RefusedSegment, Restored, SledStore, StoreError};
 /// read, at most three segment caps in memory.
 const DOWNLOADS_AHEAD: usize = 2;
 
-/// Results put into the store at a time.
-const RESTORE_BATCH: usize = 1000;
-
 /// What a restore found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RestoreReport {
@@ -348,34 +345,24 @@ async fn refuse(
     Ok(())
 }
 
-/// Reads a verified segment again and puts its results into `store`,
-/// [`RESTORE_BATCH`] at a time: how many, and what the store did.
+/// Reads a verified segment again and puts its results into `store`
+/// through one [`Restoring`](crate::store::Restoring), which gathers a
+/// check's new results into full blocks: how many, and what the store
+/// did.
 fn put_in(
     store: &SledStore,
     node: &str,
     name: &str,
     bytes: &Bytes,
 ) -> Result<Result<(u64, Restored), StoreError>, SegmentError> {
-    let mut total = Restored::default();
     let mut results = 0u64;
-    let mut batch = Vec::with_capacity(RESTORE_BATCH);
-    let mut flush = |batch: &mut Vec<_>| -> Result<(), StoreError> {
-        let restored = store.restore_results(std::mem::take(batch))?;
-        total.added += restored.added;
-        total.replaced += restored.replaced;
-        total.unchanged += restored.unchanged;
-        Ok(())
-    };
+    let mut restoring = store.restoring();
     let read = segment::read(node, name, bytes, |_, outcome| {
         results += 1;
-        batch.push(outcome);
-        if batch.len() == RESTORE_BATCH {
-            flush(&mut batch)?;
-        }
-        Ok(())
+        restoring.put(outcome)
     })?;
-    if let Err(err) = read.and_then(|_| flush(&mut batch)) {
+    if let Err(err) = read {
         return Ok(Err(err));
     }
-    Ok(Ok((results, total)))
+    Ok(restoring.finish().map(|restored| (results, restored)))
 }

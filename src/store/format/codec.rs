@@ -189,8 +189,8 @@ impl Full {
         (self, varying)
     }
 
-    /// Whether the shape has HTTP facts, and how many certificates: what
-    /// [`Full::join`] expects of a [`Varying`].
+    /// Whether the shape has HTTP facts, and how many certificates: which
+    /// columns hold a value for a result of this shape.
     pub(super) fn varying_slots(&self) -> (bool, usize) {
         (
             self.base.http.is_some(),
@@ -198,20 +198,17 @@ impl Full {
         )
     }
 
-    /// A shape with its varying fields put back (the inverse of
-    /// [`Full::split`]; `varying` matches [`Full::varying_slots`]).
-    pub(super) fn join(mut self, varying: Varying) -> Full {
-        self.base.duration_ms = varying.duration_ms;
-        if let (Some(http), Some((response_ms, body_bytes))) =
-            (self.base.http.as_mut(), varying.http)
-        {
-            http.response_ms = response_ms;
-            http.body_bytes = body_bytes;
+    /// A shape with its varying fields put back, in place (the inverse of
+    /// [`Full::split`]; `days_left` is as long as the shape's).
+    pub(super) fn join(&mut self, duration_ms: f64, http: Option<(f64, u64)>, days_left: &[i64]) {
+        self.base.duration_ms = duration_ms;
+        if let (Some(stored), Some((response_ms, body_bytes))) = (self.base.http.as_mut(), http) {
+            stored.response_ms = response_ms;
+            stored.body_bytes = body_bytes;
         }
         if let Some(tls) = self.base.tls.as_mut() {
-            tls.days_left = varying.days_left;
+            tls.days_left.copy_from_slice(days_left);
         }
-        self
     }
 }
 
@@ -635,6 +632,9 @@ pub(in crate::store) fn parse_entry(
 pub(in crate::store) struct Reader {
     raw: Vec<u8>,
     results: Vec<(u64, Decoded)>,
+    /// zstd's context for column-wise blocks, made at the first one:
+    /// making one per block cost more than decompressing it.
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
 }
 
 impl Reader {
@@ -651,7 +651,13 @@ impl Reader {
             }
             Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT) => self.read_block(key_millis, value)?,
             Some(&BLOCK_FORMAT_COLUMNS) => {
-                columns::read(key_millis, value, &mut self.raw, &mut self.results)?
+                let zstd = match &mut self.zstd {
+                    Some(zstd) => zstd,
+                    slot => slot.insert(zstd::bulk::Decompressor::new().map_err(|err| {
+                        DecodeError(format!("block cannot be decompressed here: {err}"))
+                    })?),
+                };
+                columns::read(key_millis, value, zstd, &mut self.raw, &mut self.results)?
             }
             _ => return Err(entry_format_error(value)),
         }

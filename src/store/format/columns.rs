@@ -35,7 +35,7 @@
 //! Nothing is rounded: every field reads back as it was written, the
 //! floats to the bit.
 
-use super::codec::{block_header, write_header, DecodeError, Decoded, Full, Varying, BLOCK_HEADER};
+use super::codec::{block_header, write_header, DecodeError, Decoded, Full, BLOCK_HEADER};
 
 /// First byte of a column-wise block.
 pub(in crate::store) const BLOCK_FORMAT_COLUMNS: u8 = 5;
@@ -116,17 +116,20 @@ pub(in crate::store) fn encode(results: &[(u64, Decoded)]) -> Vec<u8> {
 }
 
 /// Appends the results of the block `value` (stored under `key_millis`)
-/// to `results`, decompressing into `raw` (a buffer reused across blocks).
+/// to `results`, decompressing with `zstd` into `raw` (both reused across
+/// blocks).
 pub(super) fn read(
     key_millis: u64,
     value: &[u8],
+    zstd: &mut zstd::bulk::Decompressor<'static>,
     raw: &mut Vec<u8>,
     results: &mut Vec<(u64, Decoded)>,
 ) -> Result<(), DecodeError> {
     let (count, last, raw_len) = block_header(value)?;
     raw.clear();
     raw.resize(raw_len, 0);
-    let written = zstd::bulk::decompress_to_buffer(&value[BLOCK_HEADER..], &mut raw[..])
+    let written = zstd
+        .decompress_to_buffer(&value[BLOCK_HEADER..], &mut raw[..])
         .map_err(|err| DecodeError(format!("block does not decompress: {err}")))?;
     if written != raw_len {
         return Err(disagree(count, last));
@@ -164,9 +167,8 @@ pub(super) fn read(
         certificates += certs;
         indexes.push(index as usize);
     }
-    let first = results.len();
-    let (mut millis, mut gap) = (key_millis, 0i64);
     let mut times = Vec::with_capacity(count);
+    let (mut millis, mut gap) = (key_millis, 0i64);
     for n in 0..count {
         gap = gap.wrapping_add(unzigzag(cursor.varint()?));
         millis = millis.wrapping_add(gap as u64);
@@ -180,17 +182,20 @@ pub(super) fn read(
     let durations = cursor.planes(count)?;
     let responses = cursor.planes(with_http)?;
     let bodies = cursor.deltas(with_http)?;
-    let mut days = Vec::with_capacity(certificates);
-    let mut before: Vec<i64> = Vec::new();
+    // Every result's days left, one after the other.
+    let mut days: Vec<i64> = Vec::with_capacity(certificates);
+    let mut before = 0..0;
     for &index in &indexes {
         let certs = shapes[index].1 .1;
-        let mut now = Vec::with_capacity(certs);
+        let start = days.len();
         for position in 0..certs {
-            let previous = before.get(position).copied().unwrap_or(0);
-            now.push(previous.wrapping_add(unzigzag(cursor.varint()?)));
+            let previous = match position < before.len() {
+                true => days[before.start + position],
+                false => 0,
+            };
+            days.push(previous.wrapping_add(unzigzag(cursor.varint()?)));
         }
-        days.push(now.clone());
-        before = now;
+        before = start..days.len();
     }
     if !cursor.0.is_empty() {
         return Err(DecodeError(format!(
@@ -198,24 +203,21 @@ pub(super) fn read(
             cursor.0.len()
         )));
     }
+    results.reserve(count);
     let mut http = responses.into_iter().zip(bodies);
-    for ((index, millis), (duration_ms, days_left)) in indexes
-        .into_iter()
-        .zip(times)
-        .zip(durations.into_iter().zip(days))
-    {
-        let (shape, (has_http, _)) = &shapes[index];
-        let fields = Varying {
-            duration_ms,
-            http: match has_http {
-                true => http.next().map(|(ms, bytes)| (ms, bytes as u64)),
-                false => None,
-            },
-            days_left,
+    let mut days_at = 0;
+    for ((index, millis), duration_ms) in indexes.into_iter().zip(times).zip(durations) {
+        let (shape, (has_http, certs)) = &shapes[index];
+        let http = match has_http {
+            true => http.next().map(|(ms, bytes)| (ms, bytes as u64)),
+            false => None,
         };
-        results.push((millis, Decoded(shape.clone().join(fields))));
+        let mut record = shape.clone();
+        record.join(duration_ms, http, &days[days_at..days_at + certs]);
+        days_at += certs;
+        results.push((millis, Decoded(record)));
     }
-    if results.last().map(|(millis, _)| *millis) != Some(last) || results.len() - first != count {
+    if results.last().map(|(millis, _)| *millis) != Some(last) {
         return Err(disagree(count as u64, last));
     }
     Ok(())

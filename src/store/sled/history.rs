@@ -115,7 +115,7 @@ impl SledStore {
 
     /// The id of `name`, allocating one (and writing both directions of the
     /// mapping, in one batch) the first time.
-    fn id_for(&self, state: &mut State, name: &str) -> Result<u32, StoreError> {
+    pub(super) fn id_for(&self, state: &mut State, name: &str) -> Result<u32, StoreError> {
         if let Some(&id) = state.ids.get(name) {
             return Ok(id);
         }
@@ -139,7 +139,7 @@ impl SledStore {
 
     /// Writes what a result refers to and is not on disk yet: new
     /// dictionary strings, the chain, a fresh chain use.
-    fn write_references(
+    pub(super) fn write_references(
         &self,
         state: &mut State,
         id: u32,
@@ -302,7 +302,7 @@ impl SledStore {
 
     /// What follows check `id`'s last `results` entry, read the first time
     /// it is needed.
-    fn tail(&self, state: &State, id: u32) -> Result<Tail, StoreError> {
+    pub(super) fn tail(&self, state: &State, id: u32) -> Result<Tail, StoreError> {
         if let Some(tail) = state.tails.get(&id) {
             return Ok(*tail);
         }
@@ -858,7 +858,7 @@ impl Store for SledStore {
 }
 
 /// The first millis after `until`, or 0 for nothing.
-fn after(until: Option<u64>) -> u64 {
+pub(super) fn after(until: Option<u64>) -> u64 {
     until.map_or(0, |until| until.saturating_add(1))
 }
 

@@ -41,6 +41,7 @@
 mod history;
 mod queue;
 pub(super) mod replication;
+mod restore;
 mod rollups;
 mod state;
 #[cfg(test)]
@@ -54,6 +55,7 @@ use std::time::Duration;
 use ::sled::{Db, Tree};
 
 use self::queue::Queue;
+pub use self::restore::Restoring;
 use self::state::State;
 use crate::store::alerts::AlertStore;
 use crate::store::error::{rfc3339, StoreError};

@@ -563,7 +563,7 @@ impl SledStore {
     }
 
     /// The key millis of check `id`'s first and last results.
-    fn result_bounds(&self, id: u32) -> Result<Option<(u64, u64)>, StoreError> {
+    pub(super) fn result_bounds(&self, id: u32) -> Result<Option<(u64, u64)>, StoreError> {
         let io = self.io("read a check's results");
         let first_of = |entry: Option<::sled::Result<(::sled::IVec, ::sled::IVec)>>| {
             entry
