@@ -5,8 +5,10 @@
 //! [`segment::MAX_SEGMENT_BYTES`], and counted as it arrives), verifies each
 //! (zstd checksum, the segment's own sha256, the header against the name)
 //! a line at a time, then reads it again to put its results into the store
-//! a batch at a time: memory holds a few compressed segments and one line,
-//! whatever a segment inflates to. A segment that fails verification or
+//! through a [`Restoring`](crate::store::Restoring), which writes a check's
+//! new results as full blocks (20,000 results gathered at most, encoded
+//! as the store keeps them): memory holds a few compressed segments, one
+//! line and that, whatever a segment inflates to. A segment that fails verification or
 //! download is reported by name and skipped; the rest is restored. The
 //! ETag of a segment refused is kept in the store, so a later restore
 //! does not download it again until it changes. Names that are not
@@ -272,7 +274,7 @@ pub async fn restore_telling(
                 continue;
             }
         };
-        // Second pass: into the store a batch at a time.
+        // Second pass: into the store, a check's new results as blocks.
         let (target, put_node, put_name) = (store.clone(), node.clone(), name.clone());
         let put = blocking(move || put_in(&target, &put_node, &put_name, &bytes)).await?;
         let (results, restored) = match put {

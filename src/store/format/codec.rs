@@ -9,14 +9,14 @@
 //! chain (`chains` tree) and the check's recurring strings (its dictionary).
 //!
 //! A `results` value is either one record (first byte [`RECORD_FORMAT`])
-//! or a block of consecutive records of one check (first byte
-//! [`BLOCK_FORMAT`]), keyed by its first result: a fixed header (count,
-//! last result's unix millis, uncompressed length) then LZ4 of the
-//! records, each as postcard (millis after the key, record), back to back. Results of one check resemble
-//! each other, so in a block of 20 a result costs about 26 bytes of key and
-//! value (`benches/store.rs`) against some 70 for a lone record, and sled
-//! (whose per-key overhead and log amplification dwarf a 70-byte record)
-//! handles one value instead of 20 keys.
+//! or a block of consecutive records of one check, keyed by its first
+//! result: a fixed header (count, last result's unix millis, uncompressed
+//! length) then the records compressed. Blocks are written column-wise
+//! (`columns.rs`, format byte 5); schema 3's blocks ([`BLOCK_FORMAT`],
+//! read here) were LZ4 of the records, each as postcard (millis after the
+//! key, record), back to back: about 25 bytes of key and value a result
+//! in blocks of 20 (`benches/store.rs`), against some 70 for a lone
+//! record and under 10 column-wise in blocks of 120.
 //!
 //! This file is the on-disk format. Field order, enum variant order and the
 //! codes in the `*_code` functions are part of it: add variants and fields

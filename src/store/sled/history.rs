@@ -9,14 +9,17 @@
 //! [`Packing::size`](super::Packing::size) of them and
 //! [`Packing::keep`](super::Packing::keep) more follow its last block, the
 //! append that makes them so packs the older ones into one block
-//! (`format/codec.rs`) in `results`, under the first one's key, then
+//! (`format/columns.rs`) in `results`, under the first one's key, then
 //! removes them from `newest` in one batch (two trees, so two writes: the
 //! block first, so that a stop in between leaves a copy, never a gap). The
-//! newest few stay single so that `latest` reads one record. Blocks are
-//! what keeps the disk and reads small: sled spends a log fragment, a slot in a small leaf and
-//! a share of page rewrites per key, several times the size of a 70-byte
-//! record, and a day of one check is 24 blocks to read instead of 2880
-//! keys. Entries of a check never overlap in time: a result that falls
+//! newest few stay single so that `latest` reads one record. Once the
+//! small blocks at the end of a check's `results` hold [`MERGED`] results
+//! (an hour of a 30 s check), the pack that gets there rewrites them as
+//! one full block in the batch that removes them. Blocks are what keeps
+//! the disk and reads small: sled spends a log fragment, a slot in a
+//! small leaf and a share of page rewrites per key, several times the
+//! size of a 70-byte record, and a day of one check is 24 blocks to read
+//! instead of 2880 keys. Entries of a check never overlap in time: a result that falls
 //! inside a block's span (the clock stepped back, a restore) is merged into
 //! that block, and a sweep rewrites the block its cutoff falls into.
 

@@ -76,7 +76,8 @@ pub const CACHE_BYTES: u64 = 4 * 1024 * 1024;
 /// How results are grouped into blocks.
 #[derive(Debug, Clone, Copy)]
 pub struct Packing {
-    /// Results per block.
+    /// Results per block packed from `newest` (these small blocks are
+    /// then merged into full ones of 120, `sled/history.rs`).
     pub size: usize,
     /// The newest results a check keeps as single keys.
     pub keep: usize,
