@@ -5,8 +5,10 @@
 //! [`segment::MAX_SEGMENT_BYTES`], and counted as it arrives), verifies each
 //! (zstd checksum, the segment's own sha256, the header against the name)
 //! a line at a time, then reads it again to put its results into the store
-//! a batch at a time: memory holds a few compressed segments and one line,
-//! whatever a segment inflates to. A segment that fails verification or
+//! through a [`Restoring`](crate::store::Restoring), which writes a check's
+//! new results as full blocks (20,000 results gathered at most, encoded
+//! as the store keeps them): memory holds a few compressed segments, one
+//! line and that, whatever a segment inflates to. A segment that fails verification or
 //! download is reported by name and skipped; the rest is restored. The
 //! ETag of a segment refused is kept in the store, so a later restore
 //! does not download it again until it changes. Names that are not
@@ -38,9 +40,6 @@ use crate::store::{RefusedSegment, Restored, SledStore, StoreError};
 /// Segments downloaded ahead of the one being restored: with the one being
 /// read, at most three segment caps in memory.
 const DOWNLOADS_AHEAD: usize = 2;
-
-/// Results put into the store at a time.
-const RESTORE_BATCH: usize = 1000;
 
 /// What a restore found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -275,7 +274,7 @@ pub async fn restore_telling(
                 continue;
             }
         };
-        // Second pass: into the store a batch at a time.
+        // Second pass: into the store, a check's new results as blocks.
         let (target, put_node, put_name) = (store.clone(), node.clone(), name.clone());
         let put = blocking(move || put_in(&target, &put_node, &put_name, &bytes)).await?;
         let (results, restored) = match put {
@@ -348,34 +347,24 @@ async fn refuse(
     Ok(())
 }
 
-/// Reads a verified segment again and puts its results into `store`,
-/// [`RESTORE_BATCH`] at a time: how many, and what the store did.
+/// Reads a verified segment again and puts its results into `store`
+/// through one [`Restoring`](crate::store::Restoring), which gathers a
+/// check's new results into full blocks: how many, and what the store
+/// did.
 fn put_in(
     store: &SledStore,
     node: &str,
     name: &str,
     bytes: &Bytes,
 ) -> Result<Result<(u64, Restored), StoreError>, SegmentError> {
-    let mut total = Restored::default();
     let mut results = 0u64;
-    let mut batch = Vec::with_capacity(RESTORE_BATCH);
-    let mut flush = |batch: &mut Vec<_>| -> Result<(), StoreError> {
-        let restored = store.restore_results(std::mem::take(batch))?;
-        total.added += restored.added;
-        total.replaced += restored.replaced;
-        total.unchanged += restored.unchanged;
-        Ok(())
-    };
+    let mut restoring = store.restoring();
     let read = segment::read(node, name, bytes, |_, outcome| {
         results += 1;
-        batch.push(outcome);
-        if batch.len() == RESTORE_BATCH {
-            flush(&mut batch)?;
-        }
-        Ok(())
+        restoring.put(outcome)
     })?;
-    if let Err(err) = read.and_then(|_| flush(&mut batch)) {
+    if let Err(err) = read {
         return Ok(Err(err));
     }
-    Ok(Ok((results, total)))
+    Ok(restoring.finish().map(|restored| (results, restored)))
 }

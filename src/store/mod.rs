@@ -104,7 +104,7 @@ pub use self::sled::replication::{
 };
 #[cfg(test)]
 pub(crate) use self::sled::tests::open as open_sled_when_unlocked;
-pub use self::sled::{Packing, SledStore};
+pub use self::sled::{Packing, Restoring, SledStore};
 
 /// sled flushes this often in the background: the most an unclean stop
 /// (kill -9, power loss) can lose.

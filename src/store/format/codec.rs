@@ -9,14 +9,14 @@
 //! chain (`chains` tree) and the check's recurring strings (its dictionary).
 //!
 //! A `results` value is either one record (first byte [`RECORD_FORMAT`])
-//! or a block of consecutive records of one check (first byte
-//! [`BLOCK_FORMAT`]), keyed by its first result: a fixed header (count,
-//! last result's unix millis, uncompressed length) then LZ4 of the
-//! records, each as postcard (millis after the key, record), back to back. Results of one check resemble
-//! each other, so in a block of 20 a result costs about 26 bytes of key and
-//! value (`benches/store.rs`) against some 70 for a lone record, and sled
-//! (whose per-key overhead and log amplification dwarf a 70-byte record)
-//! handles one value instead of 20 keys.
+//! or a block of consecutive records of one check, keyed by its first
+//! result: a fixed header (count, last result's unix millis, uncompressed
+//! length) then the records compressed. Blocks are written column-wise
+//! (`columns.rs`, format byte 5); schema 3's blocks ([`BLOCK_FORMAT`],
+//! read here) were LZ4 of the records, each as postcard (millis after the
+//! key, record), back to back: about 25 bytes of key and value a result
+//! in blocks of 20 (`benches/store.rs`), against some 70 for a lone
+//! record and under 10 column-wise in blocks of 120.
 //!
 //! This file is the on-disk format. Field order, enum variant order and the
 //! codes in the `*_code` functions are part of it: add variants and fields
@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
+use super::columns::{self, BLOCK_FORMAT_COLUMNS};
 use super::keys::ChainKey;
 use crate::cert::CertInfo;
 use crate::check::KindName;
@@ -60,7 +61,7 @@ pub(in crate::store) const BLOCK_FORMAT_EXT: u8 = 4;
 pub(in crate::store) const CHAIN_FORMAT: u8 = 1;
 
 /// Format byte, count (u32 BE), last millis (u64 BE), raw length (u32 BE).
-const BLOCK_HEADER: usize = 1 + 4 + 8 + 4;
+pub(super) const BLOCK_HEADER: usize = 1 + 4 + 8 + 4;
 /// No block is ever this large uncompressed: a damaged length is refused
 /// before it is allocated.
 const BLOCK_MAX_RAW: usize = 64 << 20;
@@ -96,16 +97,19 @@ pub(in crate::store) struct EncodedChain {
 }
 
 /// A record read back, waiting for its dictionary and chain.
-pub(in crate::store) struct Decoded(Full);
+pub(in crate::store) struct Decoded(pub(super) Full);
 
 /// Is this `results` value a lone record (of either format)?
 pub(in crate::store) fn is_single(value: &[u8]) -> bool {
     matches!(value.first(), Some(&RECORD_FORMAT | &RECORD_FORMAT_EXT))
 }
 
-/// Is this `results` value a block (of either format)?
+/// Is this `results` value a block (of any format)?
 pub(in crate::store) fn is_block(value: &[u8]) -> bool {
-    matches!(value.first(), Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT))
+    matches!(
+        value.first(),
+        Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT | &BLOCK_FORMAT_COLUMNS)
+    )
 }
 
 /// How many results a `results` value holds and when the last started.
@@ -131,7 +135,7 @@ pub(in crate::store) struct StoredCert {
 
 // ---- the format (version 1) ----
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
     kind: u8,
     target: Str,
@@ -145,20 +149,77 @@ struct Record {
 }
 
 /// A record and its extensions (formats 3 and 4; empty for 1 and 2).
-#[derive(Debug, Serialize, Deserialize)]
-struct Full {
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Full {
     base: Record,
     ext: Vec<Extension>,
 }
 
+/// The fields of a record that change from one result to the next, taken
+/// out of it so that a block stores the rest (its *shape*) once for every
+/// result that shares it (`format/columns.rs`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Varying {
+    pub duration_ms: f64,
+    /// With the HTTP facts: the response time and the body's size.
+    pub http: Option<(f64, u64)>,
+    /// One per certificate of the chain.
+    pub days_left: Vec<i64>,
+}
+
+impl Full {
+    /// This record with its varying fields zeroed (a certificate's
+    /// `days_left` kept as a 0, so that the shape still says how many),
+    /// and those fields.
+    pub(super) fn split(mut self) -> (Full, Varying) {
+        let mut varying = Varying {
+            duration_ms: std::mem::take(&mut self.base.duration_ms),
+            ..Varying::default()
+        };
+        if let Some(http) = self.base.http.as_mut() {
+            varying.http = Some((
+                std::mem::take(&mut http.response_ms),
+                std::mem::take(&mut http.body_bytes),
+            ));
+        }
+        if let Some(tls) = self.base.tls.as_mut() {
+            varying.days_left = tls.days_left.clone();
+            tls.days_left.iter_mut().for_each(|days| *days = 0);
+        }
+        (self, varying)
+    }
+
+    /// Whether the shape has HTTP facts, and how many certificates: which
+    /// columns hold a value for a result of this shape.
+    pub(super) fn varying_slots(&self) -> (bool, usize) {
+        (
+            self.base.http.is_some(),
+            self.base.tls.as_ref().map_or(0, |tls| tls.days_left.len()),
+        )
+    }
+
+    /// A shape with its varying fields put back, in place (the inverse of
+    /// [`Full::split`]; `days_left` is as long as the shape's).
+    pub(super) fn join(&mut self, duration_ms: f64, http: Option<(f64, u64)>, days_left: &[i64]) {
+        self.base.duration_ms = duration_ms;
+        if let (Some(stored), Some((response_ms, body_bytes))) = (self.base.http.as_mut(), http) {
+            stored.response_ms = response_ms;
+            stored.body_bytes = body_bytes;
+        }
+        if let Some(tls) = self.base.tls.as_mut() {
+            tls.days_left.copy_from_slice(days_left);
+        }
+    }
+}
+
 /// Facts added after version 1. Variant order is format: append only.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 enum Extension {
     Dns(StoredDns),
     Upload(StoredUpload),
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredUpload {
     key: String,
     /// [`step_code`].
@@ -174,7 +235,7 @@ struct StoredUpload {
     reason: Option<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredDns {
     query: Str,
     resolvers: Vec<Str>,
@@ -186,7 +247,7 @@ struct StoredDns {
     caa: Option<StoredCaa>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredCaa {
     domain: Option<Str>,
     /// flags, tag, value.
@@ -194,7 +255,7 @@ struct StoredCaa {
 }
 
 /// Failures change with what was observed: stored inline.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredFailure {
     assertion: u8,
     expected: String,
@@ -202,13 +263,13 @@ struct StoredFailure {
     message: String,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredProbeError {
     kind: u8,
     message: String,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredHttp {
     status: u16,
     version: Str,
@@ -219,7 +280,7 @@ struct StoredHttp {
     body_truncated: bool,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredTls {
     server_name: Str,
     version: Option<Str>,
@@ -236,7 +297,7 @@ struct StoredTls {
 }
 
 /// Variant order is format: append only.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 enum StoredVerifyError {
     Expired(Time),
     NotYetValid(Time),
@@ -248,7 +309,7 @@ enum StoredVerifyError {
     Other(String),
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredCors {
     preflight_status: u16,
     allow_origin: Option<Str>,
@@ -263,7 +324,7 @@ struct StoredCors {
     denied: Vec<StoredDenied>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredDenied {
     origin: Str,
     admitted: bool,
@@ -488,8 +549,16 @@ fn stored_cors(cors: &CorsReport, intern: &mut dyn FnMut(&str) -> Str) -> Stored
 }
 
 /// A block of `results` (sorted by millis, at least one): the value to store
-/// under the first one's key.
+/// under the first one's key. Every block is written column-wise
+/// (`format/columns.rs`); [`encode_row_block`] is the layout before it.
 pub(in crate::store) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
+    columns::encode(results)
+}
+
+/// A block as schema 3 wrote it (formats 2 and 4: the records one after
+/// the other, LZ4): kept for the tests that build an older store.
+#[cfg(test)]
+pub(in crate::store) fn encode_row_block(results: &[(u64, Decoded)]) -> Vec<u8> {
     let base = results.first().map_or(0, |(millis, _)| *millis);
     let last = results.last().map_or(0, |(millis, _)| *millis);
     let extended = results.iter().any(|(_, d)| !d.0.ext.is_empty());
@@ -503,15 +572,29 @@ pub(in crate::store) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
         .expect("postcard into a Vec cannot fail");
     }
     let packed = lz4_flex::block::compress(&raw);
-    let mut value = Vec::with_capacity(BLOCK_HEADER + packed.len());
-    value.push(match extended {
+    let format = match extended {
         true => BLOCK_FORMAT_EXT,
         false => BLOCK_FORMAT,
-    });
-    value.extend_from_slice(&(results.len() as u32).to_be_bytes());
-    value.extend_from_slice(&last.to_be_bytes());
-    value.extend_from_slice(&(raw.len() as u32).to_be_bytes());
+    };
+    let mut value = write_header(format, results.len(), last, raw.len(), packed.len());
     value.extend_from_slice(&packed);
+    value
+}
+
+/// A block's header, in a buffer with room for the `packed` bytes that
+/// follow it.
+pub(super) fn write_header(
+    format: u8,
+    count: usize,
+    last: u64,
+    raw: usize,
+    packed: usize,
+) -> Vec<u8> {
+    let mut value = Vec::with_capacity(BLOCK_HEADER + packed);
+    value.push(format);
+    value.extend_from_slice(&(count as u32).to_be_bytes());
+    value.extend_from_slice(&last.to_be_bytes());
+    value.extend_from_slice(&(raw as u32).to_be_bytes());
     value
 }
 
@@ -525,7 +608,7 @@ pub(in crate::store) fn span(key_millis: u64, value: &[u8]) -> Result<Span, Deco
             count: 1,
             last: key_millis,
         }),
-        Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT) => {
+        Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT | &BLOCK_FORMAT_COLUMNS) => {
             block_header(value).map(|(count, last, _)| Span { count, last })
         }
         _ => Err(entry_format_error(value)),
@@ -549,6 +632,9 @@ pub(in crate::store) fn parse_entry(
 pub(in crate::store) struct Reader {
     raw: Vec<u8>,
     results: Vec<(u64, Decoded)>,
+    /// zstd's context for column-wise blocks, made at the first one:
+    /// making one per block cost more than decompressing it.
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
 }
 
 impl Reader {
@@ -564,6 +650,15 @@ impl Reader {
                 self.results.push((key_millis, Decoded::parse(value)?))
             }
             Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT) => self.read_block(key_millis, value)?,
+            Some(&BLOCK_FORMAT_COLUMNS) => {
+                let zstd = match &mut self.zstd {
+                    Some(zstd) => zstd,
+                    slot => slot.insert(zstd::bulk::Decompressor::new().map_err(|err| {
+                        DecodeError(format!("block cannot be decompressed here: {err}"))
+                    })?),
+                };
+                columns::read(key_millis, value, zstd, &mut self.raw, &mut self.results)?
+            }
             _ => return Err(entry_format_error(value)),
         }
         Ok(&mut self.results)
@@ -622,7 +717,7 @@ impl Reader {
 }
 
 /// (count, last millis, raw length) of a block value.
-fn block_header(value: &[u8]) -> Result<(u64, u64, usize), DecodeError> {
+pub(super) fn block_header(value: &[u8]) -> Result<(u64, u64, usize), DecodeError> {
     let header = value
         .get(1..BLOCK_HEADER)
         .ok_or_else(|| DecodeError(format!("block of {} bytes has no header", value.len())))?;
@@ -641,8 +736,8 @@ fn block_header(value: &[u8]) -> Result<(u64, u64, usize), DecodeError> {
 fn entry_format_error(value: &[u8]) -> DecodeError {
     match value.first() {
         None => DecodeError("empty result value".into()),
-        Some(&found) if found > BLOCK_FORMAT_EXT => DecodeError(format!(
-            "result value format {found} is newer than this vigie reads ({BLOCK_FORMAT_EXT})"
+        Some(&found) if found > BLOCK_FORMAT_COLUMNS => DecodeError(format!(
+            "result value format {found} is newer than this vigie reads ({BLOCK_FORMAT_COLUMNS})"
         )),
         Some(&found) => DecodeError(format!("result value format {found} is unknown")),
     }
@@ -1338,23 +1433,37 @@ mod tests {
         let extended = encode(&rich, inline);
         assert_eq!(extended.value[0], RECORD_FORMAT_EXT);
         assert!(is_single(&plain.value) && is_single(&extended.value));
-        let plain_block = encode_block(&[(1, Decoded::parse(&plain.value).unwrap())]);
+        // The row blocks of schema 3 (still read), then the column-wise
+        // block every block is written as now, which keeps extensions in
+        // its shapes whatever the format byte.
+        let plain_block = encode_row_block(&[(1, Decoded::parse(&plain.value).unwrap())]);
         assert_eq!(plain_block[0], BLOCK_FORMAT);
-        let mixed = encode_block(&[
-            (1, Decoded::parse(&plain.value).unwrap()),
-            (2, Decoded::parse(&extended.value).unwrap()),
-        ]);
+        let pair = || {
+            [
+                (1, Decoded::parse(&plain.value).unwrap()),
+                (2, Decoded::parse(&extended.value).unwrap()),
+            ]
+        };
+        let mixed = encode_row_block(&pair());
         assert_eq!(mixed[0], BLOCK_FORMAT_EXT);
-        assert!(is_block(&mixed) && is_block(&plain_block));
-        let mut results = parse_entry(1, &mixed).unwrap();
+        let columns = encode_block(&pair());
+        assert_eq!(columns[0], BLOCK_FORMAT_COLUMNS);
+        assert!(is_block(&mixed) && is_block(&plain_block) && is_block(&columns));
+        for block in [mixed, columns] {
+            check_plain_then_rich(&block, &plain, &extended, &rich);
+        }
+    }
+
+    fn check_plain_then_rich(block: &[u8], plain: &Encoded, extended: &Encoded, rich: &Outcome) {
+        let mut results = parse_entry(1, block).unwrap();
         let (_, back) = results.pop().unwrap();
-        let mut chain = chain_infos(&extended.chain.unwrap().bytes).unwrap();
+        let mut chain = chain_infos(&extended.chain.as_ref().unwrap().bytes).unwrap();
         let back = back
-            .into_outcome("rich", as_stored(&rich).started_at, &[], Some(&mut chain))
+            .into_outcome("rich", as_stored(rich).started_at, &[], Some(&mut chain))
             .unwrap();
-        assert_eq!(back, as_stored(&rich));
+        assert_eq!(back, as_stored(rich));
         let (_, first) = results.pop().unwrap();
-        let mut chain = chain_infos(&plain.chain.unwrap().bytes).unwrap();
+        let mut chain = chain_infos(&plain.chain.as_ref().unwrap().bytes).unwrap();
         let first = first
             .into_outcome(
                 "site",
@@ -1454,7 +1563,7 @@ mod tests {
         let err = parse_entry(5, &[7, 0]).err().unwrap();
         assert_eq!(
             err.0,
-            "result value format 7 is newer than this vigie reads (4)"
+            "result value format 7 is newer than this vigie reads (5)"
         );
     }
 

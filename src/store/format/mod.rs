@@ -1,6 +1,7 @@
 //! The history's on-disk contract: what a key looks like (`keys.rs`),
-//! what a value holds (`codec.rs` for results and chains, `rollups.rs` for
-//! rollups and the certificate timeline) and how versions are read
+//! what a value holds (`codec.rs` for results and chains, `columns.rs` for
+//! the column-wise blocks, `rollups.rs` for rollups and the certificate
+//! timeline) and how versions are read
 //! (`schema.rs`). A store written by one vigie is read by the next, so
 //! everything below is format: a key's bytes, a value's format byte, field
 //! and variant order, the codes of the `*_code` functions. Changing any of
@@ -10,11 +11,11 @@
 //! None of it knows sled: keys and values are bytes here, the trees they
 //! go in are opened by `sled/mod.rs` and written by the files beside it.
 //!
-//! # Key layout (sled, schema version 3)
+//! # Key layout (sled, schema version 4)
 //!
 //! | tree         | key                                   | value |
 //! |--------------|---------------------------------------|-------|
-//! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | a block of the check's consecutive records from this time on (format byte `2`, header, LZ4), or one record (format byte `1` ++ postcard) that arrived late, between blocks; see `codec.rs` |
+//! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | a block of the check's consecutive records from this time on (format byte `5`, header, zstd of columns; see `columns.rs`), or one record (format byte `1` ++ postcard) that arrived late, between blocks; see `codec.rs` |
 //! | `newest`     | check id (u32 BE) ++ started_at unix millis (u64 BE) | one record (format byte `1`), after the check's last `results` entry |
 //! | `checks`     | `n` ++ name (UTF-8)                   | check id (u32 BE) |
 //! | `checks`     | `i` ++ check id (u32 BE)              | name (UTF-8) |
@@ -37,9 +38,14 @@
 //! before, or an hour after its last write.
 //!
 //! A check's newest results are one key each in `newest`; older ones are
-//! packed into blocks of 20 in `results` (`SledStore`'s packing), which is
-//! what keeps a result under 25 bytes of key and value and a day of one
-//! check to a few dozen keys. Entries of one check never overlap in time,
+//! packed into blocks of 20 in `results` (`SledStore`'s packing), and
+//! those are merged into blocks of 120 (an hour of a 30 s check) once
+//! they add up to one, which is what keeps a result under 10 bytes of
+//! key and value and a day of one check to 24 keys. A block is
+//! column-wise (`columns.rs`): each distinct record *shape* (the record
+//! without its durations, body size and days left) once, each result an
+//! index to its shape, and the varying fields and start times as columns
+//! of small numbers, compressed with zstd. Entries of one check never overlap in time,
 //! and every `newest` entry is later than the check's `results`, so
 //! `history` is one range scan over the check's prefix in each tree,
 //! starting at the block `since` falls into. A `newest` entry at or before
@@ -83,14 +89,23 @@
 //! # Schema versions
 //!
 //! Each value starts with a format byte that its reader checks (results:
-//! `1` a record, `2` a block, `3` and `4` the same with extensions; chains,
-//! rollups and leaves: `1`): a byte a reader does not know is refused and
-//! named, never guessed at. The layout as a whole has a version, in
-//! `meta` / `schema_version` ([`schema::SCHEMA_VERSION`], 3). At open a
+//! `1` a record, `2` a block, `3` and `4` the same with extensions, `5` a
+//! column-wise block; chains, rollups and leaves: `1`): a byte a reader
+//! does not know is refused and named, never guessed at. The layout as a
+//! whole has a version, in `meta` / `schema_version`
+//! ([`schema::SCHEMA_VERSION`], 4). At open a
 //! fresh store gets the current version; a newer one is refused before
 //! anything is written; an older one is upgraded in place
 //! (`sled/upgrade.rs`); and a database found empty beside the sentinel
 //! file [`schema::SENTINEL`] is damage, not a new store.
+//!
+//! Schema 3 wrote every block as its records one after the other, LZ4
+//! (formats `2` and `4`), twenty to a block. Opening such a store
+//! rewrites each check's blocks column-wise, 120 results to a block, in
+//! batches that each remove the entries they replace, then bumps the
+//! version (an interrupted rewrite is done again by the next open;
+//! rewriting a column-wise block gives the same block). Blocks of the
+//! older formats are still read wherever they are found.
 //!
 //! Schema 2 had no `rollups` and no `leaves`. Opening such a store builds
 //! them once from its raw results, a day of one check at a time, then
@@ -103,6 +118,7 @@
 //! above and is finished by the next open).
 
 pub(super) mod codec;
+pub(super) mod columns;
 pub(super) mod keys;
 pub(super) mod rollups;
 pub(super) mod schema;

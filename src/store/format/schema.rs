@@ -9,11 +9,16 @@
 pub(in crate::store) const SENTINEL: &str = "vigie-store";
 
 /// The layout this code reads and writes (`meta` / `schema_version`).
-pub(in crate::store) const SCHEMA_VERSION: u32 = 3;
+pub(in crate::store) const SCHEMA_VERSION: u32 = 4;
 
 /// The first layout with the `newest` tree (what `upgrade_from_1`
-/// leaves); version 3 added `rollups` and `leaves`.
+/// leaves).
 pub(in crate::store) const SCHEMA_NEWEST: u32 = 2;
+
+/// The first layout with `rollups` and `leaves` (what `upgrade_from_2`
+/// leaves); version 4 writes every block column-wise, an hour of a check
+/// to a block.
+pub(in crate::store) const SCHEMA_ROLLUPS: u32 = 3;
 
 /// `meta`: the schema version (u32 BE).
 pub(in crate::store) const SCHEMA_KEY: &[u8] = b"schema_version";

@@ -9,14 +9,17 @@
 //! [`Packing::size`](super::Packing::size) of them and
 //! [`Packing::keep`](super::Packing::keep) more follow its last block, the
 //! append that makes them so packs the older ones into one block
-//! (`format/codec.rs`) in `results`, under the first one's key, then
+//! (`format/columns.rs`) in `results`, under the first one's key, then
 //! removes them from `newest` in one batch (two trees, so two writes: the
 //! block first, so that a stop in between leaves a copy, never a gap). The
-//! newest few stay single so that `latest` reads one record. Blocks are
-//! what keeps the disk and reads small: sled spends a log fragment, a slot in a small leaf and
-//! a share of page rewrites per key, several times the size of a 70-byte
-//! record, and a day of one check is 24 blocks to read instead of 2880
-//! keys. Entries of a check never overlap in time: a result that falls
+//! newest few stay single so that `latest` reads one record. Once the
+//! small blocks at the end of a check's `results` hold [`MERGED`] results
+//! (an hour of a 30 s check), the pack that gets there rewrites them as
+//! one full block in the batch that removes them. Blocks are what keeps
+//! the disk and reads small: sled spends a log fragment, a slot in a
+//! small leaf and a share of page rewrites per key, several times the
+//! size of a 70-byte record, and a day of one check is 24 blocks to read
+//! instead of 2880 keys. Entries of a check never overlap in time: a result that falls
 //! inside a block's span (the clock stepped back, a restore) is merged into
 //! that block, and a sweep rewrites the block its cutoff falls into.
 
@@ -40,6 +43,13 @@ use crate::store::rollup::{sort_timeline, Granularity, Rollup, ServedLeaf};
 
 /// How stale a `chain_uses` entry may be (see the key layout).
 const USE_GRANULARITY_MS: u64 = 60 * 60 * 1000;
+
+/// Results a full block holds: an hour of a check probed every 30 s. The
+/// blocks packed from `newest` (a few dozen results) are merged into one
+/// of these once they add up to it, so that sled keeps one value per hour
+/// of a check instead of six, and a block's shapes and column headers
+/// are shared by more results (`format/columns.rs`).
+pub(super) const MERGED: usize = 120;
 
 impl SledStore {
     /// The last result millis that check `id`'s `results` entries cover.
@@ -108,7 +118,7 @@ impl SledStore {
 
     /// The id of `name`, allocating one (and writing both directions of the
     /// mapping, in one batch) the first time.
-    fn id_for(&self, state: &mut State, name: &str) -> Result<u32, StoreError> {
+    pub(super) fn id_for(&self, state: &mut State, name: &str) -> Result<u32, StoreError> {
         if let Some(&id) = state.ids.get(name) {
             return Ok(id);
         }
@@ -132,7 +142,7 @@ impl SledStore {
 
     /// Writes what a result refers to and is not on disk yet: new
     /// dictionary strings, the chain, a fresh chain use.
-    fn write_references(
+    pub(super) fn write_references(
         &self,
         state: &mut State,
         id: u32,
@@ -295,7 +305,7 @@ impl SledStore {
 
     /// What follows check `id`'s last `results` entry, read the first time
     /// it is needed.
-    fn tail(&self, state: &State, id: u32) -> Result<Tail, StoreError> {
+    pub(super) fn tail(&self, state: &State, id: u32) -> Result<Tail, StoreError> {
         if let Some(tail) = state.tails.get(&id) {
             return Ok(*tail);
         }
@@ -305,9 +315,86 @@ impl SledStore {
             key.map_err(self.io("read a check's latest results"))?;
             singles += 1;
         }
+        let unmerged = self
+            .trailing_small(id)?
+            .iter()
+            .map(|(_, span)| span.count as usize)
+            .sum();
         Ok(Tail {
             packed_until,
             singles,
+            unmerged,
+        })
+    }
+
+    /// The entries at the end of check `id`'s `results` that hold fewer
+    /// than [`MERGED`] results each, newest first, with their spans.
+    fn trailing_small(&self, id: u32) -> Result<Vec<(IVec, codec::Span)>, StoreError> {
+        let mut small = Vec::new();
+        for entry in self.check_range(id, 0).rev() {
+            let (key, value) = entry.map_err(self.io("read a check's latest results"))?;
+            let key_ms = key_millis_of(&key);
+            let span =
+                codec::span(key_ms, &value).map_err(|e| self.corrupt_entry(id, key_ms, e))?;
+            if span.count >= MERGED as u64 {
+                break;
+            }
+            small.push((key, span));
+        }
+        Ok(small)
+    }
+
+    /// Writes `results` of check `id` (in time order, all after its last
+    /// `results` entry) as blocks after that entry, in one batch. Below
+    /// [`MERGED`] results in all, with what the last small blocks hold,
+    /// they are one more small block; from there, those small blocks and
+    /// `results` are rewritten as full blocks (and the rest, one small
+    /// block), so that each result is re-encoded once on its way into a
+    /// full block, not at every pack.
+    pub(super) fn append_blocks(
+        &self,
+        id: u32,
+        tail: Tail,
+        mut results: Vec<(u64, Decoded)>,
+    ) -> Result<Tail, StoreError> {
+        let Some(&(last, _)) = results.last() else {
+            return Ok(tail);
+        };
+        let mut batch = Batch::default();
+        if tail.unmerged + results.len() >= MERGED && tail.unmerged > 0 {
+            let mut merged = Vec::with_capacity(tail.unmerged + results.len());
+            for (key, _) in self.trailing_small(id)?.into_iter().rev() {
+                let key_ms = key_millis_of(&key);
+                let value = self
+                    .results
+                    .get(&key)
+                    .map_err(self.io("read blocks to merge"))?;
+                // Gone since `trailing_small` read it: a sweep removed it.
+                let Some(value) = value else { continue };
+                let parsed = codec::parse_entry(key_ms, &value)
+                    .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
+                merged.extend(parsed);
+                batch.remove(key);
+            }
+            merged.append(&mut results);
+            results = merged;
+        }
+        let mut unmerged = tail.unmerged + results.len();
+        if unmerged >= MERGED {
+            unmerged = results.len() % MERGED;
+        }
+        for block in results.chunks(MERGED) {
+            // A key removed above and written again here: a batch keeps
+            // the last operation on each key.
+            batch.insert(&result_key(id, block[0].0)[..], codec::encode_block(block));
+        }
+        self.results
+            .apply_batch(batch)
+            .map_err(self.io("pack results into a block"))?;
+        Ok(Tail {
+            packed_until: Some(last),
+            singles: tail.singles,
+            unmerged,
         })
     }
 
@@ -329,19 +416,14 @@ impl SledStore {
             results.extend(parsed);
             removals.remove(key);
         }
-        let Some(&(first, _)) = results.first() else {
-            return Ok(tail);
-        };
-        let last = results.last().map_or(first, |(millis, _)| *millis);
-        self.results
-            .insert(&result_key(id, first)[..], codec::encode_block(&results))
-            .map_err(self.io("pack results into a block"))?;
+        let packed = results.len();
+        let tail = self.append_blocks(id, tail, results)?;
         self.newest
             .apply_batch(removals)
             .map_err(self.io("pack results into a block"))?;
         Ok(Tail {
-            packed_until: Some(last),
-            singles: tail.singles.saturating_sub(results.len()),
+            singles: tail.singles.saturating_sub(packed),
+            ..tail
         })
     }
 
@@ -779,7 +861,7 @@ impl Store for SledStore {
 }
 
 /// The first millis after `until`, or 0 for nothing.
-fn after(until: Option<u64>) -> u64 {
+pub(super) fn after(until: Option<u64>) -> u64 {
     until.map_or(0, |until| until.saturating_add(1))
 }
 

@@ -41,6 +41,7 @@
 mod history;
 mod queue;
 pub(super) mod replication;
+mod restore;
 mod rollups;
 mod state;
 #[cfg(test)]
@@ -54,11 +55,12 @@ use std::time::Duration;
 use ::sled::{Db, Tree};
 
 use self::queue::Queue;
+pub use self::restore::Restoring;
 use self::state::State;
 use crate::store::alerts::AlertStore;
 use crate::store::error::{rfc3339, StoreError};
 use crate::store::format::keys::{prefixed, time_of_millis, ID_PREFIX};
-use crate::store::format::schema::{SCHEMA_NEWEST, SCHEMA_VERSION};
+use crate::store::format::schema::{SCHEMA_NEWEST, SCHEMA_ROLLUPS, SCHEMA_VERSION};
 
 /// sled's page cache budget. sled counts pages at their size on disk and
 /// holds them in memory at several times that, so this is what the
@@ -74,7 +76,8 @@ pub const CACHE_BYTES: u64 = 4 * 1024 * 1024;
 /// How results are grouped into blocks.
 #[derive(Debug, Clone, Copy)]
 pub struct Packing {
-    /// Results per block.
+    /// Results per block packed from `newest` (these small blocks are
+    /// then merged into full ones of 120, `sled/history.rs`).
     pub size: usize,
     /// The newest results a check keeps as single keys.
     pub keep: usize,
@@ -210,8 +213,11 @@ impl SledStore {
         store.drop_packed_newest()?;
         let state = store.load_state()?;
         *store.lock() = state;
-        if found < SCHEMA_VERSION {
+        if found < SCHEMA_ROLLUPS {
             store.upgrade_from_2(&meta)?;
+        }
+        if found < SCHEMA_VERSION {
+            store.upgrade_from_3(&meta)?;
         }
         let repaired = store.repair_rollups()?;
         if repaired > 0 {

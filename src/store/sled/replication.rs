@@ -535,6 +535,18 @@ impl SledStore {
     /// segment is in; the certificate timeline takes them in as appends do
     /// (first seen moves back, last seen on).
     pub fn restore_results(&self, outcomes: Vec<Outcome>) -> Result<Restored, StoreError> {
+        let mut restoring = self.restoring();
+        for outcome in outcomes {
+            restoring.put(outcome)?;
+        }
+        restoring.finish()
+    }
+
+    /// [`SledStore::restore_results`] for results that may be stored
+    /// already ([`Restoring`](super::Restoring) gathers the others): each
+    /// is compared with what the store holds under its key and appended
+    /// unless it is the same.
+    pub(super) fn restore_compared(&self, outcomes: Vec<Outcome>) -> Result<Restored, StoreError> {
         let mut by_check: BTreeMap<String, Vec<Outcome>> = BTreeMap::new();
         for outcome in outcomes {
             by_check

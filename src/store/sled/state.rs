@@ -40,6 +40,10 @@ pub(super) struct Tail {
     pub(super) packed_until: Option<u64>,
     /// Singles in `newest` after it.
     pub(super) singles: usize,
+    /// Results in the entries at the end of `results` that hold fewer than
+    /// [`MERGED`](super::history::MERGED) each: what the next merge
+    /// gathers into a full block.
+    pub(super) unmerged: usize,
 }
 
 /// A check's append-only dictionary of recurring strings.

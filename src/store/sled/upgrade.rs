@@ -8,11 +8,14 @@ use std::path::Path;
 
 use ::sled::{Batch, Tree};
 
+use super::history::MERGED;
 use super::SledStore;
 use crate::store::error::StoreError;
 use crate::store::format::codec;
-use crate::store::format::keys::{be_u32, key_millis_of, ID_PREFIX};
-use crate::store::format::schema::{SCHEMA_KEY, SCHEMA_NEWEST, SCHEMA_VERSION, SENTINEL};
+use crate::store::format::keys::{be_u32, key_millis_of, result_key, ID_PREFIX};
+use crate::store::format::schema::{
+    SCHEMA_KEY, SCHEMA_NEWEST, SCHEMA_ROLLUPS, SCHEMA_VERSION, SENTINEL,
+};
 
 impl SledStore {
     /// The stored schema version: a fresh store gets the current one; an
@@ -51,7 +54,7 @@ impl SledStore {
                 )
             })?;
         match found {
-            1 | SCHEMA_NEWEST | SCHEMA_VERSION => Ok(found),
+            1 | SCHEMA_NEWEST | SCHEMA_ROLLUPS | SCHEMA_VERSION => Ok(found),
             newer if newer > SCHEMA_VERSION => Err(StoreError::SchemaTooNew {
                 path: self.path.clone(),
                 found: newer,
@@ -128,9 +131,65 @@ impl SledStore {
         tracing::info!(path = %self.path.display(), "building rollups from the stored history (once, for schema 3)");
         self.build_rollups()?;
         self.db.flush().map_err(self.io("flush the rollups"))?;
+        meta.insert(SCHEMA_KEY, &SCHEMA_ROLLUPS.to_be_bytes()[..])
+            .map_err(self.io("write the schema version"))?;
+        self.db.flush().map_err(self.io("flush the upgrade"))?;
+        Ok(())
+    }
+
+    /// Schema 3 wrote blocks of 20 records one after the other (LZ4);
+    /// version 4 writes them column-wise, [`MERGED`] results to a block.
+    /// Each check's entries are rewritten in order: as soon as the results
+    /// read add up to a full block, they are written as blocks (the rest
+    /// as one smaller block) in the batch that removes the entries they
+    /// came from, so a stop never loses or doubles a result. Then the
+    /// version is bumped; an interrupted upgrade is done again, whole, by
+    /// the next open (rewriting a column-wise block gives the same block).
+    pub(super) fn upgrade_from_3(&self, meta: &Tree) -> Result<(), StoreError> {
+        tracing::info!(path = %self.path.display(), "rewriting the stored history column-wise (once, for schema 4)");
+        let mut ids: Vec<u32> = self.lock().ids.values().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let mut batch = Batch::default();
+            let mut results = Vec::new();
+            for entry in self.check_range(id, 0) {
+                let (key, value) = entry.map_err(self.io("read the history (upgrade)"))?;
+                let key_ms = key_millis_of(&key);
+                results.extend(
+                    codec::parse_entry(key_ms, &value)
+                        .map_err(|e| self.corrupt_entry(id, key_ms, e))?,
+                );
+                batch.remove(key);
+                if results.len() >= MERGED {
+                    self.rewrite_blocks(id, &mut batch, &mut results)?;
+                }
+            }
+            self.rewrite_blocks(id, &mut batch, &mut results)?;
+        }
+        self.db
+            .flush()
+            .map_err(self.io("flush the rewritten history"))?;
         meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
             .map_err(self.io("write the schema version"))?;
         self.db.flush().map_err(self.io("flush the upgrade"))?;
+        Ok(())
+    }
+
+    /// Writes `results` of check `id` as column-wise blocks in `batch`
+    /// (which removes the entries they were read from), and empties both.
+    fn rewrite_blocks(
+        &self,
+        id: u32,
+        batch: &mut Batch,
+        results: &mut Vec<(u64, codec::Decoded)>,
+    ) -> Result<(), StoreError> {
+        for block in results.chunks(MERGED) {
+            batch.insert(&result_key(id, block[0].0)[..], codec::encode_block(block));
+        }
+        self.results
+            .apply_batch(std::mem::take(batch))
+            .map_err(self.io("rewrite the history (upgrade)"))?;
+        results.clear();
         Ok(())
     }
 
@@ -218,7 +277,11 @@ mod tests {
         }
 
         let store = open();
-        assert_eq!(store.results.len(), 2 * 2, "only blocks left in results");
+        assert_eq!(
+            store.results.len(),
+            2,
+            "only blocks left in results, one a check since schema 4"
+        );
         assert_eq!(store.newest.len(), 2 * 3);
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..11));
         assert_eq!(store.len().unwrap(), 22);
@@ -312,6 +375,104 @@ mod tests {
         );
     }
 
+    /// Rewrites a store of this version into the schema 3 layout: every
+    /// block back into row blocks of `size` (formats 2 and 4).
+    fn downgrade_to_schema_3(dir: &Path, size: usize) {
+        let db = raw_db(dir);
+        let results = db.open_tree("results").unwrap();
+        let mut by_check: std::collections::BTreeMap<[u8; 4], Vec<(u64, codec::Decoded)>> =
+            Default::default();
+        for entry in results.iter() {
+            let (key, value) = entry.unwrap();
+            let id: [u8; 4] = key[..4].try_into().unwrap();
+            let parsed = codec::parse_entry(key_millis_of(&key), &value).unwrap();
+            by_check.entry(id).or_default().extend(parsed);
+            results.remove(key).unwrap();
+        }
+        for (id, all) in by_check {
+            for block in all.chunks(size) {
+                let mut key = id.to_vec();
+                key.extend_from_slice(&block[0].0.to_be_bytes());
+                results.insert(key, codec::encode_row_block(block)).unwrap();
+            }
+        }
+        let meta = db.open_tree("meta").unwrap();
+        meta.insert(SCHEMA_KEY, &3u32.to_be_bytes()[..]).unwrap();
+        db.flush().unwrap();
+    }
+
+    #[test]
+    fn a_schema_3_store_is_rewritten_column_wise_with_the_same_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || open_packed(dir.path(), Packing { size: 4, keep: 2 });
+        let store = open();
+        let at = |n: i64| T0 + TimeDuration::seconds(30 * n);
+        let mut site = Vec::new();
+        for n in 0..300 {
+            let mut outcome = up("site", at(n));
+            outcome.duration_ms = 40.0 + n as f64 / 7.0;
+            if n % 50 == 49 {
+                outcome.status = crate::outcome::Status::Down;
+                outcome.tls = None;
+            }
+            store.append(&outcome).unwrap();
+            store.append(&up("api", at(n))).unwrap();
+            site.push(outcome);
+        }
+        let expected = store.history("site", T0).unwrap();
+        assert_eq!(expected.len(), 300);
+        let api = store.history("api", T0).unwrap();
+        let rollups_of = |store: &SledStore| {
+            Granularity::ALL.map(|g| {
+                store
+                    .rollups("site", g, OffsetDateTime::UNIX_EPOCH)
+                    .unwrap()
+            })
+        };
+        let rollups = rollups_of(&store);
+        drop(store);
+        downgrade_to_schema_3(dir.path(), 20);
+        {
+            let db = raw_db(dir.path());
+            let results = db.open_tree("results").unwrap();
+            assert!(results.iter().values().all(|v| v.unwrap()[0] == 2));
+        }
+
+        let store = open();
+        let blocks: Vec<u64> = store
+            .results
+            .iter()
+            .map(|entry| {
+                let (key, value) = entry.unwrap();
+                codec::span(key_millis_of(&key), &value).unwrap().count
+            })
+            .collect();
+        // 296 packed results of each check (four in `newest`): two full
+        // blocks and the rest.
+        assert_eq!(blocks, [120, 120, 56].repeat(2));
+        assert!(store
+            .results
+            .iter()
+            .values()
+            .all(|v| v.unwrap()[0] == crate::store::format::columns::BLOCK_FORMAT_COLUMNS));
+        assert_eq!(store.history("site", T0).unwrap(), expected);
+        assert_eq!(store.history("api", T0).unwrap(), api);
+        assert_eq!(rollups_of(&store), rollups);
+        for n in 300..400 {
+            store.append(&up("site", at(n))).unwrap();
+        }
+        assert_eq!(store.history("site", at(300)).unwrap().len(), 100);
+        assert_eq!(store.len().unwrap(), 700);
+        assert_rollups_recompute(&store, "site");
+        drop(store);
+        let db = raw_db(dir.path());
+        let meta = db.open_tree("meta").unwrap();
+        assert_eq!(
+            meta.get(SCHEMA_KEY).unwrap().unwrap(),
+            SCHEMA_VERSION.to_be_bytes()
+        );
+    }
+
     #[test]
     fn a_single_left_behind_by_a_pack_is_read_once_and_dropped_at_open() {
         let dir = tempfile::tempdir().unwrap();
@@ -350,19 +511,19 @@ mod tests {
         {
             let db = raw_db(dir.path());
             let meta = db.open_tree("meta").unwrap();
-            meta.insert(SCHEMA_KEY, &4u32.to_be_bytes()[..]).unwrap();
+            meta.insert(SCHEMA_KEY, &5u32.to_be_bytes()[..]).unwrap();
             db.flush().unwrap();
         }
         let err =
             when_unlocked(|| SledStore::open(dir.path(), Duration::from_secs(1))).unwrap_err();
         assert!(
-            matches!(err, StoreError::SchemaTooNew { found: 4, .. }),
+            matches!(err, StoreError::SchemaTooNew { found: 5, .. }),
             "{err:?}"
         );
         assert_eq!(
             err.to_string(),
             format!(
-                "the store at {} has schema version 4, but this vigie reads only version 3: \
+                "the store at {} has schema version 5, but this vigie reads only version 4: \
                  a newer vigie wrote it; run that version, or point state_dir at another directory",
                 dir.path().display()
             )
