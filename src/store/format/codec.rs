@@ -40,7 +40,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
-use super::columns::{self, BLOCK_FORMAT_COLUMNS};
 use super::keys::ChainKey;
 use crate::cert::CertInfo;
 use crate::check::KindName;
@@ -57,6 +56,8 @@ pub(in crate::store) const BLOCK_FORMAT: u8 = 2;
 pub(in crate::store) const RECORD_FORMAT_EXT: u8 = 3;
 /// First byte of a block whose records carry (possibly empty) extensions.
 pub(in crate::store) const BLOCK_FORMAT_EXT: u8 = 4;
+/// First byte of a column-wise block (`format/columns.rs`).
+pub(in crate::store) const BLOCK_FORMAT_COLUMNS: u8 = 5;
 /// First byte of every chain value.
 pub(in crate::store) const CHAIN_FORMAT: u8 = 1;
 
@@ -548,13 +549,6 @@ fn stored_cors(cors: &CorsReport, intern: &mut dyn FnMut(&str) -> Str) -> Stored
     }
 }
 
-/// A block of `results` (sorted by millis, at least one): the value to store
-/// under the first one's key. Every block is written column-wise
-/// (`format/columns.rs`); [`encode_row_block`] is the layout before it.
-pub(in crate::store) fn encode_block(results: &[(u64, Decoded)]) -> Vec<u8> {
-    columns::encode(results)
-}
-
 /// A block as schema 3 wrote it (formats 2 and 4: the records one after
 /// the other, LZ4): kept for the tests that build an older store.
 #[cfg(test)]
@@ -615,105 +609,61 @@ pub(in crate::store) fn span(key_millis: u64, value: &[u8]) -> Result<Span, Deco
     }
 }
 
-/// Every result of a `results` value, with its millis, oldest first.
-pub(in crate::store) fn parse_entry(
+/// The results of a row block (formats 2 and 4), appended to `results`;
+/// `raw` is the caller's buffer for the decompressed records.
+pub(super) fn read_row_block(
     key_millis: u64,
     value: &[u8],
-) -> Result<Vec<(u64, Decoded)>, DecodeError> {
-    let mut reader = Reader::default();
-    reader.read(key_millis, value)?;
-    Ok(reader.results)
-}
-
-/// Reads `results` values one after the other, reusing its buffers: a
-/// history of 24 blocks allocates them once, not 48 times (each large
-/// allocation makes glibc's malloc consolidate everything freed since).
-#[derive(Default)]
-pub(in crate::store) struct Reader {
-    raw: Vec<u8>,
-    results: Vec<(u64, Decoded)>,
-    /// zstd's context for column-wise blocks, made at the first one:
-    /// making one per block cost more than decompressing it.
-    zstd: Option<zstd::bulk::Decompressor<'static>>,
-}
-
-impl Reader {
-    /// The results of one value, with their millis, oldest first.
-    pub fn read(
-        &mut self,
-        key_millis: u64,
-        value: &[u8],
-    ) -> Result<&mut Vec<(u64, Decoded)>, DecodeError> {
-        self.results.clear();
-        match value.first() {
-            Some(&RECORD_FORMAT | &RECORD_FORMAT_EXT) => {
-                self.results.push((key_millis, Decoded::parse(value)?))
-            }
-            Some(&BLOCK_FORMAT | &BLOCK_FORMAT_EXT) => self.read_block(key_millis, value)?,
-            Some(&BLOCK_FORMAT_COLUMNS) => {
-                let zstd = match &mut self.zstd {
-                    Some(zstd) => zstd,
-                    slot => slot.insert(zstd::bulk::Decompressor::new().map_err(|err| {
-                        DecodeError(format!("block cannot be decompressed here: {err}"))
-                    })?),
-                };
-                columns::read(key_millis, value, zstd, &mut self.raw, &mut self.results)?
-            }
-            _ => return Err(entry_format_error(value)),
-        }
-        Ok(&mut self.results)
-    }
-
-    fn read_block(&mut self, key_millis: u64, value: &[u8]) -> Result<(), DecodeError> {
-        let (count, last, raw_len) = block_header(value)?;
-        self.raw.resize(raw_len, 0);
-        let written = lz4_flex::block::decompress_into(&value[BLOCK_HEADER..], &mut self.raw)
-            .map_err(|err| DecodeError(format!("block does not decompress: {err}")))?;
-        let extended = value[0] == BLOCK_FORMAT_EXT;
-        let mut rest = &self.raw[..written];
-        while !rest.is_empty() {
-            let undecodable =
-                |err: postcard::Error| DecodeError(format!("block does not decode: {err}"));
-            let ((offset, record), tail): ((u64, Full), _) = match extended {
-                true => postcard::take_from_bytes(rest).map_err(undecodable)?,
-                false => {
-                    let ((offset, base), tail): ((u64, Record), _) =
-                        postcard::take_from_bytes(rest).map_err(undecodable)?;
+    raw: &mut Vec<u8>,
+    results: &mut Vec<(u64, Decoded)>,
+) -> Result<(), DecodeError> {
+    let (count, last, raw_len) = block_header(value)?;
+    raw.resize(raw_len, 0);
+    let written = lz4_flex::block::decompress_into(&value[BLOCK_HEADER..], raw)
+        .map_err(|err| DecodeError(format!("block does not decompress: {err}")))?;
+    let extended = value[0] == BLOCK_FORMAT_EXT;
+    let mut rest = &raw[..written];
+    while !rest.is_empty() {
+        let undecodable =
+            |err: postcard::Error| DecodeError(format!("block does not decode: {err}"));
+        let ((offset, record), tail): ((u64, Full), _) = match extended {
+            true => postcard::take_from_bytes(rest).map_err(undecodable)?,
+            false => {
+                let ((offset, base), tail): ((u64, Record), _) =
+                    postcard::take_from_bytes(rest).map_err(undecodable)?;
+                (
                     (
-                        (
-                            offset,
-                            Full {
-                                base,
-                                ext: Vec::new(),
-                            },
-                        ),
-                        tail,
-                    )
-                }
-            };
-            let millis = key_millis.saturating_add(offset);
-            if self
-                .results
-                .last()
-                .is_some_and(|(previous, _)| *previous >= millis)
-            {
-                return Err(DecodeError(format!(
-                    "block results out of order at {millis}"
-                )));
+                        offset,
+                        Full {
+                            base,
+                            ext: Vec::new(),
+                        },
+                    ),
+                    tail,
+                )
             }
-            self.results.push((millis, Decoded(record)));
-            rest = tail;
-        }
-        let consistent = written == raw_len
-            && self.results.len() as u64 == count
-            && self.results.last().map(|(millis, _)| *millis) == Some(last);
-        if !consistent {
+        };
+        let millis = key_millis.saturating_add(offset);
+        if results
+            .last()
+            .is_some_and(|(previous, _)| *previous >= millis)
+        {
             return Err(DecodeError(format!(
-                "block header says {count} results up to {last}, its contents disagree"
+                "block results out of order at {millis}"
             )));
         }
-        Ok(())
+        results.push((millis, Decoded(record)));
+        rest = tail;
     }
+    let consistent = written == raw_len
+        && results.len() as u64 == count
+        && results.last().map(|(millis, _)| *millis) == Some(last);
+    if !consistent {
+        return Err(DecodeError(format!(
+            "block header says {count} results up to {last}, its contents disagree"
+        )));
+    }
+    Ok(())
 }
 
 /// (count, last millis, raw length) of a block value.
@@ -733,7 +683,7 @@ pub(super) fn block_header(value: &[u8]) -> Result<(u64, u64, usize), DecodeErro
     Ok((u64::from(count), u64::from_be_bytes(last), raw_len))
 }
 
-fn entry_format_error(value: &[u8]) -> DecodeError {
+pub(super) fn entry_format_error(value: &[u8]) -> DecodeError {
     match value.first() {
         None => DecodeError("empty result value".into()),
         Some(&found) if found > BLOCK_FORMAT_COLUMNS => DecodeError(format!(
@@ -1300,6 +1250,7 @@ mod tests {
 
     use time::Duration;
 
+    use super::super::entries::{encode_block, parse_entry};
     use super::*;
     use crate::store::as_stored;
     use crate::store::contract::{rich, up, T0};

@@ -35,10 +35,8 @@
 //! Nothing is rounded: every field reads back as it was written, the
 //! floats to the bit.
 
+pub(in crate::store) use super::codec::BLOCK_FORMAT_COLUMNS;
 use super::codec::{block_header, write_header, DecodeError, Decoded, Full, BLOCK_HEADER};
-
-/// First byte of a column-wise block.
-pub(in crate::store) const BLOCK_FORMAT_COLUMNS: u8 = 5;
 
 /// zstd's level: 3 (its default) packs an hour of a check into about a
 /// third of what LZ4 did for the same records, and compresses a block in

@@ -1,7 +1,7 @@
 //! The history's on-disk contract: what a key looks like (`keys.rs`),
 //! what a value holds (`codec.rs` for results and chains, `columns.rs` for
-//! the column-wise blocks, `rollups.rs` for rollups and the certificate
-//! timeline) and how versions are read
+//! the column-wise blocks, `entries.rs` for a value of either, `rollups.rs`
+//! for rollups and the certificate timeline) and how versions are read
 //! (`schema.rs`). A store written by one vigie is read by the next, so
 //! everything below is format: a key's bytes, a value's format byte, field
 //! and variant order, the codes of the `*_code` functions. Changing any of
@@ -119,6 +119,7 @@
 
 pub(super) mod codec;
 pub(super) mod columns;
+pub(super) mod entries;
 pub(super) mod keys;
 pub(super) mod rollups;
 pub(super) mod schema;

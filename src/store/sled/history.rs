@@ -34,6 +34,7 @@ use crate::outcome::Outcome;
 use crate::store::backend::Store;
 use crate::store::error::{rfc3339, StoreError};
 use crate::store::format::codec::{self, Decoded};
+use crate::store::format::entries;
 use crate::store::format::keys::{
     be_u32, be_u64, bound_millis, chain_key, hex, key_millis, key_millis_of, prefixed, result_key,
     string_key, string_position, time_of_millis, use_key, ChainKey, ID_PREFIX, NAME_PREFIX,
@@ -213,7 +214,7 @@ impl SledStore {
             .map(|span| span.count)
             .sum();
         let mut outcomes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-        let mut reader = codec::Reader::default();
+        let mut reader = entries::Reader::default();
         for (key, value) in entries {
             let key_ms = key_millis_of(&key);
             let what = |millis| {
@@ -371,7 +372,7 @@ impl SledStore {
                     .map_err(self.io("read blocks to merge"))?;
                 // Gone since `trailing_small` read it: a sweep removed it.
                 let Some(value) = value else { continue };
-                let parsed = codec::parse_entry(key_ms, &value)
+                let parsed = entries::parse_entry(key_ms, &value)
                     .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
                 merged.extend(parsed);
                 batch.remove(key);
@@ -386,7 +387,10 @@ impl SledStore {
         for block in results.chunks(MERGED) {
             // A key removed above and written again here: a batch keeps
             // the last operation on each key.
-            batch.insert(&result_key(id, block[0].0)[..], codec::encode_block(block));
+            batch.insert(
+                &result_key(id, block[0].0)[..],
+                entries::encode_block(block),
+            );
         }
         self.results
             .apply_batch(batch)
@@ -411,7 +415,7 @@ impl SledStore {
         {
             let (key, value) = entry.map_err(self.io("read results to pack"))?;
             let key_ms = key_millis_of(&key);
-            let parsed = codec::parse_entry(key_ms, &value)
+            let parsed = entries::parse_entry(key_ms, &value)
                 .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
             results.extend(parsed);
             removals.remove(key);
@@ -533,7 +537,7 @@ impl SledStore {
         };
         let key_ms = key_millis_of(&key);
         let mut results =
-            codec::parse_entry(key_ms, &block).map_err(|e| self.corrupt_entry(id, key_ms, e))?;
+            entries::parse_entry(key_ms, &block).map_err(|e| self.corrupt_entry(id, key_ms, e))?;
         let last = results.last().map_or(key_ms, |(last, _)| *last);
         if millis > last {
             let previous = self
@@ -553,7 +557,7 @@ impl SledStore {
             }
         };
         self.results
-            .insert(key, codec::encode_block(&results))
+            .insert(key, entries::encode_block(&results))
             .map_err(self.io("merge a late result into its block"))?;
         Ok(replaced)
     }
@@ -598,11 +602,11 @@ impl SledStore {
             let span =
                 codec::span(key_ms, &value).map_err(|e| self.corrupt_entry(id, key_ms, e))?;
             if span.last >= cutoff {
-                let mut results = codec::parse_entry(key_ms, &value)
+                let mut results = entries::parse_entry(key_ms, &value)
                     .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
                 results.retain(|(millis, _)| *millis >= cutoff);
                 if let Some(&(first, _)) = results.first() {
-                    batch.insert(&result_key(id, first)[..], codec::encode_block(&results));
+                    batch.insert(&result_key(id, first)[..], entries::encode_block(&results));
                 }
                 removed += span.count - results.len() as u64;
             } else {

@@ -34,7 +34,7 @@ use super::SledStore;
 use crate::outcome::Outcome;
 use crate::store::backend::{as_stored, Store};
 use crate::store::error::StoreError;
-use crate::store::format::codec;
+use crate::store::format::entries;
 use crate::store::format::keys::{
     be_u32, be_u64, bound_millis, key_millis, key_millis_of, refused_key, result_key, seq_key,
     time_of_millis, CURSOR_KEY, PENDING_KEY,
@@ -153,7 +153,7 @@ impl SledStore {
             let (key, value) = entry.map_err(self.io("read results to queue for replication"))?;
             let key_ms = key_millis_of(&key);
             let id = be_u32(&key[..4.min(key.len())]).unwrap_or_default();
-            let results = codec::parse_entry(key_ms, &value)
+            let results = entries::parse_entry(key_ms, &value)
                 .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
             for (millis, _) in results {
                 let seq = queue.next_seq.fetch_add(1, Ordering::AcqRel);

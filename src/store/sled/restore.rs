@@ -22,6 +22,7 @@ use super::SledStore;
 use crate::outcome::Outcome;
 use crate::store::error::StoreError;
 use crate::store::format::codec::{self, Decoded};
+use crate::store::format::entries;
 use crate::store::format::keys::{key_millis, key_millis_of};
 use crate::store::sled::state::intern;
 
@@ -131,7 +132,7 @@ impl Restoring<'_> {
             for entry in store.newest_range(id, super::history::after(tail.packed_until)) {
                 let (key, value) = entry.map_err(store.io("read results to pack"))?;
                 let key_ms = key_millis_of(&key);
-                let parsed = codec::parse_entry(key_ms, &value)
+                let parsed = entries::parse_entry(key_ms, &value)
                     .map_err(|e| store.corrupt_entry(id, key_ms, e))?;
                 results.extend(parsed);
                 removals.remove(key);

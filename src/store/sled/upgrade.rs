@@ -12,6 +12,7 @@ use super::history::MERGED;
 use super::SledStore;
 use crate::store::error::StoreError;
 use crate::store::format::codec;
+use crate::store::format::entries;
 use crate::store::format::keys::{be_u32, key_millis_of, result_key, ID_PREFIX};
 use crate::store::format::schema::{
     SCHEMA_KEY, SCHEMA_NEWEST, SCHEMA_ROLLUPS, SCHEMA_VERSION, SENTINEL,
@@ -156,7 +157,7 @@ impl SledStore {
                 let (key, value) = entry.map_err(self.io("read the history (upgrade)"))?;
                 let key_ms = key_millis_of(&key);
                 results.extend(
-                    codec::parse_entry(key_ms, &value)
+                    entries::parse_entry(key_ms, &value)
                         .map_err(|e| self.corrupt_entry(id, key_ms, e))?,
                 );
                 batch.remove(key);
@@ -184,7 +185,10 @@ impl SledStore {
         results: &mut Vec<(u64, codec::Decoded)>,
     ) -> Result<(), StoreError> {
         for block in results.chunks(MERGED) {
-            batch.insert(&result_key(id, block[0].0)[..], codec::encode_block(block));
+            batch.insert(
+                &result_key(id, block[0].0)[..],
+                entries::encode_block(block),
+            );
         }
         self.results
             .apply_batch(std::mem::take(batch))
@@ -385,7 +389,7 @@ mod tests {
         for entry in results.iter() {
             let (key, value) = entry.unwrap();
             let id: [u8; 4] = key[..4].try_into().unwrap();
-            let parsed = codec::parse_entry(key_millis_of(&key), &value).unwrap();
+            let parsed = entries::parse_entry(key_millis_of(&key), &value).unwrap();
             by_check.entry(id).or_default().extend(parsed);
             results.remove(key).unwrap();
         }
