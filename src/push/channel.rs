@@ -5,7 +5,7 @@ use time::OffsetDateTime;
 
 use super::answer::Answer;
 use super::document::PushEvent;
-use super::ntfy::{self, Auth, Ntfy};
+use super::ntfy::{Auth, Ntfy};
 use super::request::Request;
 use super::{deliver, pagerduty, slack, webhook};
 use crate::config::channels::{webhook_secret, Channel, ChannelKind, NtfyAuth};
@@ -125,6 +125,3 @@ impl LiveChannel {
         }
     }
 }
-
-/// The `sequence_id` an ntfy request carries (tests read it back).
-pub use ntfy::sequence_id;

@@ -136,15 +136,6 @@ impl PushEvent {
             checks: n.events.iter().map(|e| check(e, public_url)).collect(),
         }
     }
-
-    /// The labels of the first check (the `env` that picks an ntfy
-    /// priority).
-    pub fn env(&self) -> Option<&str> {
-        self.checks
-            .iter()
-            .find_map(|c| c.labels.get("env"))
-            .map(String::as_str)
-    }
 }
 
 fn check(e: &Event, public_url: Option<&Url>) -> PushCheck {
@@ -175,7 +166,7 @@ fn check(e: &Event, public_url: Option<&Url>) -> PushCheck {
 }
 
 /// `<public_url>/checks/<name>` (names are URL-safe: `[a-z0-9._-]`).
-pub fn check_page(base: &Url, check: &str) -> Option<String> {
+fn check_page(base: &Url, check: &str) -> Option<String> {
     let mut base = base.clone();
     if !base.path().ends_with('/') {
         let path = format!("{}/", base.path());

@@ -41,12 +41,10 @@ mod stats;
 mod test_event;
 mod webhook;
 
-pub use self::answer::{parse_retry_after, Answer};
-pub use self::channel::{sequence_id, LiveChannel};
+pub use self::answer::Answer;
+pub use self::channel::LiveChannel;
 pub use self::document::{PushCheck, PushEvent, PushKind};
-pub use self::pagerduty::EVENTS_URL;
 pub use self::request::Request;
 pub use self::sender::{broken_channel_mail, PushSender, PushWaker, Retry};
 pub use self::stats::{ChannelSnapshot, PushStats};
 pub use self::test_event::{send_test, test_event, Tried};
-pub use self::webhook::sign as sign_webhook;

@@ -13,7 +13,6 @@ use url::Url;
 use super::document::{PushCheck, PushEvent, PushKind};
 use super::request::Request;
 
-pub use crate::config::channels::PAGERDUTY_EVENTS_URL as EVENTS_URL;
 /// The longest `payload.summary` PagerDuty accepts.
 const MAX_SUMMARY: usize = 1024;
 

@@ -1,6 +1,5 @@
 //! One HTTP request a channel makes, as data: built by the kinds' files
 //! from a [`PushEvent`](super::document::PushEvent), sent by `deliver.rs`.
-//! Keeping it as data lets the tests read exactly what would be sent.
 
 use url::Url;
 
@@ -21,12 +20,5 @@ impl Request {
             headers: vec![("content-type".to_string(), "application/json".to_string())],
             body: serde_json::to_vec(body).expect("a push document always serializes"),
         }
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
     }
 }

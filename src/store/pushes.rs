@@ -249,48 +249,6 @@ impl PushStore {
         }
     }
 
-    /// Pushes waiting, by channel.
-    pub fn backlog(&self) -> BTreeMap<String, u64> {
-        let mut counts = BTreeMap::new();
-        match &self.backend {
-            Backend::Sled { queue, .. } => {
-                for key in queue.iter().keys().flatten() {
-                    if let Some(zero) = key
-                        .iter()
-                        .rposition(|b| *b == 0)
-                        .filter(|&z| key.len() == z + 9)
-                    {
-                        let channel = String::from_utf8_lossy(&key[..zero]).into_owned();
-                        *counts.entry(channel).or_insert(0) += 1;
-                    }
-                }
-            }
-            Backend::Memory(m) => {
-                for (channel, _) in lock(m).queue.keys() {
-                    *counts.entry(channel.clone()).or_insert(0) += 1;
-                }
-            }
-        }
-        counts
-    }
-
-    /// Every dead push of `channel`, oldest first.
-    pub fn dead(&self, channel: &str) -> Result<Vec<DeadPush>, StoreError> {
-        match &self.backend {
-            Backend::Sled { dead, path, .. } => {
-                decode_prefix(dead, path, channel, |id, mut d: DeadPush| {
-                    d.record.id = id;
-                    d
-                })
-            }
-            Backend::Memory(m) => Ok(lock(m)
-                .dead
-                .range((channel.to_string(), 0)..=(channel.to_string(), u64::MAX))
-                .map(|(_, d)| d.clone())
-                .collect()),
-        }
-    }
-
     /// Removes a delivered push.
     pub fn remove(&self, record: &PushRecord) -> Result<(), StoreError> {
         match &self.backend {

@@ -684,7 +684,7 @@ mod tests {
         let channels = &config.notify.channels;
         let kinds: Vec<&str> = channels.iter().map(|c| c.kind.as_str()).collect();
         assert_eq!(kinds, ["webhook", "ntfy", "pagerduty", "slack"]);
-        assert_eq!(channels[2].url.as_str(), crate::push::EVENTS_URL);
+        assert_eq!(channels[2].url.as_str(), super::PAGERDUTY_EVENTS_URL);
         assert_eq!(channels[1].rate_limit, 6);
         assert_eq!(channels[0].rate_limit, 60);
         let ChannelKind::Webhook { headers, .. } = &channels[0].kind else {
