@@ -278,7 +278,7 @@ impl Heartbeat {
         let outcome = match request.send().await {
             Ok(response) if response.status().is_success() => Ok(()),
             Ok(response) => Err(format!("the service answered {}", response.status())),
-            Err(err) => Err(describe(&err)),
+            Err(err) => Err(crate::net::describe(&err)),
         };
         match outcome {
             Ok(()) => {
@@ -317,24 +317,6 @@ fn shown(url: &Url) -> String {
         url.scheme(),
         url.host_str().unwrap_or_default()
     )
-}
-
-/// A reqwest error with its causes, minus the URL (see [`shown`]).
-fn describe(err: &reqwest::Error) -> String {
-    let mut text = if err.is_timeout() {
-        "timed out".to_string()
-    } else if err.is_connect() {
-        "cannot connect".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -156,3 +156,23 @@ pub fn service_client(extra_ca_file: Option<&Path>) -> Result<reqwest::ClientBui
         .user_agent(USER_AGENT)
         .no_proxy())
 }
+
+/// A reqwest error in words: what failed (timed out, cannot connect) and
+/// its causes, never its URL, which can carry a secret (a heartbeat UUID,
+/// a Slack webhook's token).
+pub fn describe(err: &reqwest::Error) -> String {
+    let mut text = if err.is_timeout() {
+        "timed out".to_string()
+    } else if err.is_connect() {
+        "cannot connect".to_string()
+    } else {
+        "request failed".to_string()
+    };
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

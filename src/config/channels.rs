@@ -271,3 +271,16 @@ pub fn address_refusal(ip: IpAddr, allow_private: bool) -> Option<String> {
         )),
     }
 }
+
+/// A channel's secret file: one line, without surrounding whitespace; a
+/// problem naming the file otherwise. Read when the config loads, and
+/// again when the channel starts.
+pub fn read_secret(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let secret = text.trim();
+    if secret.is_empty() || secret.contains('\n') {
+        return Err(format!("{} must hold one line, the secret", path.display()));
+    }
+    Ok(secret.to_string())
+}

@@ -8,7 +8,7 @@ use super::document::PushEvent;
 use super::ntfy::{Auth, Ntfy};
 use super::request::Request;
 use super::{deliver, pagerduty, slack, webhook};
-use crate::config::channels::{webhook_secret, Channel, ChannelKind, NtfyAuth};
+use crate::config::channels::{read_secret, webhook_secret, Channel, ChannelKind, NtfyAuth};
 
 /// A channel with what sending needs.
 pub struct LiveChannel {
@@ -32,15 +32,7 @@ impl LiveChannel {
         extra_ca_file: Option<&std::path::Path>,
     ) -> Result<LiveChannel, String> {
         let read = |path: &std::path::Path| {
-            std::fs::read_to_string(path)
-                .map(|s| s.trim().to_string())
-                .map_err(|e| {
-                    format!(
-                        "channel {}: cannot read {}: {e}",
-                        config.name,
-                        path.display()
-                    )
-                })
+            read_secret(path).map_err(|e| format!("channel {}: {e}", config.name))
         };
         let secret = match &config.kind {
             ChannelKind::Webhook { secret_file, .. } => {

@@ -103,8 +103,7 @@ pub async fn send(
                 why: format!(
                     "{kind} {} could not be reached: {}",
                     channel.name,
-                    // The URL can be the secret (a Slack webhook's).
-                    words(&err.without_url())
+                    crate::net::describe(&err)
                 ),
                 after: None,
             };
@@ -150,25 +149,4 @@ pub async fn send(
         }
         _ => answer,
     }
-}
-
-/// An error and its causes, as one line.
-fn words(err: &reqwest::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-        source = cause_of(source);
-    }
-    text
-}
-
-fn cause_of<'a>(
-    e: Option<&'a (dyn std::error::Error + 'static)>,
-) -> Option<&'a (dyn std::error::Error + 'static)> {
-    e.and_then(std::error::Error::source)
 }

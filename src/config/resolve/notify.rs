@@ -4,7 +4,6 @@
 //! channels that exist and leave none unreached.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -14,8 +13,8 @@ use url::{Host, Url};
 use super::check::is_name_char;
 use super::cx::Cx;
 use crate::config::channels::{
-    address_refusal, webhook_secret, Channel, ChannelKind, Notify, NotifyEvent, NtfyAuth,
-    NtfyPriorities, Route, MAIL, PAGERDUTY_EVENTS_URL,
+    address_refusal, read_secret, webhook_secret, Channel, ChannelKind, Notify, NotifyEvent,
+    NtfyAuth, NtfyPriorities, Route, MAIL, PAGERDUTY_EVENTS_URL,
 };
 use crate::config::decode::Decoded;
 use crate::config::limits::{MAX_PUSH_TIMEOUT, MIN_POSITIVE};
@@ -305,18 +304,6 @@ fn channel_url(cx: &mut Cx<'_>, value: &Spanned<String>, allow_private: bool) ->
         return None;
     }
     Some(url)
-}
-
-/// The first line of a secret file, without surrounding whitespace; a
-/// problem naming the file otherwise.
-fn read_secret(path: &std::path::Path) -> Result<String, String> {
-    let text =
-        fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let secret = text.trim();
-    if secret.is_empty() || secret.contains('\n') {
-        return Err(format!("{} must hold one line, the secret", path.display()));
-    }
-    Ok(secret.to_string())
 }
 
 fn webhook(cx: &mut Cx<'_>, d: &Decoded<RawNotify>) -> Option<ChannelKind> {
