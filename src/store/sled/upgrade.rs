@@ -119,10 +119,7 @@ impl SledStore {
                 .apply_batch(removals)
                 .map_err(self.io("move the newest results (upgrade)"))?;
         }
-        meta.insert(SCHEMA_KEY, &SCHEMA_NEWEST.to_be_bytes()[..])
-            .map_err(self.io("write the schema version"))?;
-        self.db.flush().map_err(self.io("flush the upgrade"))?;
-        Ok(())
+        self.upgraded_to(meta, SCHEMA_NEWEST)
     }
 
     /// Schema 2 had no rollups and no certificate timeline: they are built
@@ -132,10 +129,7 @@ impl SledStore {
         tracing::info!(path = %self.path.display(), "building rollups from the stored history (once, for schema 3)");
         self.build_rollups()?;
         self.db.flush().map_err(self.io("flush the rollups"))?;
-        meta.insert(SCHEMA_KEY, &SCHEMA_ROLLUPS.to_be_bytes()[..])
-            .map_err(self.io("write the schema version"))?;
-        self.db.flush().map_err(self.io("flush the upgrade"))?;
-        Ok(())
+        self.upgraded_to(meta, SCHEMA_ROLLUPS)
     }
 
     /// Schema 3 wrote blocks of 20 records one after the other (LZ4);
@@ -170,7 +164,12 @@ impl SledStore {
         self.db
             .flush()
             .map_err(self.io("flush the rewritten history"))?;
-        meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
+        self.upgraded_to(meta, SCHEMA_VERSION)
+    }
+
+    /// An upgrade step is done: the store now holds `version`, on disk.
+    fn upgraded_to(&self, meta: &Tree, version: u32) -> Result<(), StoreError> {
+        meta.insert(SCHEMA_KEY, &version.to_be_bytes()[..])
             .map_err(self.io("write the schema version"))?;
         self.db.flush().map_err(self.io("flush the upgrade"))?;
         Ok(())
