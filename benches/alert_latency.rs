@@ -18,15 +18,12 @@ mod common;
 #[path = "support/crossing.rs"]
 mod crossing;
 
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use time::OffsetDateTime;
 
-use common::daemon::{api_section, free_addr, Daemon};
-use common::env::{check_toml, Env};
-use common::servers::{TlsOpts, TlsServer};
+use common::daemon::Daemon;
+use common::servers::switchable_target;
 use common::smtp::{SmtpOpts, SmtpServer};
 
 const GROUP_WINDOW: Duration = Duration::from_secs(1);
@@ -44,27 +41,8 @@ fn main() {
 
 async fn bench(incidents: usize) {
     let smtp = SmtpServer::start(SmtpOpts::plain());
-    let status = Arc::new(AtomicU16::new(200));
-    let answer = status.clone();
-    let target = TlsServer::start_with(
-        &common::pki::valid_leaf(),
-        TlsOpts::default(),
-        Arc::new(move |_| (answer.load(Ordering::SeqCst), vec![], "ok".to_string())),
-    );
-    let api = free_addr();
-    let env = Env::with_config(&api_section(api, None));
-    env.append_config(&smtp.alerting_sections(&format!(
-        "failure_threshold = {THRESHOLD}\nrecovery_threshold = {THRESHOLD}\ngroup_window = \"{}s\"\n",
-        GROUP_WINDOW.as_secs(),
-    )));
-    env.write_checks(
-        "site.toml",
-        &check_toml(
-            "site",
-            &target.url("/"),
-            "every = \"1s\"\ntimeout = \"5s\"\n[check.expect]\nstatus = [200]",
-        ),
-    );
+    let (target, status) = switchable_target();
+    let (env, api) = crossing::site_env(&smtp, &target, THRESHOLD, GROUP_WINDOW);
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;

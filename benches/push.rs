@@ -22,7 +22,6 @@ mod common;
 #[path = "support/crossing.rs"]
 mod crossing;
 
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,11 +29,11 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use common::daemon::{api_section, free_addr, Daemon};
-use common::env::{check_toml, Env};
+use common::daemon::Daemon;
+use common::env::Env;
 use common::push::ntfy::{NtfyConfig, NtfyServer};
 use common::push::webhook::{whsec_for_test, WebhookReceiver};
-use common::servers::{TlsOpts, TlsServer};
+use common::servers::switchable_target;
 use common::smtp::{SmtpOpts, SmtpServer};
 use vigie::clock::SystemClock;
 
@@ -73,47 +72,20 @@ impl Clocks {
     }
 }
 
-fn secret(env: &Env, name: &str, text: &str) -> String {
-    use std::os::unix::fs::PermissionsExt;
-    let path = env.path().join(name);
-    std::fs::write(&path, format!("{text}\n")).expect("secret");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("mode");
-    path.display().to_string()
-}
-
 async fn latency(incidents: usize) {
     let smtp = SmtpServer::start(SmtpOpts::plain());
-    let status = Arc::new(AtomicU16::new(200));
-    let answer = status.clone();
-    let target = TlsServer::start_with(
-        &common::pki::valid_leaf(),
-        TlsOpts::default(),
-        Arc::new(move |_| (answer.load(Ordering::SeqCst), vec![], "ok".to_string())),
-    );
+    let (target, status) = switchable_target();
     let whsec = whsec_for_test();
     let hook = WebhookReceiver::start(&whsec);
     let ntfy = NtfyServer::start(NtfyConfig::default());
-    let api = free_addr();
-    let env = Env::with_config(&api_section(api, None));
-    env.append_config(&smtp.alerting_sections(&format!(
-        "failure_threshold = {THRESHOLD}\nrecovery_threshold = {THRESHOLD}\ngroup_window = \"{}s\"\n",
-        GROUP_WINDOW.as_secs(),
-    )));
-    let hook_secret = secret(&env, "hook.secret", &whsec);
+    let (env, api) = crossing::site_env(&smtp, &target, THRESHOLD, GROUP_WINDOW);
+    let hook_secret = env.write_secret("hook.secret", &whsec);
     env.append_config(&format!(
         "[[notify]]\nname = \"hooks\"\nkind = \"webhook\"\nurl = \"{}\"\nallow_private = true\nsecret_file = {hook_secret:?}\n\
          [[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"{}\"\nallow_private = true\n",
         hook.url(),
         ntfy.topic_url("vigie")
     ));
-    env.write_checks(
-        "site.toml",
-        &check_toml(
-            "site",
-            &target.url("/"),
-            "every = \"1s\"\ntimeout = \"5s\"\n[check.expect]\nstatus = [200]",
-        ),
-    );
     let clocks = Clocks::now();
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(Duration::from_secs(30)).await;
@@ -148,7 +120,7 @@ async fn drain() {
     let hook = WebhookReceiver::start(&whsec);
     let env = Env::with_config("");
     env.write_idle_check();
-    let hook_secret = secret(&env, "hook.secret", &whsec);
+    let hook_secret = env.write_secret("hook.secret", &whsec);
     env.append_config(&format!(
         "[[notify]]\nname = \"hooks\"\nkind = \"webhook\"\nurl = \"{}\"\nallow_private = true\nsecret_file = {hook_secret:?}\nrate_limit = {RATE}\n",
         hook.url()

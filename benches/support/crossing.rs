@@ -32,6 +32,34 @@ pub fn crossing_probe(history: &[Value], down: bool, threshold: usize) -> Offset
     started + Duration::from_secs_f64(took / 1000.0)
 }
 
+/// The config both latency benches run: the API on a free port, mail to
+/// `smtp` with `threshold` both ways and `group_window`, and one check,
+/// `site`, on `target` every second.
+pub fn site_env(
+    smtp: &crate::common::smtp::SmtpServer,
+    target: &crate::common::servers::TlsServer,
+    threshold: usize,
+    group_window: Duration,
+) -> (crate::common::env::Env, std::net::SocketAddr) {
+    use crate::common::daemon::{api_section, free_addr};
+    use crate::common::env::{check_toml, Env};
+    let api = free_addr();
+    let env = Env::with_config(&api_section(api, None));
+    env.append_config(&smtp.alerting_sections(&format!(
+        "failure_threshold = {threshold}\nrecovery_threshold = {threshold}\ngroup_window = \"{}s\"\n",
+        group_window.as_secs(),
+    )));
+    env.write_checks(
+        "site.toml",
+        &check_toml(
+            "site",
+            &target.url("/"),
+            "every = \"1s\"\ntimeout = \"5s\"\n[check.expect]\nstatus = [200]",
+        ),
+    );
+    (env, api)
+}
+
 /// Switches the target's `status` between 503 and 200 `incidents` times;
 /// for each DOWN and RESOLVED, the seconds from the crossing probe to
 /// `accepted(n)`, when the n-th message since the start was accepted.

@@ -108,6 +108,17 @@ impl Env {
         std::fs::write(self.config_path(), format!("{text}{config}")).expect("write config.toml");
     }
 
+    /// A secret file (a token, a key) in the directory, mode 600 as vigie
+    /// wants them; its path as config.toml writes it.
+    pub fn write_secret(&self, name: &str, text: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.path().join(name);
+        std::fs::write(&path, format!("{text}\n")).expect("write secret");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .expect("secret mode");
+        path.display().to_string()
+    }
+
     pub fn write_checks(&self, file: &str, toml: &str) {
         std::fs::write(self.dir.path().join("checks").join(file), toml).expect("write checks");
     }

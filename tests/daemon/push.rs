@@ -50,15 +50,6 @@ fn env(
     (env, api)
 }
 
-/// A secret file in `env`, mode 600.
-fn secret(env: &Env, name: &str, text: &str) -> String {
-    use std::os::unix::fs::PermissionsExt;
-    let path = env.path().join(name);
-    std::fs::write(&path, format!("{text}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path.display().to_string()
-}
-
 fn webhook_channel(name: &str, hook: &WebhookReceiver, secret_file: &str, extra: &str) -> String {
     format!(
         "[[notify]]\nname = \"{name}\"\nkind = \"webhook\"\nurl = \"{}\"\nallow_private = true\nsecret_file = {secret_file:?}\n{extra}",
@@ -105,9 +96,9 @@ async fn an_outage_is_pushed_once_to_every_kind_and_its_recovery_closes_each() {
     let pagerduty = PagerDutyEvents::start();
     let slack = SlackWebhook::start();
     let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
-    let hook_secret = secret(&env, "hook.secret", &whsec);
-    let token = secret(&env, "ntfy.token", "tk_vigietesttoken0123456789abcde");
-    let key = secret(&env, "pd.key", "0123456789abcdef0123456789abcdef");
+    let hook_secret = env.write_secret("hook.secret", &whsec);
+    let token = env.write_secret("ntfy.token", "tk_vigietesttoken0123456789abcde");
+    let key = env.write_secret("pd.key", "0123456789abcdef0123456789abcdef");
     env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
     env.append_config(&ntfy_channel(
         "phone",
@@ -226,7 +217,7 @@ async fn a_failing_endpoint_is_retried_never_before_retry_after_and_delivered_on
     }
     ntfy.plan(Plan::status(429).header("retry-after", "5"));
     let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
-    let hook_secret = secret(&env, "hook.secret", &whsec);
+    let hook_secret = env.write_secret("hook.secret", &whsec);
     env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
     env.append_config(&ntfy_channel("phone", &ntfy, ""));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
@@ -323,7 +314,7 @@ async fn a_push_pending_at_kill_9_is_delivered_once_after_the_restart() {
     hook.plan(Plan::status(503));
     hook.plan(Plan::status(503));
     let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
-    let hook_secret = secret(&env, "hook.secret", &whsec);
+    let hook_secret = env.write_secret("hook.secret", &whsec);
     env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(START).await;
@@ -351,7 +342,7 @@ async fn a_slow_endpoint_delays_neither_the_mail_nor_the_other_channels() {
     slow.plan(Plan::normal().after(Duration::from_secs(30)));
     let ntfy = NtfyServer::start(NtfyConfig::default());
     let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
-    let hook_secret = secret(&env, "hook.secret", &whsec);
+    let hook_secret = env.write_secret("hook.secret", &whsec);
     env.append_config(&webhook_channel(
         "slow",
         &slow,
