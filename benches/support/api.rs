@@ -54,6 +54,7 @@ pub fn router(
         config: config_rx,
         vantage: None,
         push: None,
+        told: None,
     })
 }
 

@@ -70,6 +70,17 @@ pub enum EventKind {
     Resolved,
 }
 
+impl EventKind {
+    /// The word a subject line or a page shows for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            EventKind::Down => "DOWN",
+            EventKind::Reminder => "STILL DOWN",
+            EventKind::Resolved => "RESOLVED",
+        }
+    }
+}
+
 /// The part of a probe's outcome an alert mail shows, kept in the state so
 /// that a restart can still say what the first failure was.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -137,7 +137,7 @@ fn subject(n: &Notification, host: &str) -> String {
         events => format!(
             "[vigie] {} checks {}: {}",
             events.len(),
-            state_word(n.kind),
+            n.kind.word(),
             names(events)
         ),
     }
@@ -157,14 +157,6 @@ fn single_subject(e: &Event) -> String {
             e.check,
             span(resolved_at(e) - e.since)
         ),
-    }
-}
-
-fn state_word(kind: EventKind) -> &'static str {
-    match kind {
-        EventKind::Down => "DOWN",
-        EventKind::Reminder => "STILL DOWN",
-        EventKind::Resolved => "RESOLVED",
     }
 }
 
@@ -232,7 +224,7 @@ fn notification_doc(n: &Notification, host: &str, written: OffsetDateTime) -> Do
             doc.title = format!(
                 "{} checks {}: {}",
                 events.len(),
-                state_word(n.kind),
+                n.kind.word(),
                 events
                     .iter()
                     .map(|e| e.check.as_str())

@@ -88,4 +88,6 @@ pub struct ApiState {
     pub vantage: Option<Arc<crate::vantage::VantageStats>>,
     /// The push channels' counters.
     pub push: Option<Arc<crate::push::PushStats>>,
+    /// Who was told about each incident, for the incident pages.
+    pub told: Option<crate::store::ToldLedger>,
 }

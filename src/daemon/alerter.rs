@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::mail::Outbox;
 use crate::outcome::{Outcome, Status};
 use crate::push::{PushEvent, PushWaker};
-use crate::store::{AlertStore, Latest, NewPush};
+use crate::store::{AlertStore, Latest, NewPush, Telling, ToldEvent};
 use crate::supervise::Stage;
 use crate::vantage::page_claims::Claiming;
 use crate::vantage::{NewClaims, PageClaims};
@@ -119,6 +119,8 @@ struct Run {
     gated: Vec<Arc<Outcome>>,
     last_round: Option<OffsetDateTime>,
     next_report: Option<OffsetDateTime>,
+    /// When the told ledger's old entries were last deleted.
+    told_swept: Option<OffsetDateTime>,
 }
 
 /// Every check's policy, built once per config rather than looked up (a
@@ -222,6 +224,7 @@ impl Alerter {
             last_leaf: HashMap::new(),
             gated: Vec::new(),
             last_round: None,
+            told_swept: None,
             next_report: {
                 let report = &self.config.borrow().report;
                 crate::schedule::next_after_in(&report.schedule, now, report.zone)
@@ -375,6 +378,15 @@ impl Alerter {
         run.silences.retain(|s| s.until > now);
         if let Err(err) = self.store.sweep_silences(now) {
             tracing::error!(error = %err, "cannot delete expired silences");
+        }
+        if run
+            .told_swept
+            .is_none_or(|at| now - at >= time::Duration::HOUR)
+        {
+            run.told_swept = Some(now);
+            if let Err(err) = self.store.told().sweep(now) {
+                tracing::error!(error = %err, "cannot delete old told entries");
+            }
         }
         // A canary round that never came (the task died or hangs) must not
         // keep failures from being judged.
@@ -656,6 +668,7 @@ impl Alerter {
                 &outbound.states,
                 routed.mail.as_ref(),
                 &routed.pushes,
+                &routed.telling,
                 now,
             ) {
                 Ok(_) => {
@@ -692,10 +705,11 @@ impl Alerter {
 }
 
 /// One notification as its routes send it: the mail, if the mail is told,
-/// and a push per channel that is.
+/// and a push per channel that is, with the events each tells.
 struct Routed {
     mail: Option<alert::Email>,
     pushes: Vec<NewPush>,
+    telling: Telling,
 }
 
 impl Routed {
@@ -709,6 +723,10 @@ impl Routed {
         now: OffsetDateTime,
     ) -> Routed {
         let parts = alert::routes::route(&config.notify, notification);
+        let telling = Telling {
+            mail: parts.mail.as_ref().map(told_events).unwrap_or_default(),
+            pushes: parts.channels.iter().map(|(_, p)| told_events(p)).collect(),
+        };
         let mail = parts.mail.map(
             |part| match part.events.len() == notification.events.len() {
                 true => email.clone(),
@@ -735,7 +753,11 @@ impl Routed {
                 }
             })
             .collect();
-        Routed { mail, pushes }
+        Routed {
+            mail,
+            pushes,
+            telling,
+        }
     }
 
     /// "mail, phone" for the log.
@@ -747,6 +769,20 @@ impl Routed {
         names.extend(self.pushes.iter().map(|p| p.channel.as_str()));
         names.join(", ")
     }
+}
+
+/// The events of one delivery, as the told ledger keys them.
+fn told_events(part: &Notification) -> Vec<ToldEvent> {
+    part.events
+        .iter()
+        .map(|e| ToldEvent {
+            check: e.check.clone(),
+            incident: e.incident.to_string(),
+            kind: e.kind,
+            since: e.since,
+            at: e.at,
+        })
+        .collect()
 }
 
 /// A mail that wakes someone: it holds a DOWN or a reminder.

@@ -78,6 +78,7 @@ pub async fn start(shared: &Shared, inputs: ApiInputs<'_>) -> Result<Api, RunErr
             .as_ref()
             .map(|_| alerting.vantage_stats.clone()),
         push: Some(alerting.push_stats.clone()),
+        told: Some(alerting.told.clone()),
     });
     let limits = Limits {
         request_timeout: config.api.request_timeout,

@@ -31,7 +31,7 @@ use crate::outcome::Outcome;
 use crate::push::{PushSender, PushStats};
 use crate::replicate::{ReplicationStatus, Replicator};
 use crate::scheduler::Slots;
-use crate::store::{Latest, Store};
+use crate::store::{Latest, Store, ToldLedger};
 use crate::supervise::{Feed, Progress, Stage, Supervisor};
 use crate::vantage::{SingleNode, VantageLink, VantageStats, Wanted};
 
@@ -112,6 +112,8 @@ pub struct Alerting {
     pub requests: mpsc::Sender<AlertRequest>,
     pub vantage_stats: Arc<VantageStats>,
     pub push_stats: Arc<PushStats>,
+    /// Who was told about each incident, for the pages.
+    pub told: ToldLedger,
 }
 
 /// The alerter's input, for the recorder alone: once the recorder drops
@@ -159,6 +161,7 @@ pub async fn alerting(
         (Some(v), Some(r)) => vantage(shared, v, r, &vantage_stats)?.new_claims(),
         _ => SingleNode::new_claims(),
     };
+    let told = alert_store.told();
     let parts = AlerterParts {
         store: alert_store,
         outbox: outbox.clone(),
@@ -188,6 +191,7 @@ pub async fn alerting(
         requests: requests_tx,
         vantage_stats,
         push_stats: pushes.stats(),
+        told,
     };
     let to_alerter = ToAlerter {
         feed: Feed::new(alert_tx, stage),

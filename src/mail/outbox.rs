@@ -155,8 +155,15 @@ impl Outbox {
     /// The server accepted it: removes it, durably, before anything else
     /// is sent. The backlog gauge drops once the removal is on disk, so a
     /// backlog of 0 means nothing would be sent again after a crash.
-    pub(crate) async fn delivered(&self, id: MessageId) -> Result<(), MailError> {
+    pub(crate) async fn delivered(
+        &self,
+        id: MessageId,
+        at: OffsetDateTime,
+    ) -> Result<(), MailError> {
         let removed = self.store.remove(id)?;
+        if removed {
+            self.store.mark_told(id, at);
+        }
         let flushed = self.store.flush().await;
         if removed {
             self.stats.add_backlog(-1);
@@ -239,8 +246,8 @@ mod tests {
         let b = outbox.enqueue(&message(2), T0).await.unwrap();
         let pa = outbox.load(a).unwrap().unwrap();
         outbox.bury(&pa, "550 no such user", T0).await.unwrap();
-        outbox.delivered(b).await.unwrap();
-        outbox.delivered(b).await.unwrap();
+        outbox.delivered(b, T0).await.unwrap();
+        outbox.delivered(b, T0).await.unwrap();
         let snap = outbox.stats().snapshot();
         assert_eq!((snap.backlog, snap.dead_letters), (0, 1));
         outbox

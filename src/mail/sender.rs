@@ -395,7 +395,7 @@ impl Sender {
                         via = %accepted.via,
                         "mail delivered on the last try before stopping"
                     );
-                    let _ = self.outbox.delivered(pending.id).await;
+                    let _ = self.outbox.delivered(pending.id, self.clock.now()).await;
                 }
             }
         };
@@ -447,7 +447,7 @@ impl Sender {
                 continue;
             }
             if self.unremoved.contains(&id) {
-                if self.outbox.delivered(id).await.is_ok() {
+                if self.outbox.delivered(id, now).await.is_ok() {
                     self.unremoved.remove(&id);
                 }
                 backlog -= 1;
@@ -472,7 +472,7 @@ impl Sender {
             let now = self.clock.now();
             match attempt {
                 Attempt::Accepted(accepted) => {
-                    if let Err(err) = self.outbox.delivered(id).await {
+                    if let Err(err) = self.outbox.delivered(id, now).await {
                         // Sent again now, it would page again at every pass.
                         tracing::error!(error = %err, message_id = %pending.message.message_id, "delivered, but it cannot be removed from the outbox; it is not sent again while vigie runs");
                         self.unremoved.insert(id);

@@ -359,6 +359,7 @@ impl ChannelLoop {
                     if let Err(err) = self.shared.store.remove(record) {
                         tracing::error!(channel = %name, error = %err, "cannot remove a delivered push; it may be sent again");
                     }
+                    self.shared.store.mark_told(record, now);
                 }
                 if let Err(err) = self.shared.store.flush().await {
                     tracing::error!(channel = %name, error = %err, "cannot flush the push outbox; a delivered push may be sent again");

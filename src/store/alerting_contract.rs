@@ -8,13 +8,14 @@ use std::time::Duration;
 use time::macros::datetime;
 use time::OffsetDateTime;
 
-use super::{AlertStore, OutboxStore, SledStore, TransportState};
+use super::{AlertStore, NewPush, OutboxStore, SledStore, Telling, ToldEvent, TransportState};
 use crate::alert::report::{CertChange, ChangeKind, Leaf};
-use crate::alert::{AlertState, Email, Silence};
+use crate::alert::{AlertState, Email, EventKind, Silence};
 
 const T0: OffsetDateTime = datetime!(2026-11-29 07:00:00 UTC);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
+const MINUTE: Duration = Duration::from_secs(60);
 
 /// A DOWN page, told apart by `n` (also for the mail side's tests).
 pub(crate) fn message(n: u32) -> Email {
@@ -228,6 +229,105 @@ fn times_come_back_at_the_millisecond(store: &AlertStore) {
     );
 }
 
+fn told_event(
+    check: &str,
+    kind: EventKind,
+    since: OffsetDateTime,
+    at: OffsetDateTime,
+) -> ToldEvent {
+    ToldEvent {
+        check: check.into(),
+        incident: format!("{check}@x"),
+        kind,
+        since,
+        at,
+    }
+}
+
+fn push(channel: &str, n: u32) -> NewPush {
+    NewPush {
+        channel: channel.into(),
+        event_id: format!("event-{n}"),
+        document: "{}".into(),
+    }
+}
+
+fn who_was_told_is_queued_with_the_page_and_marked_as_it_is_delivered(store: &AlertStore) {
+    let down = told_event("site", EventKind::Down, T0, T0 + MINUTE);
+    let told = store.told();
+    let telling = Telling {
+        mail: vec![down.clone()],
+        pushes: vec![vec![down.clone()], vec![down.clone()]],
+    };
+    let pushes = [push("phone", 1), push("hooks", 1)];
+    let mail = store
+        .commit_routed(&[], Some(&message(1)), &pushes, &telling, T0 + MINUTE)
+        .unwrap()
+        .unwrap();
+    let entries = told.of_incident("site", T0).unwrap();
+    let channels: Vec<_> = entries.iter().map(|t| t.channel.as_str()).collect();
+    assert_eq!(channels, ["hooks", "mail", "phone"], "{entries:?}");
+    assert!(entries
+        .iter()
+        .all(|t| t.told_at.is_none() && t.kind == EventKind::Down));
+    assert!(
+        told.of_incident("site", T0 + MINUTE).unwrap().is_empty(),
+        "another incident"
+    );
+    assert!(
+        told.of_incident("app", T0).unwrap().is_empty(),
+        "another check"
+    );
+
+    // The mail is accepted, the phone's push too, the hook gives up.
+    let outbox = store.outbox();
+    outbox.remove(mail).unwrap();
+    outbox.mark_told(mail, T0 + 2 * MINUTE);
+    let pushes = store.pushes();
+    let phone = pushes.pending("phone").unwrap().remove(0);
+    pushes.remove(&phone).unwrap();
+    pushes.mark_told(&phone, T0 + 3 * MINUTE);
+    let hook = pushes.pending("hooks").unwrap().remove(0);
+    pushes
+        .bury(&hook, "401 Unauthorized", T0 + 4 * MINUTE)
+        .unwrap();
+    let entries = told.of_incident("site", T0).unwrap();
+    let said: Vec<_> = entries
+        .iter()
+        .map(|t| (t.channel.as_str(), t.told_at, t.gave_up.as_deref()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("hooks", None, Some("401 Unauthorized")),
+            ("mail", Some(T0 + 2 * MINUTE), None),
+            ("phone", Some(T0 + 3 * MINUTE), None),
+        ]
+    );
+
+    // A RESOLVED of the same incident sorts after its DOWN.
+    let resolved = told_event("site", EventKind::Resolved, T0, T0 + HOUR);
+    let telling = Telling {
+        mail: vec![resolved],
+        pushes: Vec::new(),
+    };
+    store
+        .commit_routed(&[], Some(&message(2)), &[], &telling, T0 + HOUR)
+        .unwrap();
+    let kinds: Vec<_> = told
+        .of_incident("site", T0)
+        .unwrap()
+        .iter()
+        .map(|t| t.kind)
+        .collect();
+    assert_eq!(kinds.last(), Some(&EventKind::Resolved), "{kinds:?}");
+
+    // Eight days on, the incident's entries go.
+    assert_eq!(told.sweep(T0 + 7 * DAY).unwrap(), 0);
+    assert_eq!(told.sweep(T0 + 8 * DAY + HOUR).unwrap(), 4);
+    assert!(told.of_incident("site", T0).unwrap().is_empty());
+}
+
 /// Runs `scenario` on a sled store as the daemon opens it.
 fn on_sled(scenario: fn(&AlertStore)) {
     let dir = tempfile::tempdir().unwrap();
@@ -266,4 +366,5 @@ scenarios!(
     defer_bury_deliver_and_sweep,
     the_delivery_backoff_round_trips,
     times_come_back_at_the_millisecond,
+    who_was_told_is_queued_with_the_page_and_marked_as_it_is_delivered,
 );

@@ -24,8 +24,9 @@ use sled::{Db, Transactional, Tree};
 use time::OffsetDateTime;
 
 use super::error::StoreError;
-use super::outbox::{self, lock, MemoryOutbox, MessageId, OutboxStore};
+use super::outbox::{self, lock, MemoryOutbox, MessageId, OutboxStore, MAIL};
 use super::pushes::{self, MemoryPushes, NewPush, PushStore};
+use super::told::{self, MemoryTold, ToldEvent, ToldLedger};
 use crate::alert::report::CertChange;
 use crate::alert::{AlertState, Email, Silence};
 use crate::clock::{saturating_sub, unix_millis};
@@ -36,6 +37,14 @@ const CHANGES_TREE: &str = "cert_changes";
 
 /// Certificate changes are kept this long (the report shows one day).
 const CHANGES_KEPT: Duration = Duration::from_secs(7 * 86_400);
+
+/// What a notification's deliveries tell, for the told ledger: the events
+/// of its mail, and of each push in the order of the pushes.
+#[derive(Debug, Default)]
+pub struct Telling {
+    pub mail: Vec<ToldEvent>,
+    pub pushes: Vec<Vec<ToldEvent>>,
+}
 
 /// Alert states, silences and certificate changes, on disk (the history's
 /// sled database) or in memory (tests); [`AlertStore::outbox`] is the
@@ -54,6 +63,7 @@ enum Backend {
         alerts: Arc<Mutex<MemoryAlerts>>,
         outbox: Arc<Mutex<MemoryOutbox>>,
         pushes: Arc<Mutex<MemoryPushes>>,
+        told: Arc<Mutex<MemoryTold>>,
     },
 }
 
@@ -69,6 +79,10 @@ struct SledAlerts {
     pushes: PushStore,
     /// The push outbox's queue, for the same transaction.
     push_queue: Tree,
+    told: ToldLedger,
+    /// The told ledger's trees, for the same transaction.
+    told_entries: Tree,
+    told_deliveries: Tree,
 }
 
 #[derive(Debug, Default)]
@@ -88,14 +102,18 @@ impl AlertStore {
                 cause,
             })
         };
+        let told = ToldLedger::open_sled(db, path.clone())?;
         let sled = SledAlerts {
             states: open(STATES_TREE)?,
             silences: open(SILENCES_TREE)?,
             changes: open(CHANGES_TREE)?,
             queue: open(outbox::QUEUE_TREE)?,
-            outbox: OutboxStore::open_sled(db, path.clone())?,
+            outbox: OutboxStore::open_sled(db, path.clone())?.telling(told.clone()),
             push_queue: open(pushes::QUEUE_TREE)?,
-            pushes: PushStore::open_sled(db, path.clone())?,
+            pushes: PushStore::open_sled(db, path.clone())?.telling(told.clone()),
+            told_entries: open(told::ENTRIES_TREE)?,
+            told_deliveries: open(told::DELIVERIES_TREE)?,
+            told,
             path,
         };
         Ok(AlertStore {
@@ -110,7 +128,17 @@ impl AlertStore {
                 alerts: Arc::default(),
                 outbox: Arc::default(),
                 pushes: Arc::default(),
+                told: Arc::default(),
             },
+        }
+    }
+
+    /// Who was told about each incident, which [`Self::commit_routed`]
+    /// writes and the senders mark.
+    pub fn told(&self) -> ToldLedger {
+        match &self.backend {
+            Backend::Sled(s) => s.told.clone(),
+            Backend::Memory { told, .. } => ToldLedger::memory(told.clone()),
         }
     }
 
@@ -118,7 +146,9 @@ impl AlertStore {
     pub fn pushes(&self) -> PushStore {
         match &self.backend {
             Backend::Sled(s) => s.pushes.clone(),
-            Backend::Memory { pushes, .. } => PushStore::memory(pushes.clone()),
+            Backend::Memory { pushes, .. } => {
+                PushStore::memory(pushes.clone()).telling(self.told())
+            }
         }
     }
 
@@ -126,7 +156,9 @@ impl AlertStore {
     pub fn outbox(&self) -> OutboxStore {
         match &self.backend {
             Backend::Sled(s) => s.outbox.clone(),
-            Backend::Memory { outbox, .. } => OutboxStore::memory(outbox.clone()),
+            Backend::Memory { outbox, .. } => {
+                OutboxStore::memory(outbox.clone()).telling(self.told())
+            }
         }
     }
 
@@ -170,34 +202,48 @@ impl AlertStore {
         message: &Email,
         now: OffsetDateTime,
     ) -> Result<MessageId, StoreError> {
-        self.commit_routed(states, Some(message), &[], now)
+        self.commit_routed(states, Some(message), &[], &Telling::default(), now)
             .map(|id| id.unwrap_or_default())
     }
 
     /// [`Self::commit`] with the notification's pushes, and a mail only
-    /// when its routes send one: the states, the mail and every push in
-    /// one transaction. Returns the mail's id, if one was queued. Not
-    /// durable until the outbox is flushed.
+    /// when its routes send one: the states, the mail, every push and the
+    /// told entries of each ([`ToldLedger`]) in one transaction. Returns
+    /// the mail's id, if one was queued. Not durable until the outbox is
+    /// flushed.
     pub fn commit_routed(
         &self,
         states: &[AlertState],
         message: Option<&Email>,
         new_pushes: &[NewPush],
+        telling: &Telling,
         now: OffsetDateTime,
     ) -> Result<Option<MessageId>, StoreError> {
+        let push_told = |i: usize| telling.pushes.get(i).map_or(&[][..], Vec::as_slice);
         match &self.backend {
             Backend::Sled(s) => {
-                let result = (&s.states, &s.queue, &s.push_queue).transaction(
-                    |(tx_states, queue, push_queue)| -> ConflictableTransactionResult<Option<MessageId>, sled::Error> {
+                let trees = (
+                    &s.states,
+                    &s.queue,
+                    &s.push_queue,
+                    &s.told_entries,
+                    &s.told_deliveries,
+                );
+                let result = trees.transaction(
+                    |(tx_states, queue, push_queue, entries, deliveries)| -> ConflictableTransactionResult<Option<MessageId>, sled::Error> {
                         for state in states {
                             tx_states.insert(state.check.as_bytes(), encode(state))?;
                         }
-                        for push in new_pushes {
-                            pushes::enqueue_in(push_queue, push, now)?;
+                        for (i, push) in new_pushes.iter().enumerate() {
+                            let id = pushes::enqueue_in(push_queue, push, now)?;
+                            told::queue_in(entries, deliveries, &push.channel, id, push_told(i), now)?;
                         }
-                        message
-                            .map(|m| outbox::enqueue_in(queue, m, now))
-                            .transpose()
+                        let Some(message) = message else {
+                            return Ok(None);
+                        };
+                        let id = outbox::enqueue_in(queue, message, now)?;
+                        told::queue_in(entries, deliveries, MAIL, id, &telling.mail, now)?;
+                        Ok(Some(id))
                     },
                 );
                 result.map_err(|e| match e {
@@ -210,18 +256,25 @@ impl AlertStore {
                 alerts,
                 outbox,
                 pushes,
+                told,
             } => {
                 // Every lock, always in this order, for the whole change.
                 let mut alerts = lock(alerts);
                 let mut outbox = lock(outbox);
                 let mut pushes = lock(pushes);
+                let mut told = lock(told);
                 for state in states {
                     alerts.states.insert(state.check.clone(), state.clone());
                 }
-                for push in new_pushes {
-                    pushes.enqueue(push, now);
+                for (i, push) in new_pushes.iter().enumerate() {
+                    let id = pushes.enqueue(push, now);
+                    told.queue(&push.channel, id, push_told(i), now);
                 }
-                Ok(message.map(|m| outbox.enqueue(m, now)))
+                let id = message.map(|m| outbox.enqueue(m, now));
+                if let Some(id) = id {
+                    told.queue(MAIL, id, &telling.mail, now);
+                }
+                Ok(id)
             }
         }
     }

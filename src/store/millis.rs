@@ -34,3 +34,20 @@ pub(in crate::store) fn time_of_millis(millis: u64) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000)
         .unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
+
+/// A record's time as unix milliseconds in its JSON, as the keys count
+/// (`#[serde(with = "...::millis::serde_millis")]`).
+pub(in crate::store) mod serde_millis {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use time::OffsetDateTime;
+
+    pub fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
+        crate::clock::unix_millis(*t).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
+        let ms = i64::deserialize(d)?;
+        crate::clock::from_unix_millis(ms)
+            .ok_or_else(|| serde::de::Error::custom(format!("{ms} ms is out of range")))
+    }
+}

@@ -65,7 +65,10 @@
 //! The same database holds the alert trees (`alert_state`, `silences`,
 //! `cert_changes`: [`AlertStore`], `alerts.rs`) and the outbox's
 //! (`outbox`, `dead_letters`, the backoff in `meta`: [`OutboxStore`],
-//! `outbox.rs`), which [`SledStore::alerts`] opens. This module is the only
+//! `outbox.rs`), the push outbox's (`push_outbox`, `push_dead`:
+//! [`PushStore`], `pushes.rs`) and who was told of each incident (`told`,
+//! `told_deliveries`: [`ToldLedger`], `told.rs`), which
+//! [`SledStore::alerts`] opens. This module is the only
 //! one that opens sled trees. Both have a memory backend
 //! ([`AlertStore::in_memory`]) and one suite of scenarios run against both
 //! (`alerting_contract.rs`).
@@ -84,11 +87,12 @@ mod outbox;
 mod pushes;
 mod rollup;
 mod sled;
+mod told;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use self::alerts::AlertStore;
+pub use self::alerts::{AlertStore, Telling};
 pub use self::aside::{
     acknowledge, open_or_set_aside, set_aside_earlier, SetAside, CORRUPT_MARKER,
 };
@@ -105,6 +109,7 @@ pub use self::sled::replication::{
 #[cfg(test)]
 pub(crate) use self::sled::tests::open as open_sled_when_unlocked;
 pub use self::sled::{Packing, Restoring, SledStore};
+pub use self::told::{Told, ToldEvent, ToldLedger};
 
 /// sled flushes this often in the background: the most an unclean stop
 /// (kill -9, power loss) can lose.

@@ -40,8 +40,12 @@ use sled::{Db, Transactional, Tree};
 use time::OffsetDateTime;
 
 use super::error::StoreError;
+use super::told::ToldLedger;
 use crate::alert::Email;
 use crate::clock::{from_unix_millis, unix_millis};
+
+/// The mail's channel name in the told ledger, as routes name it.
+pub(super) const MAIL: &str = crate::config::channels::MAIL;
 
 /// The key of a message in `outbox` and `dead_letters`.
 pub type MessageId = u64;
@@ -100,6 +104,9 @@ pub struct TransportState {
 #[derive(Debug, Clone)]
 pub struct OutboxStore {
     backend: Backend,
+    /// Where a delivered or given-up message is marked (the alert store's
+    /// ledger); `None` for an outbox opened on its own.
+    told: Option<ToldLedger>,
 }
 
 #[derive(Debug, Clone)]
@@ -180,12 +187,33 @@ impl OutboxStore {
         };
         Ok(OutboxStore {
             backend: Backend::Sled(sled),
+            told: None,
         })
     }
 
     pub(super) fn memory(records: Arc<Mutex<MemoryOutbox>>) -> OutboxStore {
         OutboxStore {
             backend: Backend::Memory(records),
+            told: None,
+        }
+    }
+
+    /// This outbox, marking what it delivers or gives up in `told`.
+    pub(super) fn telling(self, told: ToldLedger) -> OutboxStore {
+        OutboxStore {
+            told: Some(told),
+            ..self
+        }
+    }
+
+    /// Marks the events message `id` carried as told at `at` (the
+    /// server accepted it). Best effort: the pages show it, nothing
+    /// depends on it, so a failure is logged and not returned.
+    pub fn mark_told(&self, id: MessageId, at: OffsetDateTime) {
+        if let Some(told) = &self.told {
+            if let Err(err) = told.told(MAIL, id, at) {
+                tracing::warn!(error = %err, "cannot record that a mail was delivered; the incident page will show it as queued");
+            }
         }
     }
 
@@ -417,7 +445,7 @@ impl OutboxStore {
             reason: reason.to_owned(),
             message: pending.message.clone(),
         };
-        match &self.backend {
+        let buried = match &self.backend {
             Backend::Sled(s) => {
                 let value = encode_dead(&letter);
                 let key = pending.id.to_be_bytes();
@@ -442,7 +470,15 @@ impl OutboxStore {
                 records.dead.insert(pending.id, letter);
                 Ok(())
             }
+        };
+        if buried.is_ok() {
+            if let Some(told) = &self.told {
+                if let Err(err) = told.gave_up(MAIL, pending.id, reason) {
+                    tracing::warn!(error = %err, "cannot record that a mail was given up; the incident page will show it as queued");
+                }
+            }
         }
+        buried
     }
 
     /// The persisted server backoff, if any. A record this version cannot

@@ -29,7 +29,9 @@ use sled::{Db, Transactional, Tree};
 use time::OffsetDateTime;
 
 use super::error::StoreError;
+use super::millis::serde_millis;
 use super::outbox::lock;
+use super::told::ToldLedger;
 use crate::clock::{from_unix_millis, unix_millis};
 
 pub(super) const QUEUE_TREE: &str = "push_outbox";
@@ -52,11 +54,11 @@ pub struct PushRecord {
     pub event_id: String,
     /// The push document's JSON.
     pub document: String,
-    #[serde(with = "millis")]
+    #[serde(with = "serde_millis")]
     pub enqueued_at: OffsetDateTime,
     /// Attempts that failed so far.
     pub attempts: u32,
-    #[serde(with = "millis")]
+    #[serde(with = "serde_millis")]
     pub next_attempt: OffsetDateTime,
     pub last_error: Option<String>,
 }
@@ -66,25 +68,9 @@ pub struct PushRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadPush {
     pub record: PushRecord,
-    #[serde(with = "millis")]
+    #[serde(with = "serde_millis")]
     pub given_up_at: OffsetDateTime,
     pub reason: String,
-}
-
-/// Unix milliseconds, as every other time in the store.
-mod millis {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use time::OffsetDateTime;
-
-    pub fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
-        crate::clock::unix_millis(*t).serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
-        let ms = i64::deserialize(d)?;
-        crate::clock::from_unix_millis(ms)
-            .ok_or_else(|| serde::de::Error::custom(format!("{ms} ms is out of range")))
-    }
 }
 
 /// The push outbox, on disk or in memory. A clone is a handle on the same
@@ -92,6 +78,9 @@ mod millis {
 #[derive(Debug, Clone)]
 pub struct PushStore {
     backend: Backend,
+    /// Where a delivered or given-up push is marked (the alert store's
+    /// ledger); `None` for a push outbox opened on its own.
+    told: Option<ToldLedger>,
 }
 
 #[derive(Debug, Clone)]
@@ -115,11 +104,12 @@ pub(super) struct MemoryPushes {
 }
 
 impl MemoryPushes {
-    pub(super) fn enqueue(&mut self, push: &NewPush, now: OffsetDateTime) {
+    pub(super) fn enqueue(&mut self, push: &NewPush, now: OffsetDateTime) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let record = new_record(id, push, now);
         self.queue.insert((push.channel.clone(), id), record);
+        id
     }
 }
 
@@ -161,17 +151,18 @@ fn key_id(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(tail))
 }
 
-/// Queues `push` inside a sled transaction on `push_outbox`.
+/// Queues `push` inside a sled transaction on `push_outbox`; returns its
+/// id.
 pub(super) fn enqueue_in<E>(
     tx: &TransactionalTree,
     push: &NewPush,
     now: OffsetDateTime,
-) -> Result<(), ConflictableTransactionError<E>> {
+) -> Result<u64, ConflictableTransactionError<E>> {
     let id = tx.generate_id()?;
     let record = new_record(id, push, now);
     let value = serde_json::to_vec(&record).expect("a push record serializes");
     tx.insert(key(&push.channel, id), value)?;
-    Ok(())
+    Ok(id)
 }
 
 impl PushStore {
@@ -190,12 +181,33 @@ impl PushStore {
                 db: db.clone(),
                 path,
             },
+            told: None,
         })
     }
 
     pub(super) fn memory(records: Arc<Mutex<MemoryPushes>>) -> PushStore {
         PushStore {
             backend: Backend::Memory(records),
+            told: None,
+        }
+    }
+
+    /// This push outbox, marking what it delivers or gives up in `told`.
+    pub(super) fn telling(self, told: ToldLedger) -> PushStore {
+        PushStore {
+            told: Some(told),
+            ..self
+        }
+    }
+
+    /// Marks the events `record` carried as told at `at` (its endpoint
+    /// accepted it). Best effort: the pages show it, nothing depends on
+    /// it, so a failure is logged and not returned.
+    pub fn mark_told(&self, record: &PushRecord, at: OffsetDateTime) {
+        if let Some(told) = &self.told {
+            if let Err(err) = told.told(&record.channel, record.id, at) {
+                tracing::warn!(error = %err, "cannot record that a push was delivered; the incident page will show it as queued");
+            }
         }
     }
 
@@ -308,7 +320,7 @@ impl PushStore {
             given_up_at: truncate(now),
             reason: reason.to_string(),
         };
-        match &self.backend {
+        let buried = match &self.backend {
             Backend::Sled {
                 queue,
                 dead: dead_tree,
@@ -342,7 +354,15 @@ impl PushStore {
                     .insert((record.channel.clone(), record.id), dead);
                 Ok(())
             }
+        };
+        if buried.is_ok() {
+            if let Some(told) = &self.told {
+                if let Err(err) = told.gave_up(&record.channel, record.id, reason) {
+                    tracing::warn!(error = %err, "cannot record that a push was given up; the incident page will show it as queued");
+                }
+            }
         }
+        buried
     }
 }
 

@@ -202,7 +202,33 @@ async fn an_outage_is_pushed_once_to_every_kind_and_its_recovery_closes_each() {
         metrics.contains("vigie_notify_sent_total{channel=\"hooks\",kind=\"webhook\"} 2"),
         "{metrics}"
     );
+    // The incident page says who was told of each event, and when.
+    let (_, page) = daemon.get("/incidents").await.unwrap();
+    let told = told_lines(&page);
+    assert_eq!(told.len(), 2, "a DOWN line and a RESOLVED line: {told:?}");
+    for (line, word) in told.iter().zip(["DOWN", "RESOLVED"]) {
+        assert!(line.starts_with(word), "{told:?}");
+        for channel in ["mail", "hooks", "phone", "pager", "chat"] {
+            assert!(
+                line.contains(&format!("{channel} 20")),
+                "{channel} told at a time, not queued: {line}"
+            );
+        }
+    }
     daemon.stop(STOP).await;
+}
+
+/// The lines of the incident table's "told" cells, tags stripped.
+fn told_lines(page: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for cell in page.split("<td class=\"told\">").skip(1) {
+        let cell = cell.split("</td>").next().unwrap_or_default();
+        for line in cell.split("<div>").skip(1) {
+            let line = line.split("</div>").next().unwrap_or_default();
+            lines.push(line.replace("<strong>", "").replace("</strong>", ""));
+        }
+    }
+    lines
 }
 
 #[tokio::test(flavor = "multi_thread")]

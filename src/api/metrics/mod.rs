@@ -170,6 +170,7 @@ mod tests {
             config,
             vantage: Some(Arc::new(crate::vantage::VantageStats::default())),
             push: None,
+            told: None,
         };
         write_sources(&mut m, &state, &state.slots.snapshot(), T0);
         let replication = ReplicationSnapshot {

@@ -211,6 +211,7 @@ async fn check(
         .alerts
         .as_ref()
         .and_then(|a| a.status.fleet_note(&name));
+    let told = state.told.clone();
     let built = tokio::task::spawn_blocking(move || {
         let latest = newest.as_deref();
         let mut row = build::check_row(store.as_ref(), &check, latest, now)?;
@@ -222,7 +223,10 @@ async fn check(
             latest.map(|o| o.target.clone()),
             build::response_series(&rollups, granularity, now),
             build::failures(latest),
-            cache.streaks(store.as_ref(), &name, newest, now)?,
+            with_told(
+                &*cache.streaks(store.as_ref(), &name, newest, now)?,
+                told.as_ref(),
+            )?,
             build::leaves(store.as_ref(), &name)?,
         ))
     })
@@ -237,8 +241,8 @@ async fn check(
                 now,
                 series,
                 failures,
-                incidents: &streaks.list,
-                capped: streaks.capped,
+                incidents: &streaks.0,
+                capped: streaks.1,
                 leaves,
             };
             page(
@@ -279,6 +283,7 @@ async fn incidents(
         })
         .collect();
     cache.retain(|name| checks.iter().any(|(n, _)| n == name));
+    let told = state.told.clone();
     let found = tokio::task::spawn_blocking(move || {
         let mut all = Vec::new();
         let mut capped = false;
@@ -290,6 +295,11 @@ async fn incidents(
         all.sort_by_key(|i| std::cmp::Reverse((i.end.is_none(), i.start)));
         capped |= all.len() > streaks::SHOWN;
         all.truncate(streaks::SHOWN);
+        if let Some(told) = &told {
+            for incident in &mut all {
+                incident.told = told.of_incident(&incident.check, incident.start)?;
+            }
+        }
         Ok::<_, crate::store::StoreError>((all, capped))
     })
     .await;
@@ -305,6 +315,21 @@ async fn incidents(
         )
             .into_response(),
     }
+}
+
+/// A check's streaks, each with the channels told about it (when the
+/// daemon's ledger is there), and whether the list was cut.
+fn with_told(
+    streaks: &streaks::Streaks,
+    told: Option<&crate::store::ToldLedger>,
+) -> Result<(Vec<view::Incident>, bool), crate::store::StoreError> {
+    let mut list = streaks.list.clone();
+    if let Some(told) = told {
+        for incident in &mut list {
+            incident.told = told.of_incident(&incident.check, incident.start)?;
+        }
+    }
+    Ok((list, streaks.capped))
 }
 
 /// Maintenance windows open now or opening within 7 days.

@@ -234,7 +234,7 @@ fn incident_table(
             table.incidents {
                 thead { tr {
                     @if with_check { th { "check" } }
-                    th { "start" } th { "end" } th { "duration" } th { "first failure" }
+                    th { "start" } th { "end" } th { "duration" } th { "first failure" } th { "told" }
                 } }
                 tbody {
                     @for i in incidents {
@@ -244,10 +244,35 @@ fn incident_table(
                             td { @match i.end { Some(end) => (minute(end)), None => strong { "open" } } }
                             td { (span(i.end.unwrap_or(now) - i.start)) }
                             td { (i.cause) }
+                            td.told { (told(&i.told)) }
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+/// Who was told about an incident and when, an event a line: "DOWN: mail
+/// 19:36:31, phone 19:36:31". A delivery still waiting says "queued", one
+/// given up says so with its reason.
+fn told(entries: &[crate::store::Told]) -> Markup {
+    let mut lines: Vec<(crate::alert::EventKind, Vec<String>)> = Vec::new();
+    for entry in entries {
+        let said = match (&entry.told_at, &entry.gave_up) {
+            (Some(at), _) => format!("{} {}", entry.channel, crate::when::second(*at)),
+            (None, Some(why)) => format!("{} given up ({why})", entry.channel),
+            (None, None) => format!("{} queued", entry.channel),
+        };
+        match lines.last_mut() {
+            Some((kind, said_so_far)) if *kind == entry.kind => said_so_far.push(said),
+            _ => lines.push((entry.kind, vec![said])),
+        }
+    }
+    html! {
+        @if lines.is_empty() { span.none { "nobody (not paged)" } }
+        @for (kind, said) in &lines {
+            div { strong { (kind.word()) } ": " (said.join(", ")) }
         }
     }
 }

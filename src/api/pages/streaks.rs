@@ -276,6 +276,7 @@ fn assemble(name: &str, hours: &BTreeMap<OffsetDateTime, Hour>) -> Streaks {
                 start: run.start,
                 end: run.end,
                 cause: run.cause.to_string(),
+                told: Vec::new(),
             };
             match run.end {
                 Some(_) => capped |= close(incident, &mut list),

@@ -135,6 +135,10 @@ pub struct Incident {
     pub end: Option<OffsetDateTime>,
     /// The first failure's words.
     pub cause: String,
+    /// The channels told about the alerter's incident that began with
+    /// this streak, in the order of its events; empty when none paged
+    /// (a blip under the threshold, a silence) or without the alerter.
+    pub told: Vec<crate::store::Told>,
 }
 
 /// One failure of the latest probe.
