@@ -5,6 +5,9 @@
 //!
 //! Run: `cargo bench --bench daemon` or `-- N EVERY WINDOW`, e.g.
 //! `cargo bench --bench daemon -- 10000 60s 5m` for the 10,000-check case.
+//! `VIGIE_BENCH_CHANNELS=4` adds four push channels (webhook, ntfy,
+//! PagerDuty, Slack, each against its loopback peer), to compare the
+//! daemon's cost with and without them.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -12,6 +15,7 @@ mod common;
 mod targets;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,6 +40,45 @@ fn main() {
     measure(n, every, window);
 }
 
+/// The loopback peers of four push channels, kept for the run.
+type Peers = (
+    common::push::webhook::WebhookReceiver,
+    common::push::ntfy::NtfyServer,
+    common::push::pagerduty::PagerDutyEvents,
+    common::push::slack::SlackWebhook,
+);
+
+/// Starts a webhook, ntfy, PagerDuty and Slack peer and adds a
+/// `[[notify]]` channel for each to `config`, secrets in `dir`.
+fn push_channels(dir: &Path, config: &mut String) -> Peers {
+    let whsec = common::push::webhook::whsec_for_test();
+    let hook = common::push::webhook::WebhookReceiver::start(&whsec);
+    let ntfy = common::push::ntfy::NtfyServer::start(common::push::ntfy::NtfyConfig::default());
+    let pagerduty = common::push::pagerduty::PagerDutyEvents::start();
+    let slack = common::push::slack::SlackWebhook::start();
+    let secret = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write a secret");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("secret mode");
+        path.display().to_string()
+    };
+    let hook_secret = secret("hook.secret", &whsec);
+    let key = secret("pd.key", "0123456789abcdef0123456789abcdef");
+    let _ = write!(
+        config,
+        "[[notify]]\nname = \"hooks\"\nkind = \"webhook\"\nurl = \"{}\"\nallow_private = true\nsecret_file = {hook_secret:?}\n\
+         [[notify]]\nname = \"phone\"\nkind = \"ntfy\"\nurl = \"{}\"\nallow_private = true\n\
+         [[notify]]\nname = \"pager\"\nkind = \"pagerduty\"\nurl = \"{}\"\nallow_private = true\nrouting_key_file = {key:?}\n\
+         [[notify]]\nname = \"chat\"\nkind = \"slack\"\nurl = \"{}\"\nallow_private = true\n",
+        hook.url(),
+        ntfy.topic_url("vigie-bench"),
+        pagerduty.url(),
+        slack.url()
+    );
+    (hook, ntfy, pagerduty, slack)
+}
+
 fn measure(n: usize, every: Duration, window: Duration) {
     let targets = targets::Targets::start(n);
     let dir = targets.dir.path();
@@ -50,14 +93,13 @@ fn measure(n: usize, every: Duration, window: Duration) {
         targets.checks_toml(&format!("every = {every_text:?}")),
     )
     .expect("write checks");
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "state_dir = \"state\"\nconcurrency = 64\nextra_ca_file = {:?}\n[alerting]\nto = [\"oncall@example.com\"]\n[api]\nlisten = \"127.0.0.1:{port}\"\n",
-            targets.root_pem.display().to_string()
-        ),
-    )
-    .expect("write config");
+    let mut config = format!(
+        "state_dir = \"state\"\nconcurrency = 64\nextra_ca_file = {:?}\n[alerting]\nto = [\"oncall@example.com\"]\n[api]\nlisten = \"127.0.0.1:{port}\"\n",
+        targets.root_pem.display().to_string()
+    );
+    let channels = std::env::var("VIGIE_BENCH_CHANNELS").is_ok_and(|v| v == "4");
+    let _peers = channels.then(|| push_channels(dir, &mut config));
+    std::fs::write(dir.join("config.toml"), config).expect("write config");
     let log = std::fs::File::create(dir.join("vigie.log")).expect("log file");
     // VIGIE_BENCH_WRAP="heaptrack -o /tmp/vigie-daemon" runs the daemon
     // under a wrapper (a memory profiler); the figures are then the
@@ -131,7 +173,8 @@ fn measure(n: usize, every: Duration, window: Duration) {
         std::thread::sleep(Duration::from_millis(200));
     }
     println!(
-        "daemon bench: {n} checks every {every_text} against {n} local HTTPS targets; warm-up {every_text}, window {}",
+        "daemon bench: {n} checks every {every_text} against {n} local HTTPS targets, {} push channels; warm-up {every_text}, window {}",
+        if channels { 4 } else { 0 },
         humantime::format_duration(window)
     );
     std::thread::sleep(every + Duration::from_secs(2));
