@@ -50,6 +50,8 @@ pub struct Spec<'a> {
     /// The checks file of a node, given the URL its gate serves the
     /// target at.
     pub checks: &'a dyn Fn(&str) -> String,
+    /// More config for every node (`[[notify]]` channels, say).
+    pub extra: &'a str,
 }
 
 /// The one check `site`, probed every second.
@@ -68,6 +70,7 @@ impl Fleet {
             alerting,
             vantage: Some(QUICK_VANTAGE),
             checks: &site,
+            extra: "",
         };
         Fleet::start_with(names, &spec).await
     }
@@ -97,6 +100,7 @@ impl Fleet {
             if let Some(extra) = spec.vantage {
                 env.append_config(&format!("{}{extra}", keys.section(name)));
             }
+            env.append_config(spec.extra);
             let url = format!("https://localhost:{}/", gate.addr.port());
             env.write_checks("checks.toml", &(spec.checks)(&url));
             nodes.push(Node {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::common::daemon::{poll, Daemon};
 use crate::common::env::{check_toml, Env};
+use crate::common::push::webhook::{whsec_for_test, WebhookReceiver};
 use crate::common::smtp::{SmtpOpts, SmtpServer};
 use crate::common::vantage::{
     body, metric, subjects, wait_mails, with_subject, Fleet, FleetKeys, Spec, MAIL, QUICK_VANTAGE,
@@ -142,10 +143,24 @@ fn racing_sites(url: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_vantages_racing_on_the_same_incident_twenty_times_never_send_two_mails() {
     let alerting = "failure_threshold = 1\nrecovery_threshold = 1\ngroup_window = \"0s\"\n";
+    // Both nodes push every event to one webhook too: a push is claimed
+    // with its mail, so it goes out once, from whichever node won.
+    let whsec = whsec_for_test();
+    let hook = WebhookReceiver::start(&whsec);
+    let secrets = tempfile::tempdir().unwrap();
+    let secret = secrets.path().join("hook.secret");
+    std::fs::write(&secret, &whsec).unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let channel = format!(
+        "[[notify]]\nname = \"hooks\"\nkind = \"webhook\"\nurl = \"{}\"\nallow_private = true\nsecret_file = {:?}\n",
+        hook.url(),
+        secret.display().to_string()
+    );
     let spec = Spec {
         alerting,
         vantage: Some(QUICK_VANTAGE),
         checks: &racing_sites,
+        extra: &channel,
     };
     let fleet = Fleet::start_with(&["eu-par", "fra"], &spec).await;
     for round in 1..=20 / RACING_CHECKS {
@@ -164,6 +179,15 @@ async fn two_vantages_racing_on_the_same_incident_twenty_times_never_send_two_ma
         (20, 20),
         "{:?}",
         subjects(&mails)
+    );
+    hook.wait_for_answers(40, Duration::from_secs(30)).await;
+    let pushed = hook.deliveries();
+    let downs = pushed.iter().filter(|d| d.body["event"] == "down").count();
+    assert_eq!(
+        (pushed.len(), hook.distinct_ids().len(), downs),
+        (40, 40, 20),
+        "one push per event, whichever node sent it: {:?}",
+        pushed.iter().map(|d| &d.id).collect::<Vec<_>>()
     );
     fleet.stop().await;
 }
