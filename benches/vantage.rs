@@ -86,11 +86,13 @@ async fn latency(runs: usize) {
         alerting: ALERTING,
         vantage: None,
         checks: &site,
+        extra: "",
     };
     let fleet = Spec {
         alerting: ALERTING,
         vantage: Some(""),
         checks: &site,
+        extra: "",
     };
     let one = Fleet::start_with(&["lone"], &lone).await;
     let alone = outage_to_mail(&one, runs).await;
@@ -138,11 +140,13 @@ async fn at_scale(window: Duration) {
         alerting: ALERTING,
         vantage: None,
         checks: &checks,
+        extra: "",
     };
     let fleet = Spec {
         alerting: ALERTING,
         vantage: Some(""),
         checks: &checks,
+        extra: "",
     };
     let warm_up = Duration::from_secs(35);
 
