@@ -480,8 +480,9 @@ fn priority_entry(
 ) -> Option<(NotifyEvent, u8)> {
     let Some(parsed) = NotifyEvent::parse(event.get_ref()) else {
         let message = format!(
-            "{:?} is not an event: one of \"down\", \"reminder\", \"resolved\"",
-            event.get_ref()
+            "{:?} is not an event: one of {}",
+            event.get_ref(),
+            NotifyEvent::listed()
         );
         cx.error(&event.span(), key, message);
         return None;
@@ -592,8 +593,9 @@ fn route(cx: &mut Cx<'_>, d: &Decoded<RawRoute>, channels: &[&str]) -> Option<Ro
             Some(e) => events.push(e),
             None => {
                 let message = format!(
-                    "{:?} is not an event: one of \"down\", \"reminder\", \"resolved\"",
-                    event.get_ref()
+                    "{:?} is not an event: one of {}",
+                    event.get_ref(),
+                    NotifyEvent::listed()
                 );
                 cx.error(&event.span(), &format!("events[{i}]"), message);
             }
@@ -686,6 +688,9 @@ mod tests {
         assert_eq!(priority.of(NotifyEvent::Down, Some("prod")), 5);
         assert_eq!(priority.of(NotifyEvent::Down, Some("staging")), 3);
         assert_eq!(priority.of(NotifyEvent::Down, None), 4);
+        for env in [Some("prod"), Some("staging"), None] {
+            assert_eq!(priority.of(NotifyEvent::Warn, env), 3, "{env:?}");
+        }
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
     }
 
@@ -703,11 +708,20 @@ mod tests {
         );
         let unknown_event = refused(
             &path,
-            &format!("{phone}[[route]]\nevents = [\"warn\"]\nnotify = [\"phone\"]\n"),
+            &format!("{phone}[[route]]\nevents = [\"flap\"]\nnotify = [\"phone\"]\n"),
         );
         assert_eq!(
             unknown_event,
-            [format!("{shown}:10:11: `route[0].events[0]`: \"warn\" is not an event: one of \"down\", \"reminder\", \"resolved\"")]
+            [format!("{shown}:10:11: `route[0].events[0]`: \"flap\" is not an event: one of \"down\", \"warn\", \"reminder\", \"resolved\"")]
+        );
+        let warn = load(
+            &path,
+            &format!("{phone}[[route]]\nevents = [\"down\", \"warn\"]\nnotify = [\"phone\"]\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            warn.notify.routes[0].events,
+            [NotifyEvent::Down, NotifyEvent::Warn]
         );
         let bad_regex = refused(
             &path,
