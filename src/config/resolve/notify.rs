@@ -601,6 +601,13 @@ fn route(cx: &mut Cx<'_>, d: &Decoded<RawRoute>, channels: &[&str]) -> Option<Ro
             }
         }
     }
+    if events.contains(&NotifyEvent::Warn) && names.iter().all(|n| n == MAIL) {
+        cx.warn(
+            &notify.span(),
+            "notify",
+            "a warn is never mailed (the daily report lists it): this route sends its warns nowhere; name a push channel to be told",
+        );
+    }
     if names.is_empty() {
         return None;
     }
@@ -723,6 +730,15 @@ mod tests {
             warn.notify.routes[0].events,
             [NotifyEvent::Down, NotifyEvent::Warn]
         );
+        assert!(warn.warnings.is_empty(), "{:?}", warn.warnings);
+        let mailed = load(
+            &path,
+            &format!("{phone}[[route]]\nnotify = [\"phone\"]\n[[route]]\nevents = [\"warn\"]\nnotify = [\"mail\"]\n"),
+        )
+        .unwrap();
+        let said: Vec<String> = mailed.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("a warn is never mailed"), "{said:?}");
         let bad_regex = refused(
             &path,
             &format!("{phone}[[route]]\nmatch_re = {{ env = \"(\" }}\nnotify = [\"phone\"]\n"),
