@@ -27,7 +27,7 @@ use super::group::{Grouper, Notification};
 use super::policy::Policy;
 use super::render::{self, Email};
 use super::silence::Hold;
-use super::state::{self, AlertState};
+use super::state::{self, AlertState, Page};
 use crate::outcome::Outcome;
 
 /// The alert engine of one daemon.
@@ -119,7 +119,8 @@ impl Engine {
     /// Releases held pages whose hold ended and queues reminders that are
     /// due; call it every few seconds. Returns the states that changed.
     /// The lookups are asked about every firing check, [`NETWORK_CHECK`]
-    /// included (give it `Policy::global`).
+    /// included (give it `Policy::global`), and every check whose WARN is
+    /// held.
     pub fn tick<'p>(
         &mut self,
         now: OffsetDateTime,
@@ -128,7 +129,7 @@ impl Engine {
     ) -> Vec<AlertState> {
         let mut changed = Vec::new();
         for (name, s) in self.states.iter_mut() {
-            if !s.is_firing() {
+            if !s.is_firing() && !s.warn_held() {
                 continue;
             }
             let events = state::tick_in_place(s, now, policy_of(name), hold_of(name).as_ref());
@@ -259,6 +260,10 @@ struct Quiet {
     last: Option<(crate::outcome::Status, bool)>,
     /// Which [`QUIET_PERSIST_EVERY`] period the last success falls in.
     success_period: Option<i64>,
+    /// The warn episode's stage and its `up` probes, or, without one, the
+    /// warn streak (which opens an episode at `failure_threshold`, so this
+    /// moves a bounded number of times).
+    warn: (Option<u8>, u32),
 }
 
 impl Quiet {
@@ -276,6 +281,17 @@ impl Quiet {
                 at.unix_timestamp()
                     .div_euclid(QUIET_PERSIST_EVERY.as_secs() as i64)
             }),
+            warn: match &state.warn.episode {
+                Some(episode) => (
+                    Some(match episode.page {
+                        Page::Held { .. } => 0,
+                        Page::Due { .. } => 1,
+                        Page::Sent { .. } => 2,
+                    }),
+                    state.warn.ups,
+                ),
+                None => (None, state.warn.consecutive),
+            },
         })
     }
 }

@@ -59,7 +59,7 @@ impl fmt::Display for IncidentId {
     }
 }
 
-/// What a mail is about.
+/// What a mail (or a push) is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum EventKind {
     /// The incident fired (or its hold ended while it was still firing).
@@ -68,6 +68,10 @@ pub enum EventKind {
     Reminder,
     /// It recovered.
     Resolved,
+    /// A warn episode began (see `state.rs`): never mailed, pushed only to
+    /// the channels whose route asks for `warn`. Last, so that the
+    /// variants before it keep their index in a compact encoding.
+    Warn,
 }
 
 impl EventKind {
@@ -77,6 +81,7 @@ impl EventKind {
             EventKind::Down => "DOWN",
             EventKind::Reminder => "STILL DOWN",
             EventKind::Resolved => "RESOLVED",
+            EventKind::Warn => "WARN",
         }
     }
 }

@@ -4,9 +4,10 @@
 //! the on-call person wants one "5 checks DOWN" mail, not five. A group
 //! opens with its first event and closes `group_window` later; every event
 //! of the same kind, for the same recipients, arriving in between joins it.
-//! DOWN, reminders and RESOLVED never share a mail (their subjects say
-//! different things), nor do a check's alerts and vigie's own network
-//! alert.
+//! DOWN, reminders, RESOLVED and WARN never share a mail (their subjects
+//! say different things; a WARN's "mail" is only rendered for its pushes'
+//! ids and summary, never sent), nor do a check's alerts and vigie's own
+//! network alert.
 //!
 //! The [`Grouper`] is fed events and `now`, and polled on a timer; it holds
 //! events only in memory. That is safe because the state machine remembers

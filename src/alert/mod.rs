@@ -10,8 +10,8 @@
 //! - `event`: what the state machine says happened ([`Event`]) and the
 //!   [`Snapshot`] of a probe it keeps for the mail.
 //! - `state`: [`AlertState`], one check's persisted incident state machine:
-//!   thresholds, reminders, holds, and the bookkeeping that makes a restart
-//!   neither re-page nor forget.
+//!   thresholds, reminders, holds, warn episodes, and the bookkeeping that
+//!   makes a restart neither re-page nor forget.
 //! - `group`: [`Grouper`], events that fire together share one mail.
 //! - `silence`: [`Silence`]s and `[[maintenance]]` windows, as a [`Hold`]
 //!   on a check's pages.
@@ -65,5 +65,6 @@ pub use silence::{
 };
 pub use state::{
     mark_sent, pending, tick, transition, AlertState, Incident, Last, Observation, Page, Step,
+    WarnEpisode, WarnStreak,
 };
 pub use status::AlertStatus;

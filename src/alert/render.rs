@@ -90,6 +90,7 @@ pub fn message_id(n: &Notification, host: &str) -> String {
         EventKind::Down => "down".to_string(),
         EventKind::Reminder => format!("reminder{}", n.events.first().map_or(0, |e| e.reminder)),
         EventKind::Resolved => "resolved".to_string(),
+        EventKind::Warn => "warn".to_string(),
     };
     let incident = n
         .events
@@ -130,6 +131,8 @@ fn subject(n: &Notification, host: &str) -> String {
             EventKind::Resolved => {
                 format!("[vigie] RESOLVED vigie can reach the network again from {host}")
             }
+            // The network alert is up or down; never a warn.
+            EventKind::Warn => format!("[vigie] WARN vigie's network from {host}"),
         };
     }
     match n.events.as_slice() {
@@ -157,6 +160,7 @@ fn single_subject(e: &Event) -> String {
             e.check,
             span(resolved_at(e) - e.since)
         ),
+        EventKind::Warn => format!("[vigie] WARN {}: {}", e.check, headline(e)),
     }
 }
 
@@ -199,6 +203,7 @@ fn notification_doc(n: &Notification, host: &str, written: OffsetDateTime) -> Do
         EventKind::Down => Tone::Alarm,
         EventKind::Reminder => Tone::Reminder,
         EventKind::Resolved => Tone::Resolved,
+        EventKind::Warn => Tone::Neutral,
     };
     let mut doc = Doc {
         title: String::new(),
@@ -254,6 +259,7 @@ fn event_title(e: &Event) -> String {
             e.check,
             span(resolved_at(e) - e.since)
         ),
+        EventKind::Warn => format!("{} is WARN: {}", e.check, headline(e)),
     }
 }
 
@@ -321,6 +327,20 @@ fn summary_fields(e: &Event, written: OffsetDateTime) -> Vec<(String, String)> {
             ));
             fields.push(field("failed probes", &e.failed_probes.to_string()));
             fields.push(field("now", &now_status(&e.latest)));
+        }
+        EventKind::Warn => {
+            fields.push(field(
+                "warn since",
+                &format!(
+                    "{} ({})",
+                    minute(e.since),
+                    crate::when::ago(e.since, written)
+                ),
+            ));
+            fields.push(field(
+                "warn probes",
+                &format!("{} in a row", e.consecutive_failures),
+            ));
         }
         EventKind::Down | EventKind::Reminder => {
             fields.push(field(
@@ -419,6 +439,7 @@ fn network_title(kind: EventKind, host: &str) -> String {
         EventKind::Down => format!("vigie cannot reach the network from {host}"),
         EventKind::Reminder => format!("vigie still cannot reach the network from {host}"),
         EventKind::Resolved => format!("vigie can reach the network again from {host}"),
+        EventKind::Warn => format!("vigie's network from {host}"),
     }
 }
 
@@ -437,7 +458,7 @@ fn network_blocks(e: &Event, written: OffsetDateTime, blocks: &mut Vec<Block>) {
                 ),
             ));
         }
-        EventKind::Down | EventKind::Reminder => {
+        EventKind::Down | EventKind::Reminder | EventKind::Warn => {
             fields.push(field(
                 "blind since",
                 &format!(

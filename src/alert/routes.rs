@@ -21,6 +21,7 @@ pub fn notify_event(kind: EventKind) -> NotifyEvent {
         EventKind::Down => NotifyEvent::Down,
         EventKind::Reminder => NotifyEvent::Reminder,
         EventKind::Resolved => NotifyEvent::Resolved,
+        EventKind::Warn => NotifyEvent::Warn,
     }
 }
 
@@ -142,6 +143,48 @@ mod tests {
         );
         assert_eq!(names(&routed.mail), ["lab"]);
         assert_eq!(routed.channels[0].1.events.len(), 1);
+    }
+
+    fn warned(envs: &[(&str, &str)]) -> Notification {
+        let mut n = grouped(envs);
+        n.kind = EventKind::Warn;
+        for e in &mut n.events {
+            e.kind = EventKind::Warn;
+        }
+        n
+    }
+
+    #[test]
+    fn without_routes_a_warn_goes_nowhere() {
+        let routed = route(&notify(PHONE), &warned(&[("site", "prod")]));
+        assert_eq!(routed.mail, None);
+        assert!(routed.channels.is_empty());
+    }
+
+    #[test]
+    fn a_warn_goes_only_where_a_route_names_it_and_never_to_the_mail() {
+        let config = format!(
+            "{PHONE}[[notify]]\nname = \"chat\"\nkind = \"slack\"\nurl = \"http://127.0.0.1:1/chat\"\nallow_private = true\n\
+             [[route]]\nmatch = {{ env = \"prod\" }}\nnotify = [\"chat\", \"mail\"]\ncontinue = true\n\
+             [[route]]\nmatch = {{ env = \"prod\" }}\nevents = [\"down\", \"warn\"]\nnotify = [\"phone\", \"mail\"]\n"
+        );
+        let notify = notify(&config);
+        let routed = route(&notify, &warned(&[("site", "prod"), ("beta", "staging")]));
+        assert_eq!(routed.mail, None, "a warn is never mailed");
+        let channels: Vec<(&str, Vec<String>)> = routed
+            .channels
+            .iter()
+            .map(|(name, part)| (name.as_str(), names(&Some(part.clone()))))
+            .collect();
+        assert_eq!(
+            channels,
+            [("phone", vec!["site".to_string()])],
+            "chat's route carries every event but warn; staging matches no warn route"
+        );
+        // The same routes carry a DOWN to all three.
+        let down = route(&notify, &grouped(&[("site", "prod")]));
+        assert_eq!(names(&down.mail), ["site"]);
+        assert_eq!(down.channels.len(), 2);
     }
 
     #[test]

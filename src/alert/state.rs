@@ -24,6 +24,17 @@
 //! or not: it closes a thread the on-call person has seen, and wakes nobody
 //! that a silence was meant to spare.
 //!
+//! A *warn episode* is the one event `warn` causes: once a check has been
+//! `warn` for `failure_threshold` probes in a row while no incident is
+//! firing, a WARN event is handed on (held, like a DOWN, by a silence, a
+//! maintenance window or `page = false`, and released by [`tick`] while
+//! the check is still `warn`). It is never mailed and never reminded: the
+//! routes push it only to the channels that ask for `warn`, and the daily
+//! report covers the rest. The episode ends silently after
+//! `recovery_threshold` `up` probes in a row; the next warn streak is a new
+//! episode. A `down` probe does not end it (a DOWN incident is paged as
+//! usual), so a check that goes warn, down, then warn again warns once.
+//!
 //! Not here: grouping (`group.rs`), what holds a page (`silence.rs`),
 //! deciding blindness (`blind.rs`), and reading config (`policy.rs`).
 
@@ -147,6 +158,36 @@ pub struct AlertState {
     // skip a field); absent in states written before it, hence the default.
     #[serde(default)]
     pub ended: Vec<EndedIncident>,
+    /// The warn streak and its episode. Absent in states written before
+    /// warn was pushed (the store keeps states as JSON), which read back
+    /// as no streak and no episode: at worst one WARN after an upgrade.
+    #[serde(default)]
+    pub warn: WarnStreak,
+}
+
+/// A check's `warn` probes in a row, and the episode they opened.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WarnStreak {
+    /// `warn` probes in a row.
+    pub consecutive: u32,
+    /// The first `warn` probe of the streak.
+    pub first: Option<Box<Snapshot>>,
+    /// `up` probes in a row since the episode began; it ends at
+    /// `recovery_threshold`.
+    pub ups: u32,
+    pub episode: Option<Box<WarnEpisode>>,
+}
+
+/// One warn episode: announced (or held) once, never reminded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarnEpisode {
+    /// `<check>@<start of the probe that crossed the threshold>`, as an
+    /// incident's: the push's idempotency key derives from it.
+    pub id: IncidentId,
+    /// The first `warn` probe.
+    pub first: Snapshot,
+    /// Where its WARN stands; `Sent` once its pushes are in the outbox.
+    pub page: Page,
 }
 
 /// How long an ended incident is kept in its check's state: a day for the
@@ -185,11 +226,20 @@ impl AlertState {
             incident: None,
             resolving: Vec::new(),
             ended: Vec::new(),
+            warn: WarnStreak::default(),
         }
     }
 
     pub fn is_firing(&self) -> bool {
         self.incident.is_some()
+    }
+
+    /// A WARN waits for its hold to end: [`tick`] must see this state.
+    pub fn warn_held(&self) -> bool {
+        self.warn
+            .episode
+            .as_ref()
+            .is_some_and(|e| matches!(e.page, Page::Held { .. }))
     }
 
     /// Since when the check has been failing: its incident's start, or the
@@ -245,6 +295,9 @@ pub fn transition(
             }
         }
     }
+    if let Observation::Judged(s) = &observation {
+        count_warn(&mut state, s, now, policy, hold, &mut events);
+    }
     let timed = tick(state, now, policy, hold);
     events.extend(timed.events);
     Step {
@@ -274,6 +327,9 @@ pub fn tick_in_place(
 ) -> Vec<Event> {
     let mut events = Vec::new();
     let held = effective_hold(policy, hold).is_some();
+    if !held {
+        release_warn(state, now, policy, &mut events);
+    }
     // A recovery the other vantages held back, released once they agree.
     let recovered = state.is_firing()
         && state.consecutive_successes >= policy.recovery_threshold
@@ -353,6 +409,22 @@ pub fn mark_sent(
         // Once its RESOLVED is in the outbox, nothing more is owed about
         // the incident.
         EventKind::Resolved => state.resolving.retain(|i| i.id != event.incident),
+        EventKind::Warn => {
+            let Some(episode) = state
+                .warn
+                .episode
+                .as_mut()
+                .filter(|e| e.id == event.incident)
+            else {
+                return state;
+            };
+            if matches!(episode.page, Page::Due { .. }) {
+                episode.page = Page::Sent {
+                    at: now,
+                    message_id: message_id.to_string(),
+                };
+            }
+        }
     }
     state
 }
@@ -372,7 +444,97 @@ pub fn pending(state: &AlertState, now: OffsetDateTime, policy: &Policy) -> Vec<
     for incident in &state.resolving {
         events.push(event(EventKind::Resolved, state, incident, now, policy));
     }
+    if let Some(episode) = &state.warn.episode {
+        if matches!(episode.page, Page::Due { .. }) {
+            events.push(warn_event(state, episode, now, policy));
+        }
+    }
     events
+}
+
+/// Moves the warn streak for a judged probe, and opens or ends its
+/// episode (see the module doc).
+fn count_warn(
+    state: &mut AlertState,
+    snapshot: &Snapshot,
+    now: OffsetDateTime,
+    policy: &Policy,
+    hold: Option<&Hold>,
+    events: &mut Vec<Event>,
+) {
+    let warn = &mut state.warn;
+    match snapshot.status {
+        Status::Warn => {
+            warn.consecutive = warn.consecutive.saturating_add(1);
+            warn.ups = 0;
+            if warn.first.is_none() {
+                warn.first = Some(Box::new(snapshot.clone()));
+            }
+        }
+        Status::Down => {
+            warn.consecutive = 0;
+            warn.first = None;
+            warn.ups = 0;
+        }
+        Status::Up => {
+            warn.consecutive = 0;
+            warn.first = None;
+            if warn.episode.is_none() {
+                return;
+            }
+            warn.ups = warn.ups.saturating_add(1);
+            if warn.ups >= policy.recovery_threshold {
+                warn.episode = None;
+                warn.ups = 0;
+            }
+            return;
+        }
+    }
+    let opens = snapshot.status == Status::Warn
+        && warn.episode.is_none()
+        && warn.consecutive >= policy.failure_threshold
+        && state.incident.is_none();
+    if !opens {
+        return;
+    }
+    let first = warn.first.as_deref().unwrap_or(snapshot).clone();
+    let page = match effective_hold(policy, hold) {
+        Some(hold) => Page::Held {
+            since: now,
+            by: hold.describe(),
+        },
+        None => Page::Due { at: now },
+    };
+    let episode = WarnEpisode {
+        id: IncidentId::new(&state.check, snapshot.started_at),
+        first,
+        page,
+    };
+    if matches!(episode.page, Page::Due { .. }) {
+        events.push(warn_event(state, &episode, now, policy));
+    }
+    state.warn.episode = Some(Box::new(episode));
+}
+
+/// A held WARN whose hold is gone, handed on while the check is still
+/// `warn` and no incident fires; one that stopped warning in between was
+/// never announced and needs no push.
+fn release_warn(
+    state: &mut AlertState,
+    now: OffsetDateTime,
+    policy: &Policy,
+    events: &mut Vec<Event>,
+) {
+    let warning = state.warn.consecutive > 0 && !state.is_firing();
+    let Some(episode) = state.warn.episode.as_mut() else {
+        return;
+    };
+    if !warning || !matches!(episode.page, Page::Held { .. }) {
+        return;
+    }
+    episode.page = Page::Due { at: now };
+    let episode = episode.clone();
+    events.push(warn_event(state, &episode, now, policy));
 }
 
 fn count_failure(state: &mut AlertState, snapshot: &Snapshot) {
@@ -557,6 +719,40 @@ fn event(
     }
 }
 
+/// The WARN of `episode`: the first and latest `warn` probes, the
+/// streak's length as its probes in a row.
+fn warn_event(
+    state: &AlertState,
+    episode: &WarnEpisode,
+    now: OffsetDateTime,
+    policy: &Policy,
+) -> Event {
+    let (latest, latest_unknown) = match &state.last {
+        Some(last) => (last.snapshot.clone(), last.unknown),
+        None => (episode.first.clone(), false),
+    };
+    Event {
+        kind: EventKind::Warn,
+        check: state.check.clone(),
+        incident: episode.id.clone(),
+        at: now,
+        reminder: 0,
+        to: policy.to.clone(),
+        labels: policy.labels.clone(),
+        since: episode.first.started_at,
+        consecutive_failures: state.warn.consecutive,
+        failed_probes: state.warn.consecutive,
+        last_success: state.last_success,
+        first_failure: episode.first.clone(),
+        latest,
+        latest_unknown,
+        resolved_at: None,
+        held: None,
+        thread: Vec::new(),
+        vantage: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -609,6 +805,77 @@ mod tests {
         );
         assert_eq!(state.ended.len(), 1);
         assert_eq!(state.ended[0].since, later);
+    }
+
+    #[test]
+    fn a_state_stored_before_warn_episodes_reads_back_as_none() {
+        // What the store (JSON, `store/alerts.rs`) holds for a check that
+        // was last written before the `warn` field existed.
+        let old = r#"{"check":"site","consecutive_failures":0,"consecutive_successes":3,"streak_first":null,"last_success":"2026-11-29T07:00:00Z","last":null,"incident":null,"resolving":[],"ended":[]}"#;
+        let state: AlertState = serde_json::from_str(old).unwrap();
+        assert_eq!(state.warn, WarnStreak::default());
+        assert!(!state.warn_held());
+        // It warns like a fresh one.
+        let (state, events) = feed(
+            state,
+            &[
+                down("site", T0, Assertion::TlsRenewalOverdue),
+                down("site", T0 + PROBE, Assertion::TlsRenewalOverdue),
+            ],
+        );
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].kind, EventKind::Warn);
+        assert_eq!(events[0].incident, IncidentId::new("site", T0 + PROBE));
+        assert_eq!(
+            state.warn.episode.as_ref().map(|e| &e.id),
+            Some(&events[0].incident)
+        );
+    }
+
+    #[test]
+    fn an_unknown_probe_moves_no_warn_counter_and_a_down_breaks_the_streak() {
+        let (state, _) = feed(
+            AlertState::new("site"),
+            &[down("site", T0, Assertion::TlsRenewalOverdue)],
+        );
+        let blind = Observation::Unknown(Snapshot::of(&down(
+            "site",
+            T0 + PROBE,
+            Assertion::TlsRenewalOverdue,
+        )));
+        let step = transition(state, blind, T0 + PROBE, &policy(), None);
+        assert_eq!(step.state.warn.consecutive, 1);
+        assert!(step.events.is_empty());
+        let (state, events) = feed(
+            step.state,
+            &[
+                down("site", T0 + PROBE * 2, Assertion::Connect),
+                down("site", T0 + PROBE * 3, Assertion::TlsRenewalOverdue),
+            ],
+        );
+        assert_eq!(state.warn.consecutive, 1, "the down probe broke the streak");
+        assert!(events.is_empty());
+    }
+
+    #[test]
+    fn a_warn_is_marked_sent_once_and_pending_until_then() {
+        let (state, events) = feed(
+            AlertState::new("site"),
+            &[
+                down("site", T0, Assertion::TlsRenewalOverdue),
+                down("site", T0 + PROBE, Assertion::TlsRenewalOverdue),
+            ],
+        );
+        let again = pending(&state, T0 + PROBE * 3, &policy());
+        assert_eq!(again.len(), 1);
+        assert_eq!(
+            (again[0].kind, &again[0].incident),
+            (EventKind::Warn, &events[0].incident)
+        );
+        let sent = mark_sent(state, &events[0], "<warn@h>", T0 + PROBE);
+        assert!(pending(&sent, T0 + PROBE * 3, &policy()).is_empty());
+        let repeat = mark_sent(sent.clone(), &events[0], "<again@h>", T0 + PROBE * 2);
+        assert_eq!(repeat, sent);
     }
 
     #[test]

@@ -11,10 +11,11 @@ use time::macros::datetime;
 use time::OffsetDateTime;
 
 use super::engine::Engine;
+use super::event::{Event, EventKind, IncidentId};
 use super::policy::Policy;
 use super::render::Email;
 use super::silence::{self, Hold, Silence};
-use super::state::AlertState;
+use super::state::{AlertState, Page};
 use super::testing::{down, golden_mail, policy, up, T0};
 use crate::clock::{Clock, FakeClock};
 use crate::config::MaintenanceWindow;
@@ -40,6 +41,9 @@ struct World {
     /// Writes to it.
     writes: usize,
     outbox: Vec<Email>,
+    /// The WARN events handed on: the daemon routes them to the push
+    /// channels that ask for them, never to the outbox.
+    warns: Vec<Event>,
 }
 
 impl World {
@@ -53,6 +57,7 @@ impl World {
             store: BTreeMap::new(),
             writes: 0,
             outbox: Vec::new(),
+            warns: Vec::new(),
         }
     }
 
@@ -105,8 +110,12 @@ impl World {
                 |c| silence::hold(c, now, &silences, &windows),
             );
             changed.into_iter().for_each(|s| self.persist(s));
-            for out in self.engine.poll(now) {
-                self.outbox.push(out.email);
+            for n in self.engine.poll_notifications(now) {
+                let out = self.engine.outbound(&n, now);
+                match n.kind {
+                    EventKind::Warn => self.warns.extend(n.events),
+                    _ => self.outbox.push(out.email),
+                }
                 out.states.into_iter().for_each(|s| self.persist(s));
             }
             self.clock.advance(STEP);
@@ -148,6 +157,14 @@ impl World {
     fn subjects(&self) -> Vec<&str> {
         self.outbox.iter().map(|e| e.subject.as_str()).collect()
     }
+
+    /// The WARN events handed on, as (check, warn id).
+    fn warned(&self) -> Vec<(&str, &str)> {
+        self.warns
+            .iter()
+            .map(|e| (e.check.as_str(), e.incident.as_str()))
+            .collect()
+    }
 }
 
 fn all(
@@ -168,6 +185,11 @@ fn refused(name: &str, at: OffsetDateTime) -> Outcome {
 
 fn timed_out(name: &str, at: OffsetDateTime) -> Outcome {
     down(name, at, Assertion::Timeout)
+}
+
+/// `warn`: the renewal is overdue.
+fn overdue(name: &str, at: OffsetDateTime) -> Outcome {
+    down(name, at, Assertion::TlsRenewalOverdue)
 }
 
 #[test]
@@ -392,6 +414,128 @@ fn a_warning_never_pages_and_resolves_a_down() {
         ]
     );
     assert!(w.outbox[1].text.contains("warn: renewal looks stuck"));
+    assert_eq!(
+        w.warned(),
+        [("site", IncidentId::new("site", T0 + PROBE_EVERY).as_str())],
+        "one WARN for the hour of warn; going down and back is the same episode"
+    );
+}
+
+#[test]
+fn a_warn_is_handed_on_once_per_episode_and_never_mailed() {
+    let mut w = World::new(T0);
+    w.checks(HOUR, |t| vec![overdue("site", t)]);
+    assert!(w.outbox.is_empty(), "a warn is never mailed");
+    let first = IncidentId::new("site", T0 + PROBE_EVERY);
+    assert_eq!(
+        w.warned(),
+        [("site", first.as_str())],
+        "once, when the threshold is crossed, and no reminder"
+    );
+    assert!(matches!(
+        w.store["site"].warn.episode.as_ref().unwrap().page,
+        Page::Sent { .. }
+    ));
+    // One good probe is not a recovery: warning again is the same episode.
+    w.checks(PROBE_EVERY, |t| vec![up("site", t)]);
+    w.checks(5 * MIN, |t| vec![overdue("site", t)]);
+    assert_eq!(w.warns.len(), 1);
+    // `recovery_threshold` good probes end it, silently.
+    w.checks(MIN, |t| vec![up("site", t)]);
+    assert!(w.store["site"].warn.episode.is_none());
+    assert_eq!(w.warns.len(), 1, "the end of a warn is not announced");
+    // The next warn streak is a new episode, with an id of its own.
+    let crossing = w.now() + PROBE_EVERY;
+    w.checks(5 * MIN, |t| vec![overdue("site", t)]);
+    let second = IncidentId::new("site", crossing);
+    assert_eq!(
+        w.warned(),
+        [("site", first.as_str()), ("site", second.as_str())]
+    );
+    assert!(w.outbox.is_empty());
+}
+
+#[test]
+fn no_warn_while_a_down_fires_and_one_once_it_resolves_into_warn() {
+    let mut w = World::new(T0);
+    w.policies.insert(
+        "site".to_string(),
+        Policy {
+            recovery_threshold: 3,
+            ..policy()
+        },
+    );
+    w.checks(5 * MIN, |t| vec![refused("site", t)]);
+    // Two warn probes: a streak long enough, but the DOWN still fires.
+    w.checks(2 * PROBE_EVERY, |t| vec![overdue("site", t)]);
+    assert!(w.store["site"].is_firing());
+    assert!(w.store["site"].warn.episode.is_none());
+    w.checks(5 * MIN, |t| vec![overdue("site", t)]);
+    assert_eq!(
+        w.subjects(),
+        [
+            "[vigie] DOWN site: connection refused",
+            "[vigie] RESOLVED site after 6 min",
+        ]
+    );
+    // The probe that resolved the DOWN opened the warn episode.
+    let resolving_probe = T0 + 5 * MIN + 2 * PROBE_EVERY;
+    assert_eq!(
+        w.warned(),
+        [("site", IncidentId::new("site", resolving_probe).as_str())]
+    );
+    assert!(w.warns[0].latest.headline().unwrap().contains("renewal"));
+}
+
+#[test]
+fn a_silence_holds_the_warn_and_releases_it_while_still_warn() {
+    let mut w = World::new(T0);
+    w.silences.push(Silence::new("site", HOUR, "", T0).unwrap());
+    w.silences.push(Silence::new("app", HOUR, "", T0).unwrap());
+    w.checks(2 * HOUR, |t| {
+        let app = match t < T0 + 30 * MIN {
+            true => overdue("app", t),
+            false => up("app", t),
+        };
+        vec![overdue("site", t), app]
+    });
+    assert_eq!(
+        w.warned(),
+        [("site", IncidentId::new("site", T0 + PROBE_EVERY).as_str())],
+        "site once its silence ended; app stopped warning before its own did"
+    );
+    assert!(w.warns[0].at >= T0 + HOUR);
+    assert!(w.store["app"].warn.episode.is_none());
+    assert!(w.outbox.is_empty());
+}
+
+#[test]
+fn page_false_never_warns() {
+    let mut w = World::new(T0);
+    w.policies.insert(
+        "batch".to_string(),
+        Policy {
+            page: false,
+            ..policy()
+        },
+    );
+    w.checks(5 * HOUR, |t| vec![overdue("batch", t)]);
+    assert!(w.warns.is_empty() && w.outbox.is_empty());
+    assert!(w.store["batch"].warn_held(), "held for good");
+}
+
+#[test]
+fn a_warn_due_when_vigie_stopped_goes_out_once_after_the_restart() {
+    let mut w = World::new(T0);
+    // Crossed at T0+30s; stop before the group window closes.
+    w.checks(40 * Duration::from_secs(1), |t| vec![overdue("site", t)]);
+    assert!(w.warns.is_empty());
+    w.restart();
+    w.checks(5 * MIN, |t| vec![overdue("site", t)]);
+    assert_eq!(w.warns.len(), 1);
+    w.restart();
+    w.checks(HOUR, |t| vec![overdue("site", t)]);
+    assert_eq!(w.warns.len(), 1, "a sent WARN is not sent again");
 }
 
 #[test]

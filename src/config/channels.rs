@@ -92,13 +92,17 @@ pub enum NtfyAuth {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NotifyEvent {
     Down,
+    /// A warn episode began. Never mailed, and pushed only where a route
+    /// names it (see [`Notify::channels_for`]).
+    Warn,
     Reminder,
     Resolved,
 }
 
 impl NotifyEvent {
-    pub const ALL: [NotifyEvent; 3] = [
+    pub const ALL: [NotifyEvent; 4] = [
         NotifyEvent::Down,
+        NotifyEvent::Warn,
         NotifyEvent::Reminder,
         NotifyEvent::Resolved,
     ];
@@ -107,6 +111,7 @@ impl NotifyEvent {
     pub fn as_str(self) -> &'static str {
         match self {
             NotifyEvent::Down => "down",
+            NotifyEvent::Warn => "warn",
             NotifyEvent::Reminder => "reminder",
             NotifyEvent::Resolved => "resolved",
         }
@@ -114,6 +119,16 @@ impl NotifyEvent {
 
     pub fn parse(text: &str) -> Option<NotifyEvent> {
         NotifyEvent::ALL.into_iter().find(|e| e.as_str() == text)
+    }
+
+    /// `"down", "warn", "reminder", "resolved"`, for a message that lists
+    /// the events.
+    pub fn listed() -> String {
+        let names: Vec<String> = NotifyEvent::ALL
+            .iter()
+            .map(|e| format!("{:?}", e.as_str()))
+            .collect();
+        names.join(", ")
     }
 }
 
@@ -127,12 +142,14 @@ pub struct NtfyPriorities {
 }
 
 impl NtfyPriorities {
-    /// Down 4 and reminders 4 (high), resolved 2 (low); a `prod` DOWN 5
-    /// (urgent: it overrides do-not-disturb on most phones), a `staging`
-    /// one 3 (default).
+    /// Down 4 and reminders 4 (high), warn 3 (default), resolved 2 (low);
+    /// a `prod` DOWN 5 (urgent: it overrides do-not-disturb on most
+    /// phones), a `staging` one 3. A warn is 3 in every env: it never
+    /// needs to wake anyone.
     pub fn defaults() -> NtfyPriorities {
         let by_event = BTreeMap::from([
             (NotifyEvent::Down, 4),
+            (NotifyEvent::Warn, 3),
             (NotifyEvent::Reminder, 4),
             (NotifyEvent::Resolved, 2),
         ]);
@@ -166,7 +183,8 @@ pub struct Route {
     pub equal: BTreeMap<String, String>,
     /// Label name -> regex the whole value must match.
     pub regex: BTreeMap<String, Regex>,
-    /// Empty: every event.
+    /// Empty: every event but `warn`, which a route only carries when it
+    /// names it.
     pub events: Vec<NotifyEvent>,
     /// Channel names, [`MAIL`] among them or not; each one is configured.
     pub notify: Vec<String>,
@@ -178,7 +196,8 @@ impl Route {
     /// Whether an event of `kind` about a check with `labels` is this
     /// route's. A label the check does not have matches nothing.
     pub fn matches(&self, kind: NotifyEvent, labels: &BTreeMap<String, String>) -> bool {
-        (self.events.is_empty() || self.events.contains(&kind))
+        let every = self.events.is_empty() && kind != NotifyEvent::Warn;
+        (every || self.events.contains(&kind))
             && self
                 .equal
                 .iter()
@@ -204,7 +223,15 @@ impl Notify {
     /// Routes are tried in order; the first that matches decides unless it
     /// says `continue`. An event no route matches goes to the mail, so
     /// that no page is lost to a gap in the routes.
+    ///
+    /// A warn is the exception throughout: it never pages, so it goes
+    /// only where a route asks for it by name (`events = ["warn"]`), never
+    /// to the mail (the daily report lists it), and nowhere without
+    /// routes.
     pub fn channels_for(&self, kind: NotifyEvent, labels: &BTreeMap<String, String>) -> Vec<&str> {
+        if kind == NotifyEvent::Warn {
+            return self.warn_channels(labels);
+        }
         if self.routes.is_empty() {
             let mut all = vec![MAIL];
             all.extend(self.channels.iter().map(|c| c.name.as_str()));
@@ -228,6 +255,27 @@ impl Notify {
         }
         if !matched {
             chosen.push(MAIL);
+        }
+        chosen
+    }
+
+    /// Where a warn about a check with `labels` goes: the channels of the
+    /// routes that name `warn` and match, tried as [`Self::channels_for`]
+    /// tries them, the mail left out.
+    fn warn_channels(&self, labels: &BTreeMap<String, String>) -> Vec<&str> {
+        let mut chosen: Vec<&str> = Vec::new();
+        for route in &self.routes {
+            if !route.matches(NotifyEvent::Warn, labels) {
+                continue;
+            }
+            for name in &route.notify {
+                if name != MAIL && !chosen.contains(&name.as_str()) {
+                    chosen.push(name);
+                }
+            }
+            if !route.and_continue {
+                break;
+            }
         }
         chosen
     }

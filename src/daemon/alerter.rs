@@ -676,8 +676,19 @@ impl Alerter {
                     let channels = routed.channel_names();
                     match pages {
                         true => tracing::warn!(subject = %subject, to = %channels, "page queued"),
+                        // A warn no route asks for: its episode is
+                        // recorded, and the daily report lists it.
+                        false if channels.is_empty() => {
+                            tracing::debug!(subject = %subject, "no channel asks for this warn")
+                        }
                         false => tracing::info!(subject = %subject, to = %channels, "mail queued"),
                     }
+                }
+                // A warn is never mailed, not even from memory. Its state
+                // is not held as sent either: the store still says it is
+                // due, so a restart queues it again.
+                Err(err) if notification.kind == EventKind::Warn => {
+                    tracing::error!(error = %err, subject = %subject, "cannot write the warn's pushes to the outbox; they are not sent now");
                 }
                 Err(err) => {
                     tracing::error!(error = %err, subject = %subject, "cannot write the alert to the outbox; sending the mail from memory (not durable), without its pushes");

@@ -51,6 +51,8 @@ pub struct PushEvent {
 #[serde(rename_all = "lowercase")]
 pub enum PushKind {
     Down,
+    /// A warn episode began: sent only to channels whose route asks for it.
+    Warn,
     Reminder,
     Resolved,
 }
@@ -61,6 +63,7 @@ impl PushKind {
             EventKind::Down => PushKind::Down,
             EventKind::Reminder => PushKind::Reminder,
             EventKind::Resolved => PushKind::Resolved,
+            EventKind::Warn => PushKind::Warn,
         }
     }
 
@@ -70,6 +73,7 @@ impl PushKind {
             PushKind::Down => NotifyEvent::Down,
             PushKind::Reminder => NotifyEvent::Reminder,
             PushKind::Resolved => NotifyEvent::Resolved,
+            PushKind::Warn => NotifyEvent::Warn,
         }
     }
 
@@ -79,6 +83,7 @@ impl PushKind {
             PushKind::Down => "DOWN",
             PushKind::Reminder => "STILL DOWN",
             PushKind::Resolved => "RESOLVED",
+            PushKind::Warn => "WARN",
         }
     }
 }
@@ -93,7 +98,8 @@ pub struct PushCheck {
     pub labels: BTreeMap<String, String>,
     /// The latest probe's most severe failure; `None` once it is up.
     pub reason: Option<String>,
-    /// The first failed probe of the incident.
+    /// The first failed probe of the incident (of a warn: its first
+    /// `warn` probe).
     #[serde(with = "time::serde::rfc3339")]
     pub since: OffsetDateTime,
     /// Set once resolved.
@@ -101,7 +107,8 @@ pub struct PushCheck {
     pub resolved_at: Option<OffsetDateTime>,
     /// The probed URL, redacted as every shown URL is.
     pub target: String,
-    /// Failed probes in a row (0 once resolved).
+    /// Failed probes in a row (0 once resolved); for a warn, its `warn`
+    /// probes in a row.
     pub consecutive_failures: u32,
     /// The check's page under `[api] public_url`, when set.
     pub page: Option<String>,

@@ -83,6 +83,7 @@ impl Ntfy<'_> {
         let mut tags: Vec<String> = vec![match event.event {
             PushKind::Down | PushKind::Reminder => "rotating_light".to_string(),
             PushKind::Resolved => "white_check_mark".to_string(),
+            PushKind::Warn => "warning".to_string(),
         }];
         tags.extend(env.map(str::to_string));
         tags.extend(self.tags.iter().cloned());

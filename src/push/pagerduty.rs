@@ -4,6 +4,11 @@
 //! reminders `trigger` (PagerDuty folds a repeated trigger into the open
 //! alert), the RESOLVED `resolve`s it. The same key from any vantage, so a
 //! retry or a second sender can never open a second incident.
+//!
+//! A WARN (sent only where a route asks for `warn`) is a `trigger` of
+//! severity `warning` (not `critical`), its `dedup_key` the warn
+//! episode's id, so that PagerDuty's urgency rules can keep it from
+//! waking anyone.
 
 use std::collections::BTreeMap;
 
@@ -60,8 +65,12 @@ pub fn requests(url: &Url, routing_key: &str, event: &PushEvent) -> Vec<Request>
 
 fn request(url: &Url, routing_key: &str, event: &PushEvent, check: &PushCheck) -> Request {
     let action = match event.event {
-        PushKind::Down | PushKind::Reminder => "trigger",
+        PushKind::Down | PushKind::Reminder | PushKind::Warn => "trigger",
         PushKind::Resolved => "resolve",
+    };
+    let severity = match event.event {
+        PushKind::Warn => "warning",
+        _ => "critical",
     };
     // A resolve needs no payload; a trigger's says what is down.
     let payload = (action == "trigger").then(|| {
@@ -84,7 +93,7 @@ fn request(url: &Url, routing_key: &str, event: &PushEvent, check: &PushCheck) -
         Payload {
             summary: truncate(&summary, MAX_SUMMARY),
             source: &event.node,
-            severity: "critical",
+            severity,
             timestamp: check.since,
             component: &check.name,
             group: check.labels.get("env").map(String::as_str),

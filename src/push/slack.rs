@@ -2,7 +2,8 @@
 //! of Mattermost or Discord (`.../slack`). A short message: a `text`
 //! fallback (what notifications show) and one `section` block per check.
 //! Incoming webhooks cannot thread, so a RESOLVED is a follow-up message
-//! that names the DOWN it closes by its time.
+//! that names the DOWN it closes by its time. A WARN reads like a DOWN
+//! (its summary starts with WARN): one line per check, the reason.
 
 use serde_json::json;
 use url::Url;

@@ -141,8 +141,11 @@ impl BucketClaims {
         // The mail's Message-ID is its first kept event's.
         let mut group_id: Option<String> = None;
         for mut event in std::mem::take(&mut notification.events) {
-            // vigie's own network is this node's alone.
-            if event.check == NETWORK_CHECK {
+            // vigie's own network is this node's alone. So is a warn:
+            // the fleet's claims are about incidents (a warn is not one,
+            // and has no mail to share), and each vantage that sees a
+            // check warn pushes its own WARN.
+            if event.check == NETWORK_CHECK || event.kind == EventKind::Warn {
                 kept.push(event);
                 continue;
             }
@@ -419,7 +422,8 @@ fn coordinates(fleet: &Fleet) -> bool {
 /// What the vantages say about `event` for its mail; `None` for vigie's
 /// own pseudo-checks.
 fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Option<String> {
-    if event.check.starts_with("vigie:") {
+    // A warn is this node's own (see `claim`).
+    if event.check.starts_with("vigie:") || event.kind == EventKind::Warn {
         return None;
     }
     let judgment = fleet.judge(&event.check, event.kind != EventKind::Resolved, now);
@@ -429,6 +433,6 @@ fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Opti
         }
         EventKind::Down | EventKind::Reminder => judgment.unconfirmed_down(),
         EventKind::Resolved if judgment.confirms_up() => judgment.confirmed_up(),
-        EventKind::Resolved => judgment.unconfirmed_up(),
+        EventKind::Resolved | EventKind::Warn => judgment.unconfirmed_up(),
     })
 }

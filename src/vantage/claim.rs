@@ -147,6 +147,7 @@ fn event_name(kind: EventKind, reminder: u32) -> String {
         EventKind::Down => "down".to_string(),
         EventKind::Reminder => format!("reminder-{reminder}"),
         EventKind::Resolved => "resolved".to_string(),
+        EventKind::Warn => "warn".to_string(),
     }
 }
 
@@ -174,7 +175,9 @@ async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String
                 // A reminder or RESOLVED is about the incident the fleet
                 // announced, closed or not.
                 EventKind::Reminder | EventKind::Resolved => true,
-                EventKind::Down => pointer.open && !resolved(c, request, &pointer.key).await?,
+                EventKind::Down | EventKind::Warn => {
+                    pointer.open && !resolved(c, request, &pointer.key).await?
+                }
             };
             if adopt {
                 return Ok(pointer.key.clone());

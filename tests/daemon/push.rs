@@ -490,3 +490,72 @@ async fn a_spent_ntfy_quota_pauses_the_channel_for_the_day_and_the_mail_says_so(
     );
     daemon.stop(STOP).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_overdue_warns_once_where_a_route_asks_for_warn_and_never_by_mail() {
+    use crate::common::pki::{issue, LeafSpec, HOST};
+    use crate::common::servers::TlsOpts;
+
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    // 10 days left of 90: under a quarter, above the 7 critical days.
+    let target = TlsServer::start_with(
+        &issue(&LeafSpec::new([HOST]).days_left(10)),
+        TlsOpts::default(),
+        std::sync::Arc::new(|_| (200, vec![], "ok".to_string())),
+    );
+    let whsec = whsec_for_test();
+    let asks = WebhookReceiver::start(&whsec);
+    let other = WebhookReceiver::start(&whsec);
+    let pagerduty = PagerDutyEvents::start();
+    let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    let secret = env.write_secret("hook.secret", &whsec);
+    let key = env.write_secret("pd.key", "0123456789abcdef0123456789abcdef");
+    env.append_config(&webhook_channel("asks", &asks, &secret, ""));
+    env.append_config(&webhook_channel("other", &other, &secret, ""));
+    env.append_config(&format!(
+        "[[notify]]\nname = \"pager\"\nkind = \"pagerduty\"\nurl = \"{}\"\nallow_private = true\nrouting_key_file = {key:?}\n",
+        pagerduty.url()
+    ));
+    // `other` and the mail get every event but warn; `asks` and the pager
+    // name it (the mail named with them is still left out).
+    env.append_config(
+        "[[route]]\nmatch = { env = \"prod\" }\nnotify = [\"other\", \"mail\"]\ncontinue = true\n\
+         [[route]]\nevents = [\"warn\"]\nnotify = [\"asks\", \"pager\", \"mail\"]\n",
+    );
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    asks.wait_for_answers(1, PUSH).await;
+    // Probes every second: long enough for a second WARN, were there one.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let delivered = asks.deliveries();
+    assert_eq!(delivered.len(), 1, "{:?}", events(&asks));
+    let warn = &delivered[0].body;
+    assert_eq!(warn["event"], "warn", "{warn}");
+    assert_eq!(warn["checks"][0]["name"], "site", "{warn}");
+    assert_eq!(warn["checks"][0]["status"], "warn", "{warn}");
+    assert!(
+        warn["checks"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("renewal looks stuck")),
+        "{warn}"
+    );
+    assert_eq!(warn["id"].as_str(), Some(delivered[0].id.as_str()));
+    assert!(
+        delivered[0].id.starts_with("vigie.warn.site_"),
+        "a stable id of the warn episode: {}",
+        delivered[0].id
+    );
+    let incidents = pagerduty.incidents();
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    assert_eq!(incidents[0].severity, "warning");
+    assert_eq!(incidents[0].state, IncidentState::Triggered);
+    assert_eq!(
+        Some(incidents[0].dedup_key.as_str()),
+        warn["checks"][0]["incident"].as_str(),
+        "the warn episode's id"
+    );
+    assert!(other.deliveries().is_empty(), "{:?}", events(&other));
+    assert_eq!(smtp.count(), 0, "{:?}", subjects(&smtp));
+    daemon.stop(STOP).await;
+}

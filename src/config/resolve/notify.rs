@@ -480,8 +480,9 @@ fn priority_entry(
 ) -> Option<(NotifyEvent, u8)> {
     let Some(parsed) = NotifyEvent::parse(event.get_ref()) else {
         let message = format!(
-            "{:?} is not an event: one of \"down\", \"reminder\", \"resolved\"",
-            event.get_ref()
+            "{:?} is not an event: one of {}",
+            event.get_ref(),
+            NotifyEvent::listed()
         );
         cx.error(&event.span(), key, message);
         return None;
@@ -592,12 +593,20 @@ fn route(cx: &mut Cx<'_>, d: &Decoded<RawRoute>, channels: &[&str]) -> Option<Ro
             Some(e) => events.push(e),
             None => {
                 let message = format!(
-                    "{:?} is not an event: one of \"down\", \"reminder\", \"resolved\"",
-                    event.get_ref()
+                    "{:?} is not an event: one of {}",
+                    event.get_ref(),
+                    NotifyEvent::listed()
                 );
                 cx.error(&event.span(), &format!("events[{i}]"), message);
             }
         }
+    }
+    if events.contains(&NotifyEvent::Warn) && names.iter().all(|n| n == MAIL) {
+        cx.warn(
+            &notify.span(),
+            "notify",
+            "a warn is never mailed (the daily report lists it): this route sends its warns nowhere; name a push channel to be told",
+        );
     }
     if names.is_empty() {
         return None;
@@ -686,6 +695,9 @@ mod tests {
         assert_eq!(priority.of(NotifyEvent::Down, Some("prod")), 5);
         assert_eq!(priority.of(NotifyEvent::Down, Some("staging")), 3);
         assert_eq!(priority.of(NotifyEvent::Down, None), 4);
+        for env in [Some("prod"), Some("staging"), None] {
+            assert_eq!(priority.of(NotifyEvent::Warn, env), 3, "{env:?}");
+        }
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
     }
 
@@ -703,12 +715,30 @@ mod tests {
         );
         let unknown_event = refused(
             &path,
-            &format!("{phone}[[route]]\nevents = [\"warn\"]\nnotify = [\"phone\"]\n"),
+            &format!("{phone}[[route]]\nevents = [\"flap\"]\nnotify = [\"phone\"]\n"),
         );
         assert_eq!(
             unknown_event,
-            [format!("{shown}:10:11: `route[0].events[0]`: \"warn\" is not an event: one of \"down\", \"reminder\", \"resolved\"")]
+            [format!("{shown}:10:11: `route[0].events[0]`: \"flap\" is not an event: one of \"down\", \"warn\", \"reminder\", \"resolved\"")]
         );
+        let warn = load(
+            &path,
+            &format!("{phone}[[route]]\nevents = [\"down\", \"warn\"]\nnotify = [\"phone\"]\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            warn.notify.routes[0].events,
+            [NotifyEvent::Down, NotifyEvent::Warn]
+        );
+        assert!(warn.warnings.is_empty(), "{:?}", warn.warnings);
+        let mailed = load(
+            &path,
+            &format!("{phone}[[route]]\nnotify = [\"phone\"]\n[[route]]\nevents = [\"warn\"]\nnotify = [\"mail\"]\n"),
+        )
+        .unwrap();
+        let said: Vec<String> = mailed.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("a warn is never mailed"), "{said:?}");
         let bad_regex = refused(
             &path,
             &format!("{phone}[[route]]\nmatch_re = {{ env = \"(\" }}\nnotify = [\"phone\"]\n"),
