@@ -236,20 +236,16 @@ impl ChannelLoop {
             .flatten()
             .filter(|&t| t > now)
             .max();
+        // The gauges stay current while nothing may be sent: pushes
+        // queued while the breaker is open, or while a spent quota pauses
+        // the channel, are the backlog the operator should see grow.
+        let records = self.gauges();
         if let Some(until) = blocked {
             return until_from(now, until);
         }
-        let name = self.channel.name().to_string();
-        let records = match self.shared.store.pending(&name) {
-            Ok(records) => records,
-            Err(err) => {
-                tracing::error!(channel = %name, error = %err, "cannot read the push outbox");
-                return IDLE;
-            }
+        let Some(records) = records else {
+            return IDLE;
         };
-        self.shared
-            .stats
-            .set_backlog(&name, self.kind(), records.len() as u64);
         let (due, later): (Vec<PushRecord>, Vec<PushRecord>) =
             records.into_iter().partition(|r| r.next_attempt <= now);
         let mut next = later.iter().map(|r| r.next_attempt).min();
@@ -276,11 +272,32 @@ impl ChannelLoop {
             }
         }
         let now = self.shared.clock.now();
-        let backlog = self.shared.store.pending(&name).map_or(0, |r| r.len());
-        self.shared
-            .stats
-            .set_backlog(&name, self.kind(), backlog as u64);
+        self.gauges();
         next.map_or(IDLE, |at| until_from(now, at)).min(IDLE)
+    }
+
+    /// Reads this channel's pending pushes and sets its backlog and dead
+    /// push gauges; `None` when the outbox cannot be read (logged).
+    fn gauges(&self) -> Option<Vec<PushRecord>> {
+        let name = self.channel.name();
+        let store = &self.shared.store;
+        match store.dead_count(name) {
+            Ok(dead) => self.shared.stats.set_dead(name, self.kind(), dead),
+            Err(err) => {
+                tracing::error!(channel = %name, error = %err, "cannot count the dead pushes")
+            }
+        }
+        match store.pending(name) {
+            Ok(records) => {
+                let backlog = records.len() as u64;
+                self.shared.stats.set_backlog(name, self.kind(), backlog);
+                Some(records)
+            }
+            Err(err) => {
+                tracing::error!(channel = %name, error = %err, "cannot read the push outbox");
+                None
+            }
+        }
     }
 
     /// Sends one push: every request it takes, in order.

@@ -228,6 +228,29 @@ fn times_come_back_at_the_millisecond(store: &AlertStore) {
     );
 }
 
+fn a_buried_push_is_listed_and_counted_under_its_channel(store: &AlertStore) {
+    let pushes = store.pushes();
+    for (channel, event) in [("phone", "a"), ("phone", "b"), ("hooks", "c")] {
+        let push = super::NewPush {
+            channel: channel.into(),
+            event_id: event.into(),
+            document: "{}".into(),
+        };
+        pushes.enqueue(&push, T0).unwrap();
+    }
+    let phone = pushes.pending("phone").unwrap();
+    pushes
+        .bury(&phone[0], "ntfy phone answered 401", T0)
+        .unwrap();
+    assert_eq!(pushes.pending("phone").unwrap().len(), 1);
+    let dead = pushes.dead("phone").unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].record.event_id, "a");
+    assert_eq!(dead[0].reason, "ntfy phone answered 401");
+    assert_eq!(pushes.dead_count("phone").unwrap(), 1);
+    assert_eq!(pushes.dead_count("hooks").unwrap(), 0);
+}
+
 /// Runs `scenario` on a sled store as the daemon opens it.
 fn on_sled(scenario: fn(&AlertStore)) {
     let dir = tempfile::tempdir().unwrap();
@@ -266,4 +289,5 @@ scenarios!(
     defer_bury_deliver_and_sweep,
     the_delivery_backoff_round_trips,
     times_come_back_at_the_millisecond,
+    a_buried_push_is_listed_and_counted_under_its_channel,
 );
