@@ -1,7 +1,6 @@
 //! Per channel: a circuit breaker, so that an endpoint that keeps failing
-//! is left alone for a while instead of being asked once per push, and a
-//! rate limit, so that an outage of many checks never sends faster than
-//! the channel's `rate_limit`.
+//! is left alone for a while instead of being asked once per push. The
+//! rate limit is `limit.rs`.
 
 use std::time::Duration;
 
@@ -51,52 +50,6 @@ impl Breaker {
     }
 }
 
-/// A token bucket of `per_minute` requests, as full as that at first.
-#[derive(Debug, Clone)]
-pub struct RateLimit {
-    per_minute: u32,
-    tokens: f64,
-    at: Option<OffsetDateTime>,
-}
-
-impl RateLimit {
-    pub fn new(per_minute: u32) -> RateLimit {
-        RateLimit {
-            per_minute,
-            tokens: f64::from(per_minute),
-            at: None,
-        }
-    }
-
-    fn refill(&mut self, now: OffsetDateTime) {
-        if let Some(at) = self.at {
-            let elapsed = (now - at).as_seconds_f64().max(0.0);
-            self.tokens = (self.tokens + elapsed * f64::from(self.per_minute) / 60.0)
-                .min(f64::from(self.per_minute));
-        }
-        self.at = Some(now);
-    }
-
-    /// Whole requests that may be sent now.
-    pub fn available(&mut self, now: OffsetDateTime) -> u32 {
-        self.refill(now);
-        self.tokens.floor() as u32
-    }
-
-    /// Takes one request's token, or says how long until there is one.
-    pub fn take(&mut self, now: OffsetDateTime) -> Result<(), Duration> {
-        self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            return Ok(());
-        }
-        let missing = 1.0 - self.tokens;
-        Err(Duration::from_secs_f64(
-            missing * 60.0 / f64::from(self.per_minute),
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,16 +77,5 @@ mod tests {
             !breaker.failed(later),
             "closed again: five failures to open"
         );
-    }
-
-    #[test]
-    fn the_rate_limit_lets_a_burst_through_then_paces() {
-        let mut rate = RateLimit::new(6);
-        for _ in 0..6 {
-            assert_eq!(rate.take(T0), Ok(()));
-        }
-        assert_eq!(rate.take(T0), Err(Duration::from_secs(10)));
-        assert_eq!(rate.take(T0 + Duration::from_secs(10)), Ok(()));
-        assert_eq!(rate.available(T0 + Duration::from_secs(10)), 0);
     }
 }

@@ -97,22 +97,17 @@ impl LiveChannel {
         deliver::send(&self.client, &self.config, request, now).await
     }
 
-    /// The ntfy request folding `rest` into one message, when this is an
-    /// ntfy channel (its rate limit groups what it cannot send one by one).
-    pub fn ntfy_digest(&self, event: &PushEvent, rest: &str) -> Option<Request> {
+    /// The one ntfy message for every check of `events`, when this is an
+    /// ntfy channel (its rate limit folds what it cannot send one by one).
+    pub fn ntfy_digest(&self, events: &[PushEvent], per_minute: u32) -> Option<Request> {
         match (&self.config.kind, &self.secret) {
-            (ChannelKind::Ntfy { priority, tags, .. }, Secret::Ntfy(auth)) => {
-                let ntfy = Ntfy {
-                    url: &self.config.url,
-                    auth,
-                    priority,
-                    tags,
-                };
-                event
-                    .checks
-                    .first()
-                    .map(|c| ntfy.request(event, c, Some(rest)))
+            (ChannelKind::Ntfy { priority, tags, .. }, Secret::Ntfy(auth)) => Ntfy {
+                url: &self.config.url,
+                auth,
+                priority,
+                tags,
             }
+            .digest(events, per_minute),
             _ => None,
         }
     }

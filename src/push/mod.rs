@@ -12,7 +12,8 @@
 //! - `channel.rs`: a configured channel made ready (secrets read, client
 //!   built); `deliver.rs` sends one request to an address the policy
 //!   allows and reads the answer; `answer.rs` judges it.
-//! - `breaker.rs`: each channel's circuit breaker and rate limit.
+//! - `breaker.rs`: each channel's circuit breaker; `limit.rs`: the rate
+//!   limits, in requests a minute, one per ntfy topic or other channel.
 //! - `sender.rs`: the task per channel that drains its part of the
 //!   outbox: retries with capped backoff and jitter (honouring
 //!   `Retry-After`), dead pushes for permanent refusals, one mail about a
@@ -32,6 +33,7 @@ mod breaker;
 mod channel;
 mod deliver;
 pub mod document;
+mod limit;
 mod ntfy;
 mod pagerduty;
 mod request;

@@ -17,8 +17,11 @@
 //! says which channel is broken and why; the channel is listed in
 //! `/healthz`'s `degraded` until one of its pushes is accepted again.
 //!
-//! ntfy's rate limit (6 a minute by default) folds a backlog that would
-//! outrun it into one message, the last one the limit allows.
+//! The rate limit (`limit.rs`) counts requests, not pushes. When an ntfy
+//! topic's backlog would outrun it, the last request the limit allows is
+//! one digest naming every check of every push pending for the topic, the
+//! pushes of the other channels naming that topic included; once it is
+//! accepted, they are all delivered.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,13 +31,15 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::answer::Answer;
-use super::breaker::{Breaker, RateLimit};
+use super::breaker::Breaker;
 use super::channel::LiveChannel;
 use super::document::PushEvent;
+use super::limit::{self, Limits, RateLimit, SharedLimit};
 use super::request::Request;
 use super::stats::PushStats;
 use crate::alert::Email;
 use crate::clock::{saturating_add, Clock};
+use crate::config::channels::{Channel, ChannelKind};
 use crate::config::Config;
 use crate::mail::Outbox;
 use crate::store::{PushRecord, PushStore};
@@ -104,6 +109,7 @@ pub struct PushSender {
     wake: PushWaker,
     host: String,
     retry: Retry,
+    limits: Limits,
 }
 
 impl PushSender {
@@ -124,6 +130,7 @@ impl PushSender {
             wake: PushWaker::default(),
             host,
             retry,
+            limits: Limits::default(),
         }
     }
 
@@ -161,11 +168,11 @@ impl PushSender {
                     .iter()
                     .map(|c| (c.name.as_str(), c.kind.as_str())),
             );
-            let loops = futures_util::future::join_all(
-                channels
-                    .into_iter()
-                    .map(|channel| ChannelLoop::new(self.clone(), channel).run(shutdown.clone())),
-            );
+            self.limits.configure(&config.notify.channels).await;
+            let loops = futures_util::future::join_all(channels.into_iter().map(|channel| {
+                let siblings = siblings(&config, &channel.config);
+                ChannelLoop::new(self.clone(), channel, siblings).run(shutdown.clone())
+            }));
             // No channel (or every loop ended, which only shutdown does):
             // wait for a reload rather than end the task.
             let loops = async {
@@ -190,7 +197,10 @@ struct ChannelLoop {
     shared: PushSender,
     channel: LiveChannel,
     breaker: Breaker,
-    rate: RateLimit,
+    /// Its rate limit, shared with the channels naming the same ntfy topic.
+    limit: SharedLimit,
+    /// Those channels: their pushes are folded into this one's digest.
+    siblings: Vec<String>,
     /// Nothing is sent before this (a `Retry-After`).
     paused_until: Option<OffsetDateTime>,
     /// The mail about this channel being broken went out; reset once a
@@ -199,13 +209,14 @@ struct ChannelLoop {
 }
 
 impl ChannelLoop {
-    fn new(shared: PushSender, channel: LiveChannel) -> ChannelLoop {
-        let rate = RateLimit::new(channel.config.rate_limit);
+    fn new(shared: PushSender, channel: LiveChannel, siblings: Vec<String>) -> ChannelLoop {
+        let limit = shared.limits.of(&channel.config);
         ChannelLoop {
             shared,
             channel,
             breaker: Breaker::default(),
-            rate,
+            limit,
+            siblings,
             paused_until: None,
             told: false,
         }
@@ -236,83 +247,157 @@ impl ChannelLoop {
             .flatten()
             .filter(|&t| t > now)
             .max();
+        // The gauges stay current while nothing may be sent: pushes
+        // queued while the breaker is open, or while a spent quota pauses
+        // the channel, are the backlog the operator should see grow.
         if let Some(until) = blocked {
+            self.gauges();
             return until_from(now, until);
         }
-        let name = self.channel.name().to_string();
-        let records = match self.shared.store.pending(&name) {
-            Ok(records) => records,
-            Err(err) => {
-                tracing::error!(channel = %name, error = %err, "cannot read the push outbox");
-                return IDLE;
-            }
+        // One channel of a topic sends at a time: the limit is counted,
+        // and a backlog folded, with nobody else sending to the topic.
+        // What is pending is read under the lock, so that a push a
+        // sibling's digest delivered is not sent again.
+        let limit = self.limit.clone();
+        let mut rate = limit.lock().await;
+        let Some(records) = self.gauges() else {
+            return IDLE;
         };
-        self.shared
-            .stats
-            .set_backlog(&name, self.kind(), records.len() as u64);
-        let (due, later): (Vec<PushRecord>, Vec<PushRecord>) =
+        let now = self.shared.clock.now();
+        let (due, mut later): (Vec<PushRecord>, Vec<PushRecord>) =
             records.into_iter().partition(|r| r.next_attempt <= now);
         let mut next = later.iter().map(|r| r.next_attempt).min();
-        let folds = self.kind() == "ntfy" && due.len() as u32 > self.rate.available(now);
-        for (i, record) in due.iter().enumerate() {
-            if let Err(wait) = self.rate.take(self.shared.clock.now()) {
-                return wait.min(IDLE);
-            }
-            let rest = &due[i..];
-            let outcome = match folds
-                && self.rate.available(self.shared.clock.now()) == 0
-                && rest.len() > 1
-            {
-                true => self.send_folded(rest).await,
-                false => self.send_one(record).await,
+        let due = self.events_of(due);
+        let folds = matches!(self.channel.config.kind, ChannelKind::Ntfy { .. });
+        // Requests, not pushes: an ntfy push is one message per check.
+        let needs: Vec<u32> = due
+            .iter()
+            .map(|(_, e)| self.channel.requests(e, now).len() as u32)
+            .collect();
+        // What the channels sharing the topic have pending counts against
+        // the same limit, and goes into the same digest.
+        let mut siblings = match folds {
+            true => self.sibling_pushes(),
+            false => Vec::new(),
+        };
+        let sibling_needs: u32 = siblings
+            .iter()
+            .map(|(_, e)| self.channel.requests(e, now).len() as u32)
+            .sum();
+        for (i, (record, event)) in due.iter().enumerate() {
+            let now = self.shared.clock.now();
+            let needed = needs[i];
+            let available = rate.available(now);
+            let backlog: u32 = needs[i..].iter().sum::<u32>() + sibling_needs;
+            // Send one by one while the rest fits in the limit, or while
+            // this one leaves a request for the digest of the rest.
+            let step = if folds && backlog > available && needed >= available {
+                if let Err(wait) = rate.take(now, 1) {
+                    next = earliest(next, saturating_add(now, wait));
+                    break;
+                }
+                let mut rest = due[i..].to_vec();
+                rest.extend(self.events_of(std::mem::take(&mut later)));
+                rest.append(&mut siblings);
+                self.send_digest(rest, &rate).await
+            } else {
+                if let Err(wait) = rate.take(now, needed) {
+                    next = earliest(next, saturating_add(now, wait));
+                    break;
+                }
+                self.send_one(record, event).await
             };
-            match outcome {
+            match step {
                 Step::Next => {}
                 Step::Folded => break,
                 Step::Stop(until) => {
-                    next = Some(next.map_or(until, |n| n.min(until)));
+                    next = earliest(next, until);
                     break;
                 }
             }
         }
+        drop(rate);
         let now = self.shared.clock.now();
-        let backlog = self.shared.store.pending(&name).map_or(0, |r| r.len());
-        self.shared
-            .stats
-            .set_backlog(&name, self.kind(), backlog as u64);
+        self.gauges();
         next.map_or(IDLE, |at| until_from(now, at)).min(IDLE)
     }
 
+    /// Reads this channel's pending pushes and sets its backlog and dead
+    /// push gauges; `None` when the outbox cannot be read (logged).
+    fn gauges(&self) -> Option<Vec<PushRecord>> {
+        let name = self.channel.name();
+        let store = &self.shared.store;
+        match store.dead_count(name) {
+            Ok(dead) => self.shared.stats.set_dead(name, self.kind(), dead),
+            Err(err) => {
+                tracing::error!(channel = %name, error = %err, "cannot count the dead pushes")
+            }
+        }
+        match store.pending(name) {
+            Ok(records) => {
+                let backlog = records.len() as u64;
+                self.shared.stats.set_backlog(name, self.kind(), backlog);
+                Some(records)
+            }
+            Err(err) => {
+                tracing::error!(channel = %name, error = %err, "cannot read the push outbox");
+                None
+            }
+        }
+    }
+
     /// Sends one push: every request it takes, in order.
-    async fn send_one(&mut self, record: &PushRecord) -> Step {
-        let Some(event) = self.event_of(record) else {
-            return Step::Next;
-        };
-        let requests = self.channel.requests(&event, self.shared.clock.now());
-        self.deliver(std::slice::from_ref(record), &requests, &event)
+    async fn send_one(&mut self, record: &PushRecord, event: &PushEvent) -> Step {
+        let requests = self.channel.requests(event, self.shared.clock.now());
+        self.deliver(std::slice::from_ref(record), &requests, event)
             .await
     }
 
-    /// Sends the first of `records` with the others listed in it (ntfy, a
-    /// backlog beyond the rate limit), and removes them all once it is
-    /// accepted.
-    async fn send_folded(&mut self, records: &[PushRecord]) -> Step {
-        let events: Vec<PushEvent> = records.iter().filter_map(|r| self.event_of(r)).collect();
-        let Some(first) = events.first() else {
+    /// The pushes pending for the channels naming this one's topic,
+    /// whether due or waiting for a retry.
+    fn sibling_pushes(&mut self) -> Vec<(PushRecord, PushEvent)> {
+        let mut records = Vec::new();
+        for sibling in &self.siblings {
+            match self.shared.store.pending(sibling) {
+                Ok(pending) => records.extend(pending),
+                Err(err) => {
+                    tracing::error!(channel = %sibling, error = %err, "cannot read the push outbox")
+                }
+            }
+        }
+        self.events_of(records)
+    }
+
+    /// Each readable record with its document.
+    fn events_of(&mut self, records: Vec<PushRecord>) -> Vec<(PushRecord, PushEvent)> {
+        records
+            .into_iter()
+            .filter_map(|r| self.event_of(&r).map(|e| (r, e)))
+            .collect()
+    }
+
+    /// Sends one digest of `pushes` (this channel's pending ones, those
+    /// waiting for a retry included, and its siblings'), and delivers
+    /// them all once it is accepted.
+    async fn send_digest(
+        &mut self,
+        pushes: Vec<(PushRecord, PushEvent)>,
+        rate: &RateLimit,
+    ) -> Step {
+        let (records, events): (Vec<PushRecord>, Vec<PushEvent>) = pushes.into_iter().unzip();
+        let Some(request) = self.channel.ntfy_digest(&events, rate.per_minute()) else {
             return Step::Next;
         };
-        let listed: Vec<String> = events[1..].iter().map(|e| e.summary.clone()).collect();
-        let rest = format!(
-            "and {} more while the rate limit of {} a minute holds:\n{}",
-            listed.len(),
-            self.channel.config.rate_limit,
-            listed.join("\n")
-        );
-        let Some(request) = self.channel.ntfy_digest(first, &rest) else {
-            return Step::Next;
-        };
-        match self.deliver(records, &[request], first).await {
-            Step::Next => Step::Folded,
+        let name = self.channel.name().to_string();
+        tracing::info!(channel = %name, pushes = records.len(), per_minute = rate.per_minute(), "the rate limit holds: the pending pushes go out as one digest");
+        match self.deliver(&records, &[request], &events[0]).await {
+            Step::Next => {
+                // The siblings' loops set their own gauges again.
+                if !self.siblings.is_empty() {
+                    self.shared.wake.wake();
+                }
+                Step::Folded
+            }
             other => other,
         }
     }
@@ -367,8 +452,8 @@ impl ChannelLoop {
                 tracing::info!(channel = %name, kind, id = %event.id, pushes = records.len(), "push accepted");
                 self.breaker.succeeded();
                 self.told = false;
-                for _ in records {
-                    self.shared.stats.sent(&name, kind, now);
+                for record in records {
+                    self.shared.stats.sent(&record.channel, kind, now);
                 }
                 Step::Next
             }
@@ -465,6 +550,22 @@ enum Step {
     Folded,
     /// Stop this pass; nothing of this channel is due before this.
     Stop(OffsetDateTime),
+}
+
+/// The channels other than `channel` naming the same ntfy topic.
+fn siblings(config: &Config, channel: &Channel) -> Vec<String> {
+    let key = limit::key(channel);
+    config
+        .notify
+        .channels
+        .iter()
+        .filter(|c| c.name != channel.name && limit::key(c) == key)
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+fn earliest(next: Option<OffsetDateTime>, at: OffsetDateTime) -> Option<OffsetDateTime> {
+    Some(next.map_or(at, |n| n.min(at)))
 }
 
 fn until_from(now: OffsetDateTime, at: OffsetDateTime) -> Duration {

@@ -1,6 +1,6 @@
 //! What the push senders count, for `/metrics` and `/healthz`: per
-//! channel, pushes accepted, failures by class, the backlog, and why the
-//! channel is broken while it is.
+//! channel, pushes accepted, failures by class, the backlog, the dead
+//! pushes kept, and why the channel is broken while it is.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -20,6 +20,8 @@ pub struct ChannelSnapshot {
     /// Pushes given up (another 4xx, or failing for too long).
     pub permanent: u64,
     pub backlog: u64,
+    /// Dead pushes kept in the store (given up, never to be sent).
+    pub dead: u64,
     /// Set from a push given up until one is accepted again; also set
     /// while the breaker is open.
     pub broken: Option<String>,
@@ -85,6 +87,10 @@ impl PushStats {
         self.with(channel, kind, |c| c.backlog = backlog);
     }
 
+    pub fn set_dead(&self, channel: &str, kind: &'static str, dead: u64) {
+        self.with(channel, kind, |c| c.dead = dead);
+    }
+
     pub fn snapshot(&self) -> BTreeMap<String, ChannelSnapshot> {
         self.channels
             .lock()
@@ -120,6 +126,10 @@ const BACKLOG: Family = Family::gauge(
     "vigie_notify_backlog",
     "pushes waiting in the channel's outbox",
 );
+const DEAD: Family = Family::gauge(
+    "vigie_notify_dead_letters",
+    "pushes the channel gave up, kept in the store as dead pushes",
+);
 const BROKEN: Family = Family::gauge(
     "vigie_notify_failing",
     "1 while the channel's pushes are given up or its breaker is open",
@@ -152,6 +162,10 @@ impl PushStats {
                 &[("channel", name), ("kind", c.kind)],
                 c.backlog as f64,
             );
+        }
+        m.family(&DEAD);
+        for (name, c) in &channels {
+            m.sample(&DEAD, &[("channel", name), ("kind", c.kind)], c.dead as f64);
         }
         m.family(&BROKEN);
         for (name, c) in &channels {

@@ -328,6 +328,29 @@ fn who_was_told_is_queued_with_the_page_and_marked_as_it_is_delivered(store: &Al
     assert!(told.of_incident("site", T0).unwrap().is_empty());
 }
 
+fn a_buried_push_is_listed_and_counted_under_its_channel(store: &AlertStore) {
+    let pushes = store.pushes();
+    for (channel, event) in [("phone", "a"), ("phone", "b"), ("hooks", "c")] {
+        let push = NewPush {
+            channel: channel.into(),
+            event_id: event.into(),
+            document: "{}".into(),
+        };
+        pushes.enqueue(&push, T0).unwrap();
+    }
+    let phone = pushes.pending("phone").unwrap();
+    pushes
+        .bury(&phone[0], "ntfy phone answered 401", T0)
+        .unwrap();
+    assert_eq!(pushes.pending("phone").unwrap().len(), 1);
+    let dead = pushes.dead("phone").unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].record.event_id, "a");
+    assert_eq!(dead[0].reason, "ntfy phone answered 401");
+    assert_eq!(pushes.dead_count("phone").unwrap(), 1);
+    assert_eq!(pushes.dead_count("hooks").unwrap(), 0);
+}
+
 /// Runs `scenario` on a sled store as the daemon opens it.
 fn on_sled(scenario: fn(&AlertStore)) {
     let dir = tempfile::tempdir().unwrap();
@@ -367,4 +390,5 @@ scenarios!(
     the_delivery_backoff_round_trips,
     times_come_back_at_the_millisecond,
     who_was_told_is_queued_with_the_page_and_marked_as_it_is_delivered,
+    a_buried_push_is_listed_and_counted_under_its_channel,
 );

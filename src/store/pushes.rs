@@ -261,6 +261,42 @@ impl PushStore {
         }
     }
 
+    /// Every dead push of `channel`, oldest first.
+    pub fn dead(&self, channel: &str) -> Result<Vec<DeadPush>, StoreError> {
+        match &self.backend {
+            Backend::Sled { dead, path, .. } => {
+                decode_prefix(dead, path, channel, |id, mut d: DeadPush| {
+                    d.record.id = id;
+                    d
+                })
+            }
+            Backend::Memory(m) => Ok(lock(m)
+                .dead
+                .range((channel.to_string(), 0)..=(channel.to_string(), u64::MAX))
+                .map(|(_, d)| d.clone())
+                .collect()),
+        }
+    }
+
+    /// How many dead pushes `channel` has, for `/metrics`: keys only, no
+    /// record read.
+    pub fn dead_count(&self, channel: &str) -> Result<u64, StoreError> {
+        match &self.backend {
+            Backend::Sled { dead, path, .. } => {
+                let mut count = 0;
+                for key in dead.scan_prefix(prefix(channel)).keys() {
+                    key.map_err(io(path, "read the dead pushes"))?;
+                    count += 1;
+                }
+                Ok(count)
+            }
+            Backend::Memory(m) => Ok(lock(m)
+                .dead
+                .range((channel.to_string(), 0)..=(channel.to_string(), u64::MAX))
+                .count() as u64),
+        }
+    }
+
     /// Removes a delivered push.
     pub fn remove(&self, record: &PushRecord) -> Result<(), StoreError> {
         match &self.backend {

@@ -2,8 +2,9 @@
 //! HTTPS target the test switches, pushing to the loopback webhook, ntfy,
 //! PagerDuty and Slack peers of `common/push/` and mailing aiosmtpd. Each
 //! push is signed, sent once, retried when the endpoint fails, never before
-//! its `Retry-After`, survives `kill -9`, and a channel that refuses vigie
-//! for good is a dead push, one mail and a degradation.
+//! its `Retry-After`, survives `kill -9`, waits out an outage behind its
+//! breaker, and a channel that refuses vigie for good is a dead push, one
+//! mail and a degradation.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -276,58 +277,200 @@ async fn a_failing_endpoint_is_retried_never_before_retry_after_and_delivered_on
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_channel_that_refuses_vigie_is_a_dead_push_one_mail_and_degraded() {
+async fn an_ntfy_token_refused_with_401_is_a_dead_push_one_mail_that_says_what_to_check_and_degraded(
+) {
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (target, status) = switchable_target();
-    let slack = SlackWebhook::start();
-    let (env, api) = env(&smtp, &target, &[("site", "prod"), ("app", "prod")], "");
+    let ntfy = NtfyServer::start(NtfyConfig {
+        tokens: vec!["tk_vigietesttoken0123456789abcde".to_string()],
+        ..NtfyConfig::default()
+    });
+    let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    let token = env.write_secret("ntfy.token", "tk_revokedtoken0123456789abcdef");
     env.append_config(&format!(
-        "[[notify]]\nname = \"chat\"\nkind = \"slack\"\nurl = \"{}\"\nallow_private = true\n",
-        slack.url_with_wrong_secret()
+        "[[notify]]\nname = \"oncall\"\nkind = \"ntfy\"\nurl = \"{}\"\nallow_private = true\ntoken_file = {token:?}\n",
+        ntfy.topic_url(TOPIC)
     ));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(START).await;
 
     status.store(503, Ordering::SeqCst);
     let mails = smtp.wait_for(2, PUSH);
-    let broken: Vec<String> = subjects(&smtp)
-        .into_iter()
-        .filter(|s| s.contains("push channel chat is broken"))
+    let broken: Vec<_> = mails
+        .iter()
+        .filter(|m| {
+            m.header("Subject")
+                .unwrap_or_default()
+                .contains("push channel oncall is broken")
+        })
         .collect();
     assert_eq!(broken.len(), 1, "{:?}", subjects(&smtp));
-    assert!(broken[0].contains("403"), "{broken:?}");
-    let mail = mails
-        .iter()
-        .find(|m| m.header("Subject").unwrap_or_default().contains("broken"))
-        .unwrap();
-    let body = mail.data.replace("=\r\n", "");
-    assert!(body.contains("vigie test-notify chat"), "{body}");
+    assert_eq!(
+        broken[0].header("To").as_deref(),
+        Some("oncall@example.com")
+    );
+    let body = broken[0].data.replace("=\r\n", "");
+    for said in [
+        "ntfy oncall answered 401 Unauthorized",
+        "check token_file (or user and password_file)",
+        "vigie test-notify oncall",
+    ] {
+        assert!(body.contains(said), "{said:?} in {body}");
+    }
     let health = daemon.get_json("/healthz").await.unwrap();
     assert!(
         health["degraded"]
             .to_string()
-            .contains("push channel chat (slack) is failing"),
+            .contains("push channel oncall (ntfy) is failing"),
         "{health}"
     );
+    let dead = "vigie_notify_dead_letters{channel=\"oncall\",kind=\"ntfy\"}";
+    poll(PUSH, "the dead push counted", async || {
+        let (_, metrics) = daemon.get("/metrics").await?;
+        match metric(&metrics, dead) {
+            Some(1.0) => Ok(()),
+            other => Err(format!("{dead}: {other:?}")),
+        }
+    })
+    .await;
     // The recovery's push is refused too: still one mail about the channel.
     status.store(200, Ordering::SeqCst);
     smtp.wait_for(3, PUSH);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    poll(PUSH, "the second dead push counted", async || {
+        let (_, metrics) = daemon.get("/metrics").await?;
+        match metric(&metrics, dead) {
+            Some(2.0) => Ok(()),
+            other => Err(format!("{dead}: {other:?}")),
+        }
+    })
+    .await;
     let all = subjects(&smtp);
     assert_eq!(
         all.iter().filter(|s| s.contains("broken")).count(),
         1,
         "{all:?}"
     );
-    let (_, metrics) = daemon.get("/metrics").await.unwrap();
-    assert_eq!(
-        metric(
-            &metrics,
-            "vigie_notify_failures_total{channel=\"chat\",kind=\"slack\",class=\"permanent\"}"
-        ),
-        Some(2.0),
-        "{metrics}"
+    assert!(ntfy.messages(TOPIC).is_empty(), "nothing published");
+    daemon.stop(STOP).await;
+
+    // The store keeps both, with why.
+    let history = vigie::store::history_path(&env.path().join("state"));
+    let store = vigie::store::SledStore::open(&history, Duration::from_secs(1)).unwrap();
+    let dead = store.alerts().unwrap().pushes().dead("oncall").unwrap();
+    let events: Vec<String> = dead
+        .iter()
+        .map(|d| {
+            let doc: serde_json::Value = serde_json::from_str(&d.record.document).unwrap();
+            doc["event"].as_str().unwrap_or("?").to_string()
+        })
+        .collect();
+    assert_eq!(events, ["down", "resolved"], "{dead:?}");
+    assert!(
+        dead.iter()
+            .all(|d| d.reason.contains("ntfy oncall answered 401 Unauthorized")),
+        "{dead:?}"
     );
+    assert!(store
+        .alerts()
+        .unwrap()
+        .pushes()
+        .pending("oncall")
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_endpoint_down_for_a_minute_opens_the_breaker_then_gets_each_push_once() {
+    let smtp = SmtpServer::start(SmtpOpts::plain());
+    let (target, status) = switchable_target();
+    let (other, other_status) = switchable_target();
+    let whsec = whsec_for_test();
+    let hook = WebhookReceiver::start(&whsec);
+    let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    // A second target, so that its DOWN is a push of its own.
+    env.write_checks(
+        "app.toml",
+        &check_toml(
+            "app",
+            &other.url("/app"),
+            "every = \"1s\"\ntimeout = \"5s\"\n[check.expect]\nstatus = [200]",
+        ),
+    );
+    let hook_secret = env.write_secret("hook.secret", &whsec);
+    env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.wait_healthy(START).await;
+
+    let outage = Duration::from_secs(60);
+    let recovered = hook.fail_for(503, outage);
+    status.store(503, Ordering::SeqCst);
+    smtp.wait_for_down("site", PUSH);
+    other_status.store(503, Ordering::SeqCst);
+    smtp.wait_for(2, PUSH);
+    let gauge = |name: &str| format!("vigie_notify_{name}{{channel=\"hooks\",kind=\"webhook\"}}");
+    poll(outage, "the breaker open during the outage", async || {
+        let (_, metrics) = daemon.get("/metrics").await?;
+        match metric(&metrics, &gauge("failing")) {
+            Some(1.0) => Ok(()),
+            other => Err(format!("failing: {other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        daemon.log().contains("push channel keeps failing: paused"),
+        "the log says the breaker opened"
+    );
+    // A push queued while the breaker holds the channel shows in its
+    // backlog at once.
+    status.store(200, Ordering::SeqCst);
+    smtp.wait_for(3, PUSH);
+    poll(
+        PUSH,
+        "the backlog of three while the breaker is open",
+        async || {
+            let (_, metrics) = daemon.get("/metrics").await?;
+            let (backlog, failing) = (
+                metric(&metrics, &gauge("backlog")),
+                metric(&metrics, &gauge("failing")),
+            );
+            match (backlog, failing) {
+                (Some(3.0), Some(1.0)) => Ok(()),
+                other => Err(format!("backlog, failing: {other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        hook.deliveries().is_empty(),
+        "nothing accepted in the outage"
+    );
+
+    // After the outage: the breaker's wait, then each push once. The
+    // breaker reopens for at most its longest wait after an attempt that
+    // fell inside the outage.
+    tokio::time::sleep_until(recovered).await;
+    poll(
+        3 * outage,
+        "the three pushes delivered",
+        async || match hook.deliveries().len() {
+            3 => Ok(()),
+            n => Err(format!("{n} delivered: {:?}", events(&hook))),
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = events(&hook);
+    let mut kinds: Vec<&str> = seen.iter().map(|(e, _)| e.as_str()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["down", "down", "resolved"], "{seen:?}");
+    assert_eq!(hook.distinct_ids().len(), 3, "each event once: {seen:?}");
+    assert!(
+        hook.deliveries().iter().all(|d| d.request.at >= recovered),
+        "accepted only after the outage"
+    );
+    let (_, metrics) = daemon.get("/metrics").await.unwrap();
+    assert_eq!(metric(&metrics, &gauge("backlog")), Some(0.0), "{metrics}");
+    assert_eq!(metric(&metrics, &gauge("failing")), Some(0.0), "{metrics}");
     daemon.stop(STOP).await;
 }
 
@@ -482,7 +625,19 @@ async fn a_spent_ntfy_quota_pauses_the_channel_for_the_day_and_the_mail_says_so(
         .collect();
     assert_eq!(quota.len(), 1, "{:?}", subjects(&smtp));
     assert!(quota[0].contains("daily message quota"), "{quota:?}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A push queued while the spent quota pauses the channel shows in its
+    // backlog, next to the RESOLVED that waits.
+    status.store(503, Ordering::SeqCst);
+    smtp.wait_for(4, PUSH);
+    poll(PUSH, "a backlog of two while paused", async || {
+        let (_, metrics) = daemon.get("/metrics").await?;
+        let backlog = "vigie_notify_backlog{channel=\"phone\",kind=\"ntfy\"}";
+        match metric(&metrics, backlog) {
+            Some(2.0) => Ok(()),
+            other => Err(format!("{backlog}: {other:?}")),
+        }
+    })
+    .await;
     assert_eq!(
         ntfy.received().len(),
         2,

@@ -1,7 +1,8 @@
 //! The integration tests that drive vigie's library in this process: probes
 //! against loopback TLS, DNS, S3 and SMTP servers, CORS, uploads, mail
 //! delivery, replication, the heartbeat, vantage claims, config loading,
-//! the push channels' loopback receivers (`push_peers`) and the docs, and
+//! the push channels' loopback receivers (`push_peers`), the push
+//! sender's rate limit against them (`push_rate`) and the docs, and
 //! the whole daemon run in this process on paused time
 //! (`daemon_inprocess`). No process is spawned here; one binary so the harness in
 //! `tests/common/` is compiled once for all of them (docs/testing.md).
@@ -25,6 +26,7 @@ mod probe_ca;
 mod probe_http;
 mod probe_tls;
 mod push_peers;
+mod push_rate;
 mod redirects;
 mod replicate;
 mod upload;

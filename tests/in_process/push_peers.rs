@@ -82,6 +82,22 @@ async fn plans_are_answered_in_order_then_the_peer_answers_normally() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_outage_answers_its_status_until_its_time_is_up_and_plans_come_first() {
+    let slack = SlackWebhook::start();
+    let outage = Duration::from_millis(1500);
+    let until = slack.fail_for(500, outage);
+    slack.plan(Plan::status(429));
+    assert_eq!(say(&slack, "disk full").await.0, 429, "a plan comes first");
+    for _ in 0..3 {
+        assert_eq!(say(&slack, "disk full").await, (500, "rollup_error".into()));
+    }
+    assert!(slack.messages().is_empty(), "nothing delivered meanwhile");
+    tokio::time::sleep_until(until).await;
+    assert_eq!(say(&slack, "disk full").await, (200, "ok".into()));
+    assert_eq!(slack.messages().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_planned_body_replaces_the_protocols_own() {
     let slack = SlackWebhook::start();
     slack.plan(Plan::status(404).body("channel_not_found"));

@@ -155,6 +155,12 @@ mod tests {
         let status = Arc::new(AlertStatus::default());
         status.set_firing(2);
         status.set_blind(true);
+        let push = Arc::new(crate::push::PushStats::default());
+        push.configured([("phone", "ntfy")]);
+        push.sent("phone", "ntfy", T0);
+        push.set_backlog("phone", "ntfy", 2);
+        push.given_up("phone", "ntfy", "ntfy phone answered 401 Unauthorized");
+        push.set_dead("phone", "ntfy", 1);
         let state = ApiState {
             store: Arc::new(crate::store::MemoryStore::default()),
             latest: Latest::default(),
@@ -169,7 +175,7 @@ mod tests {
             server: Arc::new(ServerStats::default()),
             config,
             vantage: Some(Arc::new(crate::vantage::VantageStats::default())),
-            push: None,
+            push: Some(push),
             told: None,
         };
         write_sources(&mut m, &state, &state.slots.snapshot(), T0);

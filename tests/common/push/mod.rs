@@ -15,6 +15,8 @@
 //!   arrival time), whatever it was answered;
 //! - a test scripts answers with [`Plan`]s, consumed one per request in
 //!   order; without one, the peer gives its protocol's normal answer;
+//! - [`PushPeer::fail_for`] is an outage by the clock rather than by
+//!   count: every request not planned is answered one status until then;
 //! - [`PushPeer::wait_for_requests`] waits (async, with a deadline) until a
 //!   number of requests arrived, and fails naming those that did.
 //!
@@ -230,6 +232,8 @@ struct Shared<P> {
     /// Requests answered, the protocol's state updated (a delivery
     /// recorded, an incident opened) before the count moves.
     answered: watch::Sender<usize>,
+    /// An outage: this status for every request not planned, until then.
+    outage: Mutex<Option<(u16, tokio::time::Instant)>>,
 }
 
 impl<P: Protocol> PushPeer<P> {
@@ -244,6 +248,7 @@ impl<P: Protocol> PushPeer<P> {
             received: Mutex::new(Vec::new()),
             count: watch::channel(0).0,
             answered: watch::channel(0).0,
+            outage: Mutex::new(None),
         });
         let serving = shared.clone();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -269,6 +274,15 @@ impl<P: Protocol> PushPeer<P> {
     /// the peer answers normally again.
     pub fn plan(&self, plan: Plan) {
         self.shared.plans.lock().unwrap().push_back(plan);
+    }
+
+    /// Answer `status` (the protocol's body for it) to every request not
+    /// planned from now for `duration` (tokio time), whatever their
+    /// number; returns when the outage ends.
+    pub fn fail_for(&self, status: u16, duration: Duration) -> tokio::time::Instant {
+        let until = tokio::time::Instant::now() + duration;
+        *self.shared.outage.lock().unwrap() = Some((status, until));
+        until
     }
 
     /// Plans not consumed yet.
@@ -351,6 +365,17 @@ impl<P: Protocol> Shared<P> {
     }
 }
 
+impl<P> Shared<P> {
+    /// The plan of a request not planned that arrived `at`: the outage's
+    /// status while it lasts, else the normal answer.
+    fn outage(&self, at: tokio::time::Instant) -> Plan {
+        match *self.outage.lock().unwrap() {
+            Some((status, until)) if at < until => Plan::status(status),
+            _ => Plan::normal(),
+        }
+    }
+}
+
 async fn serve_connection<P: Protocol>(tcp: TcpStream, shared: Arc<Shared<P>>) {
     let service = service_fn(move |request| {
         let shared = shared.clone();
@@ -385,7 +410,7 @@ async fn respond<P: Protocol>(
     if !whole {
         return Answer::text(413, "request body over 1 MiB, or cut short\n").into_response();
     }
-    let plan = plan.unwrap_or_default();
+    let plan = plan.unwrap_or_else(|| shared.outage(received.at));
     tokio::time::sleep(plan.delay).await;
     let answer = plan.answer(&shared.protocol, &received);
     shared.answered.send_modify(|n| *n += 1);
