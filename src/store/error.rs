@@ -1,7 +1,7 @@
 //! What can go wrong with the store, in the operator's terms: every
 //! message names the store's path and says what to do.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use time::OffsetDateTime;
 
@@ -62,6 +62,18 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Maps a sled error of `action` on the store at `path`.
+    pub(super) fn io_at<'p>(
+        path: &'p Path,
+        action: &'static str,
+    ) -> impl Fn(::sled::Error) -> StoreError + 'p {
+        move |cause| StoreError::Io {
+            path: path.to_path_buf(),
+            action: action.to_string(),
+            cause,
+        }
+    }
+
     /// Whether the disk refused the store (permission, no space, a
     /// read-only or vanished directory), as opposed to the store being
     /// unreadable. Only such a refusal makes vigie run on a temporary store

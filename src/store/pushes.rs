@@ -168,11 +168,8 @@ pub(super) fn enqueue_in<E>(
 impl PushStore {
     pub(super) fn open_sled(db: &Db, path: PathBuf) -> Result<PushStore, StoreError> {
         let open = |name: &str| {
-            db.open_tree(name).map_err(|cause| StoreError::Io {
-                path: path.clone(),
-                action: "open the push outbox".to_string(),
-                cause,
-            })
+            db.open_tree(name)
+                .map_err(StoreError::io_at(&path, "open the push outbox"))
         };
         Ok(PushStore {
             backend: Backend::Sled {
@@ -218,7 +215,7 @@ impl PushStore {
             Backend::Sled {
                 db, queue, path, ..
             } => {
-                let io = io(path, "queue a push");
+                let io = StoreError::io_at(path, "queue a push");
                 let id = db.generate_id().map_err(&io)?;
                 let value = serde_json::to_vec(&new_record(id, push, now)).expect("serializes");
                 queue.insert(key(&push.channel, id), value).map_err(io)?;
@@ -238,7 +235,7 @@ impl PushStore {
                 .flush_async()
                 .await
                 .map(|_| ())
-                .map_err(io(path, "flush the push outbox")),
+                .map_err(StoreError::io_at(path, "flush the push outbox")),
             Backend::Memory(_) => Ok(()),
         }
     }
@@ -285,7 +282,7 @@ impl PushStore {
             Backend::Sled { dead, path, .. } => {
                 let mut count = 0;
                 for key in dead.scan_prefix(prefix(channel)).keys() {
-                    key.map_err(io(path, "read the dead pushes"))?;
+                    key.map_err(StoreError::io_at(path, "read the dead pushes"))?;
                     count += 1;
                 }
                 Ok(count)
@@ -303,7 +300,7 @@ impl PushStore {
             Backend::Sled { queue, path, .. } => queue
                 .remove(key(&record.channel, record.id))
                 .map(|_| ())
-                .map_err(io(path, "remove a delivered push")),
+                .map_err(StoreError::io_at(path, "remove a delivered push")),
             Backend::Memory(m) => {
                 lock(m).queue.remove(&(record.channel.clone(), record.id));
                 Ok(())
@@ -331,7 +328,7 @@ impl PushStore {
                     serde_json::to_vec(&deferred).expect("serializes"),
                 )
                 .map(|_| ())
-                .map_err(io(path, "record a failed push")),
+                .map_err(StoreError::io_at(path, "record a failed push")),
             Backend::Memory(m) => {
                 lock(m)
                     .queue
@@ -373,7 +370,7 @@ impl PushStore {
                     })
                     .map_err(|e| match e {
                         TransactionError::Storage(cause) => {
-                            io(path, "move a push to the dead pushes")(cause)
+                            StoreError::io_at(path, "move a push to the dead pushes")(cause)
                         }
                         TransactionError::Abort(()) => StoreError::Corrupt {
                             path: path.clone(),
@@ -402,17 +399,6 @@ impl PushStore {
     }
 }
 
-fn io<'p>(
-    path: &'p std::path::Path,
-    action: &'static str,
-) -> impl Fn(sled::Error) -> StoreError + 'p {
-    move |cause| StoreError::Io {
-        path: path.to_path_buf(),
-        action: action.to_string(),
-        cause,
-    }
-}
-
 fn decode_prefix<T: serde::de::DeserializeOwned, R>(
     tree: &Tree,
     path: &std::path::Path,
@@ -421,7 +407,7 @@ fn decode_prefix<T: serde::de::DeserializeOwned, R>(
 ) -> Result<Vec<R>, StoreError> {
     let mut out = Vec::new();
     for entry in tree.scan_prefix(prefix(channel)) {
-        let (key, value) = entry.map_err(io(path, "read the push outbox"))?;
+        let (key, value) = entry.map_err(StoreError::io_at(path, "read the push outbox"))?;
         let Some(id) = key_id(&key) else { continue };
         match serde_json::from_slice::<T>(&value) {
             Ok(record) => out.push(with_id(id, record)),

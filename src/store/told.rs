@@ -157,11 +157,8 @@ fn new_entry(event: &ToldEvent, channel: &str, now: OffsetDateTime) -> Told {
 impl ToldLedger {
     pub(super) fn open_sled(db: &Db, path: PathBuf) -> Result<ToldLedger, StoreError> {
         let open = |name: &str| {
-            db.open_tree(name).map_err(|cause| StoreError::Io {
-                path: path.clone(),
-                action: "open the told entries".to_string(),
-                cause,
-            })
+            db.open_tree(name)
+                .map_err(StoreError::io_at(&path, "open the told entries"))
         };
         Ok(ToldLedger {
             backend: Backend::Sled {
@@ -199,13 +196,15 @@ impl ToldLedger {
             } => {
                 let Some(keys) = deliveries
                     .remove(&delivery)
-                    .map_err(io(path, "read a delivery's told entries"))?
+                    .map_err(StoreError::io_at(path, "read a delivery's told entries"))?
                 else {
                     return Ok(());
                 };
                 let keys: Vec<Vec<u8>> = serde_json::from_slice(&keys).unwrap_or_default();
                 for key in keys {
-                    let Some(value) = entries.get(&key).map_err(io(path, "read a told entry"))?
+                    let Some(value) = entries
+                        .get(&key)
+                        .map_err(StoreError::io_at(path, "read a told entry"))?
                     else {
                         continue;
                     };
@@ -215,7 +214,7 @@ impl ToldLedger {
                     mark(&mut entry);
                     entries
                         .insert(key, encode(&entry))
-                        .map_err(io(path, "mark a told entry"))?;
+                        .map_err(StoreError::io_at(path, "mark a told entry"))?;
                 }
                 Ok(())
             }
@@ -240,7 +239,7 @@ impl ToldLedger {
             Backend::Sled { path, entries, .. } => {
                 let mut out = Vec::new();
                 for entry in entries.scan_prefix(&prefix) {
-                    let (_, value) = entry.map_err(io(path, "read told entries"))?;
+                    let (_, value) = entry.map_err(StoreError::io_at(path, "read told entries"))?;
                     match serde_json::from_slice(&value) {
                         Ok(told) => out.push(told),
                         Err(err) => tracing::warn!(error = %err, "skipping a damaged told entry"),
@@ -271,21 +270,22 @@ impl ToldLedger {
             } => {
                 let mut removed = 0;
                 for entry in entries.iter() {
-                    let (key, _) = entry.map_err(io(path, "read told entries"))?;
+                    let (key, _) = entry.map_err(StoreError::io_at(path, "read told entries"))?;
                     if old(&key) {
                         entries
                             .remove(key)
-                            .map_err(io(path, "remove a told entry"))?;
+                            .map_err(StoreError::io_at(path, "remove a told entry"))?;
                         removed += 1;
                     }
                 }
                 for delivery in deliveries.iter() {
-                    let (key, value) = delivery.map_err(io(path, "read told deliveries"))?;
+                    let (key, value) =
+                        delivery.map_err(StoreError::io_at(path, "read told deliveries"))?;
                     let keys: Vec<Vec<u8>> = serde_json::from_slice(&value).unwrap_or_default();
                     if keys.iter().all(|k| old(k)) {
                         deliveries
                             .remove(key)
-                            .map_err(io(path, "remove a told delivery"))?;
+                            .map_err(StoreError::io_at(path, "remove a told delivery"))?;
                     }
                 }
                 Ok(removed)
@@ -345,17 +345,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn io<'p>(
-    path: &'p std::path::Path,
-    action: &'static str,
-) -> impl Fn(sled::Error) -> StoreError + 'p {
-    move |cause| StoreError::Io {
-        path: path.to_path_buf(),
-        action: action.to_string(),
-        cause,
-    }
 }
 
 mod opt_millis {
