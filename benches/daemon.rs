@@ -98,7 +98,21 @@ fn measure(n: usize, every: Duration, window: Duration) {
         targets.root_pem.display().to_string()
     );
     let channels = std::env::var("VIGIE_BENCH_CHANNELS").is_ok_and(|v| v == "4");
-    let _peers = channels.then(|| push_channels(dir, &mut config));
+    // A worker thread of its own, as any scraper has: the API closes a
+    // connection idle for 10 s, and a current-thread runtime driven only
+    // inside `block_on` would not notice until it reused the dead pooled
+    // connection for the next scrape, which then failed (every scrape
+    // after the first one, with 15 s between them). The push peers serve
+    // on it too.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _peers = channels.then(|| {
+        let _inside = runtime.enter();
+        push_channels(dir, &mut config)
+    });
     std::fs::write(dir.join("config.toml"), config).expect("write config");
     let log = std::fs::File::create(dir.join("vigie.log")).expect("log file");
     // VIGIE_BENCH_WRAP="heaptrack -o /tmp/vigie-daemon" runs the daemon
@@ -140,16 +154,6 @@ fn measure(n: usize, every: Duration, window: Duration) {
             std::thread::sleep(Duration::from_millis(100));
         }
     };
-    // A worker thread of its own, as any scraper has: the API closes a
-    // connection idle for 10 s, and a current-thread runtime driven only
-    // inside `block_on` would not notice until it reused the dead pooled
-    // connection for the next scrape, which then failed (every scrape
-    // after the first one, with 15 s between them).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
     let client = vigie::net::api_client().expect("client");
     let get = |path: &str| -> Result<String, String> {
         runtime.block_on(async {
