@@ -167,24 +167,30 @@ async fn silences(state: &ApiState, now: OffsetDateTime) -> Vec<crate::alert::Si
     all.into_iter().filter(|s| s.is_active(now)).collect()
 }
 
+/// What the rows learn outside the store: the silences in force, the
+/// config's maintenance windows and the scheduler's slots.
+struct Outside<'a> {
+    silences: &'a [crate::alert::Silence],
+    config: &'a crate::config::Config,
+    slots: &'a std::collections::BTreeMap<String, Arc<crate::scheduler::Slot>>,
+}
+
 /// What a row learns outside the store: the vantages' note, the hold on
 /// its pages, and, without a result yet, the scheduler's first due time.
-fn annotate(
-    row: &mut view::CheckRow,
-    state: &ApiState,
-    silences: &[crate::alert::Silence],
-    config: &crate::config::Config,
-    now: OffsetDateTime,
-) {
+fn annotate(row: &mut view::CheckRow, state: &ApiState, outside: &Outside, now: OffsetDateTime) {
     row.vantage = state
         .alerts
         .as_ref()
         .and_then(|a| a.status.fleet_note(&row.name));
-    row.hold = crate::alert::hold(&row.name, now, silences, &config.maintenance);
+    row.hold = crate::alert::hold(
+        &row.name,
+        now,
+        outside.silences,
+        &outside.config.maintenance,
+    );
     if row.status.is_none() {
-        row.first_probe = state
+        row.first_probe = outside
             .slots
-            .snapshot()
             .get(&row.name)
             .and_then(|slot| slot.next_due());
     }
@@ -210,8 +216,14 @@ async fn overview(State(state): State<ApiState>) -> Response {
     .await;
     match rows {
         Ok(Ok(mut rows)) => {
+            let slots = state.slots.snapshot();
+            let outside = Outside {
+                silences: &silences,
+                config: &config,
+                slots: &slots,
+            };
             for row in &mut rows {
-                annotate(row, &state, &silences, &config, now);
+                annotate(row, &state, &outside, now);
             }
             page(
                 StatusCode::OK,
@@ -270,7 +282,13 @@ async fn check(
     .await;
     match built {
         Ok(Ok((mut row, target, series, failures, streaks, leaves))) => {
-            annotate(&mut row, &state, &silences, &config, now);
+            let slots = state.slots.snapshot();
+            let outside = Outside {
+                silences: &silences,
+                config: &config,
+                slots: &slots,
+            };
+            annotate(&mut row, &state, &outside, now);
             let check_page = render::CheckPage {
                 check: &row,
                 target: target.as_deref(),
