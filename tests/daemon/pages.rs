@@ -112,6 +112,8 @@ async fn the_pages_in_a_real_browser() {
     std::fs::write(&token_file, TOKEN).unwrap();
     env.append_config(&api_section(api, Some(&token_file)));
     let site_url = format!("https://{HOST}:{}/", gate.addr.port());
+    // A check first due in about 12 hours: NO DATA all along the test.
+    let later_hour = (time::OffsetDateTime::now_utc().hour() + 12) % 24;
     env.write_checks(
         "checks.toml",
         &[
@@ -129,6 +131,11 @@ async fn the_pages_in_a_real_browser() {
                 "broken",
                 &format!("https://{HOST}:{}/", refused.port()),
                 EVERY,
+            ),
+            check_toml(
+                "later",
+                &site_url,
+                &format!("schedule = \"0 0 {later_hour} * * *\"\ntimeout = \"5s\""),
             ),
         ]
         .concat(),
@@ -159,6 +166,24 @@ async fn the_pages_in_a_real_browser() {
     )
     .await;
 
+    let (code, body) = daemon
+        .post(
+            "/api/v1/silences",
+            &json!({ "pattern": "staging-*", "for": "1h", "reason": "moving the CA" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+    let checks = daemon.get_json("/api/v1/checks").await.unwrap();
+    let broken_reason = checks["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "broken")
+        .and_then(|c| c["latest"]["failures"][0]["message"].as_str())
+        .unwrap_or_else(|| panic!("broken has failed by now: {checks}"))
+        .to_string();
+
     let origin = format!("http://{api}");
     let browser = Browser::start().await;
     let client = &browser.client;
@@ -170,7 +195,7 @@ async fn the_pages_in_a_real_browser() {
 
     // The overview: every check with its status in words, grouped by env.
     let cards = texts(&browser, "li.check").await;
-    assert_eq!(cards.len(), 3, "{cards:?}");
+    assert_eq!(cards.len(), 4, "{cards:?}");
     let card = |name: &str| {
         cards
             .iter()
@@ -180,6 +205,33 @@ async fn the_pages_in_a_real_browser() {
     };
     assert!(card("site").contains("UP"), "{}", card("site"));
     assert!(card("broken").contains("DOWN"), "{}", card("broken"));
+    // Each card says why: the DOWN card its first failure, the silenced
+    // one the silence and its end, the NO DATA one its first probe.
+    let reasons = texts(&browser, "li.check p.reason.down").await;
+    assert!(reasons.contains(&broken_reason), "{reasons:?}");
+    assert!(
+        card("broken").contains(&broken_reason),
+        "{}",
+        card("broken")
+    );
+    let silenced = texts(&browser, "li.check p.hold").await;
+    assert_eq!(silenced.len(), 1, "{silenced:?}");
+    assert!(
+        silenced[0].starts_with("SILENCED silence staging-* until ")
+            && silenced[0].ends_with(" UTC: moving the CA"),
+        "{silenced:?}"
+    );
+    assert!(
+        card("staging-app").contains(&silenced[0]),
+        "{}",
+        card("staging-app")
+    );
+    assert!(card("later").contains("NO DATA"), "{}", card("later"));
+    assert!(
+        card("later").contains(&format!("first probe at {later_hour:02}:")),
+        "{}",
+        card("later")
+    );
     assert!(
         card("staging-app").contains("STAGING issuer"),
         "the staging issuer is flagged in words: {}",
@@ -361,19 +413,35 @@ async fn the_json_behind_the_pages_and_the_page_headers() {
     env.write_checks("site.toml", &check_toml("site", &server.url("/"), EVERY));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(Duration::from_secs(30)).await;
+    // One entry per day of the window, `null` figures where no data.
     let uptime = poll(Duration::from_secs(20), "a day of uptime", async || {
         let view = daemon.get_json("/api/v1/uptime/site?days=90").await?;
         match view["days"].as_array().map(Vec::len) {
-            Some(1) if view["days"][0]["up"].as_u64() >= Some(2) => Ok(view),
+            Some(90) if view["days"][89]["up"].as_u64() >= Some(2) => Ok(view),
             _ => Err(view.to_string()),
         }
     })
     .await;
-    let today = &uptime["days"][0];
+    let today = &uptime["days"][89];
     assert_eq!(today["uptime"], 1.0, "{uptime}");
     assert!(today["p50_ms"].as_f64().unwrap() > 0.0, "{uptime}");
+    let yesterday = &uptime["days"][88];
+    assert_eq!(yesterday["uptime"], Value::Null, "{uptime}");
+    assert_eq!(yesterday["p50_ms"], Value::Null, "{uptime}");
     let (code, body) = daemon.get("/api/v1/uptime/site?days=0").await.unwrap();
     assert_eq!(code, 400, "{body}");
+    let (code, body) = daemon.get("/api/v1/uptime/nope?days=7").await.unwrap();
+    assert_eq!(code, 404, "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert!(error["error"].as_str().unwrap().contains("nope"), "{body}");
+    // An unknown check's page: the layout, and a way home.
+    let (code, page) = daemon.get("/checks/nope").await.unwrap();
+    assert_eq!(code, 404, "{page}");
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(
+        page.contains("<a href=\"/\">Back to the overview</a>"),
+        "{page}"
+    );
 
     let certificates = daemon.get_json("/api/v1/certificates/site").await.unwrap();
     let leaves = certificates["certificates"].as_array().unwrap();

@@ -89,7 +89,50 @@ pub fn check_row(
         uptime_90d: since(first_day),
         certificate,
         vantage: None,
+        reason: latest.and_then(reason),
+        first_probe: None,
+        hold: None,
+        history_from: history_from(store, &check.name, &days, first_day)?,
     })
+}
+
+/// Why a result is not UP, in the operator's words: its first failure
+/// (a WARN's warning), else what stopped the probe.
+pub fn reason(outcome: &Outcome) -> Option<String> {
+    if outcome.status == crate::outcome::Status::Up {
+        return None;
+    }
+    outcome
+        .failures
+        .first()
+        .map(|f| f.message.clone())
+        .or_else(|| outcome.probe_error.as_ref().map(|e| e.message.clone()))
+}
+
+/// When the check's history began, if after `first_day` (the bar's first
+/// day): the first raw result of its first day with results, or that
+/// day's start when the raw results were swept. `None` for a history as
+/// long as the bar, or none at all. One record is read.
+fn history_from(
+    store: &dyn Store,
+    name: &str,
+    days: &[Rollup],
+    first_day: OffsetDateTime,
+) -> Result<Option<OffsetDateTime>, StoreError> {
+    let Some(first) = days.iter().find(|r| r.known() > 0) else {
+        return Ok(None);
+    };
+    if first.start <= first_day {
+        return Ok(None);
+    }
+    let next_day = first.start + Duration::days(1);
+    let at = store
+        .history_page(name, first.start, 1)?
+        .first()
+        .map(|o| o.started_at)
+        .filter(|at| *at < next_day)
+        .unwrap_or(first.start);
+    Ok(Some(at))
 }
 
 /// Checks grouped by the value of `label` (`no <label>` last).
@@ -149,12 +192,18 @@ pub fn response_series(
     series.into_iter().collect()
 }
 
-/// The timeline's bars, oldest leaf first.
-pub fn leaves(store: &dyn Store, name: &str) -> Result<Vec<LeafBar>, StoreError> {
+/// The timeline's bars, oldest leaf first; `current` is the fingerprint of
+/// the leaf the latest probe was served.
+pub fn leaves(
+    store: &dyn Store,
+    name: &str,
+    current: Option<&str>,
+) -> Result<Vec<LeafBar>, StoreError> {
     let mut leaves: Vec<LeafBar> = store
         .certificates(name)?
         .into_iter()
         .map(|leaf| LeafBar {
+            current: current == Some(leaf.sha256.as_str()),
             sha256: leaf.sha256,
             subject: leaf.subject,
             issuer: leaf.issuer,
@@ -184,4 +233,73 @@ pub fn failures(latest: Option<&Outcome>) -> Vec<FailureRow> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::outcome::{Assertion, Failure, Status};
+    use crate::store::MemoryStore;
+    use crate::testing::up;
+
+    const NOW: OffsetDateTime = datetime!(2026-12-07 20:00 UTC);
+
+    fn failing(status: Status, message: &str) -> Outcome {
+        let mut outcome = up("web", NOW);
+        outcome.status = status;
+        outcome.failures = vec![
+            Failure {
+                assertion: Assertion::HttpStatus,
+                expected: "200".into(),
+                observed: "500".into(),
+                message: message.into(),
+            },
+            Failure {
+                assertion: Assertion::Timeout,
+                expected: "under 2 s".into(),
+                observed: "3 s".into(),
+                message: "the second failure".into(),
+            },
+        ];
+        outcome
+    }
+
+    #[test]
+    fn a_card_that_is_not_up_carries_its_first_failure_or_warning() {
+        assert_eq!(reason(&up("web", NOW)), None);
+        let down = failing(Status::Down, "HTTP 500, expected 200");
+        assert_eq!(reason(&down).as_deref(), Some("HTTP 500, expected 200"));
+        let warn = failing(Status::Warn, "renewal looks stuck");
+        assert_eq!(reason(&warn).as_deref(), Some("renewal looks stuck"));
+        let mut refused = up("web", NOW);
+        refused.status = Status::Down;
+        refused.probe_error = Some(crate::outcome::ProbeError {
+            kind: Assertion::Connect,
+            message: "connection refused".into(),
+        });
+        assert_eq!(reason(&refused).as_deref(), Some("connection refused"));
+    }
+
+    #[test]
+    fn the_history_start_is_known_only_when_younger_than_the_bar() {
+        let first_day = midnight(NOW) - Duration::days(BAR_DAYS - 1);
+        let store = MemoryStore::new();
+        let read = |store: &MemoryStore| {
+            let days = store.rollups("web", Granularity::Day, first_day).unwrap();
+            history_from(store, "web", &days, first_day).unwrap()
+        };
+        assert_eq!(read(&store), None, "no history at all");
+        let started = datetime!(2026-12-07 19:36:12 UTC);
+        store.append(&up("web", started)).unwrap();
+        store
+            .append(&up("web", started + Duration::minutes(1)))
+            .unwrap();
+        assert_eq!(read(&store), Some(started));
+        store
+            .append(&up("web", first_day + Duration::hours(3)))
+            .unwrap();
+        assert_eq!(read(&store), None, "as old as the bar");
+    }
 }

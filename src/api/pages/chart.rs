@@ -18,6 +18,9 @@ const MARGIN_LEFT: f64 = 56.0;
 /// The timeline needs no value axis.
 const TIMELINE_LEFT: f64 = 8.0;
 const MARGIN_BOTTOM: f64 = 22.0;
+/// The timeline's row for the "now" label, above the dates, so the two
+/// never overlap however close `now` is to either end.
+const NOW_ROW: f64 = 16.0;
 
 /// One element per day, oldest first, coloured by that day's uptime (and
 /// its tone in the class, for a reader without colour). The figures of
@@ -81,7 +84,8 @@ pub fn response_chart(
 
 /// Each leaf as a bar from not_before to not_after, with the stretch
 /// vigie saw it served drawn over it, a tick at each renewal (a leaf first
-/// seen after another) and a line at `now`.
+/// seen after another) and a line at `now`, labelled in a row of its own
+/// (kept inside the chart at either end).
 pub fn certificate_timeline(leaves: &[LeafBar], now: OffsetDateTime) -> Markup {
     let Some(from) = leaves.iter().map(|l| l.not_before).min() else {
         return html! { p.empty { "No certificate served yet." } };
@@ -94,7 +98,8 @@ pub fn certificate_timeline(leaves: &[LeafBar], now: OffsetDateTime) -> Markup {
         .max(now);
     let span = (to - from).as_seconds_f64().max(1.0);
     let row = 40.0;
-    let height = leaves.len() as f64 * row + MARGIN_BOTTOM;
+    let bars = leaves.len() as f64 * row;
+    let height = bars + NOW_ROW + MARGIN_BOTTOM;
     let plot_w = CHART_WIDTH - TIMELINE_LEFT - 8.0;
     let x = |at: OffsetDateTime| TIMELINE_LEFT + (at - from).as_seconds_f64() / span * plot_w;
     html! {
@@ -109,14 +114,26 @@ pub fn certificate_timeline(leaves: &[LeafBar], now: OffsetDateTime) -> Markup {
                     rect.served x=(x(leaf.first_seen)) y=(top + 19.0) width=((x(leaf.last_seen) - x(leaf.first_seen)).max(3.0)) height="8" {}
                 }
                 @if i > 0 {
-                    line.renewal x1=(x(leaf.first_seen)) y1="0" x2=(x(leaf.first_seen)) y2=(height - MARGIN_BOTTOM) {}
+                    line.renewal x1=(x(leaf.first_seen)) y1="0" x2=(x(leaf.first_seen)) y2=(bars) {}
                 }
             }
-            line.now x1=(x(now)) y1="0" x2=(x(now)) y2=(height - MARGIN_BOTTOM) {}
+            line.now x1=(x(now)) y1="0" x2=(x(now)) y2=(bars + 4.0) {}
+            text.label.now x=(x(now)) y=(bars + NOW_ROW - 2.0) text-anchor=(now_anchor(x(now))) { "now" }
             text.label x=(TIMELINE_LEFT) y=(height - 6.0) { (stamp(from)) }
-            text.label x=(x(now)) y=(height - 6.0) text-anchor="middle" { "now" }
             text.label x=(CHART_WIDTH - 8.0) y=(height - 6.0) text-anchor="end" { (stamp(to)) }
         }
+    }
+}
+
+/// Where the "now" label hangs from its line: inward near either end, so
+/// it stays inside the chart.
+fn now_anchor(x: f64) -> &'static str {
+    if x < TIMELINE_LEFT + 20.0 {
+        "start"
+    } else if x > CHART_WIDTH - 28.0 {
+        "end"
+    } else {
+        "middle"
     }
 }
 
@@ -190,9 +207,85 @@ mod tests {
         let html = uptime_bar("site", &days).into_string();
         assert_eq!(html.matches("<i ").count(), 90);
         assert_eq!(html.matches("<i class=\"good\"></i>").count(), 89);
-        assert_eq!(html.matches("<i class=\"bad\"></i>").count(), 1);
+        assert_eq!(html.matches("<i class=\"bad s2\"></i>").count(), 1);
         assert!(html.contains("data-uptime=\"/api/v1/uptime/site?days=90\""));
         assert!(html.contains("data-from=\"2026-09-02\""));
+    }
+
+    fn leaf(days_from: i64, days_to: i64, current: bool) -> LeafBar {
+        LeafBar {
+            sha256: format!("{days_from:064}"),
+            subject: "CN=example.test".into(),
+            issuer: "CN=Test CA".into(),
+            not_before: T0 + Duration::days(days_from),
+            not_after: T0 + Duration::days(days_to),
+            first_seen: T0 + Duration::days(days_from),
+            last_seen: T0 + Duration::days(days_to.min(10)),
+            staging: false,
+            current,
+        }
+    }
+
+    /// The `y` of the `<text>` holding `words`.
+    fn text_y(svg: &str, words: &str) -> f64 {
+        let end = svg.find(&format!(">{words}</text>")).expect(words);
+        let start = svg[..end].rfind("<text").unwrap();
+        let tag = &svg[start..end];
+        let y = tag.split(" y=\"").nth(1).unwrap();
+        y[..y.find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn the_now_label_has_a_row_of_its_own_under_the_bars_and_above_the_dates() {
+        let leaves = [leaf(0, 90, false), leaf(60, 150, true)];
+        // `now` at the very start and at the very end: both collide with a
+        // date label if they share its row.
+        for now in [T0, T0 + Duration::days(150)] {
+            let svg = certificate_timeline(&leaves, now).into_string();
+            let now_y = text_y(&svg, "now");
+            let date_y = text_y(&svg, &stamp(T0));
+            assert!(date_y - now_y >= 12.0, "now at {now_y}, dates at {date_y}");
+            assert!(now_y - 11.0 >= 2.0 * 40.0, "below the bars: {now_y}");
+        }
+        let at_end = certificate_timeline(&leaves, T0 + Duration::days(150)).into_string();
+        assert!(at_end.contains("text-anchor=\"end\">now<"), "{at_end}");
+        let at_start = certificate_timeline(&leaves, T0).into_string();
+        assert!(
+            at_start.contains("text-anchor=\"start\">now<"),
+            "{at_start}"
+        );
+    }
+
+    #[test]
+    fn the_current_leaf_is_served_since_not_from_a_time_to_itself() {
+        let svg = certificate_timeline(&[leaf(0, 90, true)], T0).into_string();
+        assert!(
+            svg.contains("served since 2026-11-30 00:00 UTC (now)"),
+            "{svg}"
+        );
+        assert!(!svg.contains("served from"), "{svg}");
+        let old = certificate_timeline(&[leaf(0, 5, false)], T0).into_string();
+        assert!(
+            old.contains("served from 2026-11-30 00:00 UTC to 2026-12-05"),
+            "{old}"
+        );
+    }
+
+    #[test]
+    fn a_bar_shades_its_bad_days_and_draws_warn_days_amber() {
+        let day = |up, warn, down| DayCell {
+            date: T0.date(),
+            up,
+            warn,
+            down,
+            p50_ms: None,
+            p95_ms: None,
+        };
+        let html = uptime_bar("site", &[day(64, 0, 36), day(0, 0, 5), day(9, 1, 0)]).into_string();
+        assert!(
+            html.contains("<i class=\"bad s3\"></i><i class=\"bad s4\"></i><i class=\"warn\"></i>"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -156,30 +156,80 @@ fn store_failed(err: crate::store::StoreError) -> Response {
         .into_response()
 }
 
+/// The silences in force, asked of the alerter (none without one).
+async fn silences(state: &ApiState, now: OffsetDateTime) -> Vec<crate::alert::Silence> {
+    let all = match &state.alerts {
+        Some(_) => super::alerts::ask(state, crate::alert::AlertRequest::Silences)
+            .await
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    all.into_iter().filter(|s| s.is_active(now)).collect()
+}
+
+/// What the rows learn outside the store: the silences in force, the
+/// config's maintenance windows and the scheduler's slots.
+struct Outside<'a> {
+    silences: &'a [crate::alert::Silence],
+    config: &'a crate::config::Config,
+    slots: &'a std::collections::BTreeMap<String, Arc<crate::scheduler::Slot>>,
+}
+
+/// What a row learns outside the store: the vantages' note, the hold on
+/// its pages, and, without a result yet, the scheduler's first due time.
+fn annotate(row: &mut view::CheckRow, state: &ApiState, outside: &Outside, now: OffsetDateTime) {
+    row.vantage = state
+        .alerts
+        .as_ref()
+        .and_then(|a| a.status.fleet_note(&row.name));
+    row.hold = crate::alert::hold(
+        &row.name,
+        now,
+        outside.silences,
+        &outside.config.maintenance,
+    );
+    if row.status.is_none() {
+        row.first_probe = outside
+            .slots
+            .get(&row.name)
+            .and_then(|slot| slot.next_due());
+    }
+}
+
 async fn overview(State(state): State<ApiState>) -> Response {
     let now = state.clock.now();
     let config = state.config.borrow().clone();
+    let silences = silences(&state, now).await;
     let store = state.store.clone();
     let latest = state.latest.clone();
-    let alerts = state.alerts.as_ref().map(|a| a.status.clone());
+    let checks = config.clone();
     let rows = tokio::task::spawn_blocking(move || {
-        config
+        checks
             .checks
             .iter()
             .map(|check| {
                 let newest = latest.get(&check.name);
-                let mut row = build::check_row(store.as_ref(), check, newest.as_deref(), now)?;
-                row.vantage = alerts.as_ref().and_then(|a| a.fleet_note(&check.name));
-                Ok(row)
+                build::check_row(store.as_ref(), check, newest.as_deref(), now)
             })
             .collect::<Result<Vec<_>, _>>()
     })
     .await;
     match rows {
-        Ok(Ok(rows)) => page(
-            StatusCode::OK,
-            render::overview(&build::group(rows, GROUP_BY), &footer(&state, now)),
-        ),
+        Ok(Ok(mut rows)) => {
+            let slots = state.slots.snapshot();
+            let outside = Outside {
+                silences: &silences,
+                config: &config,
+                slots: &slots,
+            };
+            for row in &mut rows {
+                annotate(row, &state, &outside, now);
+            }
+            page(
+                StatusCode::OK,
+                render::overview(&build::group(rows, GROUP_BY), now, &footer(&state, now)),
+            )
+        }
         Ok(Err(err)) => store_failed(err),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -198,24 +248,23 @@ async fn check(
     let now = state.clock.now();
     let config = state.config.borrow().clone();
     let Some(check) = config.checks.iter().find(|c| c.name == name).cloned() else {
-        return (
+        return page(
             StatusCode::NOT_FOUND,
-            format!("no check named {name:?} in the config"),
-        )
-            .into_response();
+            render::not_found(&name, &footer(&state, now)),
+        );
     };
+    let silences = silences(&state, now).await;
     let (range, span, granularity) = build::range(query.get("range").map_or("24h", String::as_str));
     let store = state.store.clone();
     let newest = state.latest.get(&name);
-    let note = state
-        .alerts
-        .as_ref()
-        .and_then(|a| a.status.fleet_note(&name));
     let told = state.told.clone();
     let built = tokio::task::spawn_blocking(move || {
         let latest = newest.as_deref();
-        let mut row = build::check_row(store.as_ref(), &check, latest, now)?;
-        row.vantage = note;
+        let row = build::check_row(store.as_ref(), &check, latest, now)?;
+        let current = latest
+            .and_then(|o| o.tls.as_ref())
+            .and_then(|tls| tls.chain.first())
+            .map(|leaf| leaf.sha256.clone());
         let rollups = store.rollups(&name, granularity, now - span)?;
         let newest = latest.map(|o| o.started_at);
         Ok::<_, crate::store::StoreError>((
@@ -227,12 +276,19 @@ async fn check(
                 &*cache.streaks(store.as_ref(), &name, newest, now)?,
                 told.as_ref(),
             )?,
-            build::leaves(store.as_ref(), &name)?,
+            build::leaves(store.as_ref(), &name, current.as_deref())?,
         ))
     })
     .await;
     match built {
-        Ok(Ok((row, target, series, failures, streaks, leaves))) => {
+        Ok(Ok((mut row, target, series, failures, streaks, leaves))) => {
+            let slots = state.slots.snapshot();
+            let outside = Outside {
+                silences: &silences,
+                config: &config,
+                slots: &slots,
+            };
+            annotate(&mut row, &state, &outside, now);
             let check_page = render::CheckPage {
                 check: &row,
                 target: target.as_deref(),
@@ -265,13 +321,7 @@ async fn incidents(
 ) -> Response {
     let now = state.clock.now();
     let config = state.config.borrow().clone();
-    let silences = match &state.alerts {
-        Some(_) => super::alerts::ask(&state, crate::alert::AlertRequest::Silences)
-            .await
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let silences: Vec<_> = silences.into_iter().filter(|s| s.is_active(now)).collect();
+    let silences = silences(&state, now).await;
     let windows = windows(&config, now);
     let store = state.store.clone();
     let checks: Vec<(String, Option<OffsetDateTime>)> = config
@@ -363,8 +413,10 @@ fn windows(config: &crate::config::Config, now: OffsetDateTime) -> Vec<render::W
     rows
 }
 
-/// `GET /api/v1/uptime/{name}?days=90`: one entry per day, oldest first.
-#[derive(Serialize)]
+/// `GET /api/v1/uptime/{name}?days=90`: exactly one entry per day of the
+/// window, oldest first; a day without results has zero counts and `null`
+/// figures.
+#[derive(Debug, Serialize)]
 struct UptimeDay {
     date: String,
     up: u64,
@@ -391,24 +443,19 @@ pub(super) async fn uptime_json(
         }
     };
     let now = state.clock.now();
+    if !state.config.borrow().checks.iter().any(|c| c.name == name) {
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("no check named {name:?} in the config"),
+        );
+    }
     let from = now.replace_time(time::Time::MIDNIGHT) - Duration::days(days - 1);
     let store = state.store.clone();
     let read =
         tokio::task::spawn_blocking(move || store.rollups(&name, Granularity::Day, from)).await;
     match read {
         Ok(Ok(rollups)) => {
-            let days: Vec<UptimeDay> = rollups
-                .iter()
-                .map(|r| UptimeDay {
-                    date: r.start.date().to_string(),
-                    up: r.up,
-                    warn: r.warn,
-                    down: r.down,
-                    uptime: r.uptime(),
-                    p50_ms: r.p50(),
-                    p95_ms: r.p95(),
-                })
-                .collect();
+            let days = uptime_days(&rollups, from, days);
             Json(serde_json::json!({ "days": days })).into_response()
         }
         Ok(Err(err)) => store_failed(err),
@@ -417,6 +464,42 @@ pub(super) async fn uptime_json(
             "the request panicked; see vigie's log",
         ),
     }
+}
+
+/// `count` days from `from` (a midnight), each with its rollup's figures
+/// or, without one, zero counts and `null` figures.
+fn uptime_days(
+    rollups: &[crate::store::Rollup],
+    from: OffsetDateTime,
+    count: i64,
+) -> Vec<UptimeDay> {
+    let by_day: HashMap<time::Date, &crate::store::Rollup> =
+        rollups.iter().map(|r| (r.start.date(), r)).collect();
+    (0..count)
+        .map(|d| {
+            let date = (from + Duration::days(d)).date();
+            match by_day.get(&date) {
+                Some(r) => UptimeDay {
+                    date: date.to_string(),
+                    up: r.up,
+                    warn: r.warn,
+                    down: r.down,
+                    uptime: r.uptime(),
+                    p50_ms: r.p50(),
+                    p95_ms: r.p95(),
+                },
+                None => UptimeDay {
+                    date: date.to_string(),
+                    up: 0,
+                    warn: 0,
+                    down: 0,
+                    uptime: None,
+                    p50_ms: None,
+                    p95_ms: None,
+                },
+            }
+        })
+        .collect()
 }
 
 /// `GET /api/v1/certificates/{name}`: every leaf the check served.
@@ -441,7 +524,8 @@ pub(super) async fn certificates_json(
     Path(name): Path<String>,
 ) -> Response {
     let store = state.store.clone();
-    let read = tokio::task::spawn_blocking(move || build::leaves(store.as_ref(), &name)).await;
+    let read =
+        tokio::task::spawn_blocking(move || build::leaves(store.as_ref(), &name, None)).await;
     match read {
         Ok(Ok(leaves)) => {
             let leaves: Vec<LeafJson> = leaves
@@ -464,5 +548,42 @@ pub(super) async fn certificates_json(
             StatusCode::INTERNAL_SERVER_ERROR,
             "the request panicked; see vigie's log",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+
+    #[test]
+    fn the_uptime_json_has_one_entry_per_day_with_null_figures_where_no_data() {
+        let from = datetime!(2026-12-01 00:00 UTC);
+        let mut rollup = crate::store::Rollup::empty(
+            Granularity::Day,
+            (from + Duration::days(2)).unix_timestamp() as u64 * 1000,
+        );
+        rollup.up = 3;
+        rollup.down = 1;
+        let days = uptime_days(&[rollup], from, 5);
+        let dates: Vec<&str> = days.iter().map(|d| d.date.as_str()).collect();
+        assert_eq!(
+            dates,
+            [
+                "2026-12-01",
+                "2026-12-02",
+                "2026-12-03",
+                "2026-12-04",
+                "2026-12-05"
+            ]
+        );
+        assert_eq!(days[2].uptime, Some(0.75));
+        let json = serde_json::to_value(&days[0]).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"date": "2026-12-01", "up": 0, "warn": 0, "down": 0,
+                "uptime": null, "p50_ms": null, "p95_ms": null})
+        );
     }
 }

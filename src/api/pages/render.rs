@@ -9,9 +9,11 @@
 use maud::{html, Markup, DOCTYPE};
 use time::OffsetDateTime;
 
+use super::build::BAR_DAYS;
 use super::chart;
 use super::view::{
-    percent, status_word, CheckRow, FailureRow, Footer, Group, Incident, LeafBar, Point,
+    clock, days_left, hold_words, percent, status_word, window_label, CheckRow, FailureRow, Footer,
+    Group, Incident, LeafBar, Point,
 };
 use crate::alert::Silence;
 use crate::when::{minute, span};
@@ -90,7 +92,7 @@ fn uptime_cell(share: Option<f64>) -> Markup {
 }
 
 /// `/`: every check, grouped.
-pub fn overview(groups: &[Group], footer: &Footer) -> Markup {
+pub fn overview(groups: &[Group], now: OffsetDateTime, footer: &Footer) -> Markup {
     let main = html! {
         h1 { "Overview" }
         @if groups.is_empty() { p.empty { "No checks configured." } }
@@ -98,7 +100,9 @@ pub fn overview(groups: &[Group], footer: &Footer) -> Markup {
             section.group {
                 h2 { (group.title) }
                 ul.checks {
-                    @for check in &group.checks { li.check { (check_head(check)) (check_card(check)) } }
+                    @for check in &group.checks {
+                        li.check { (check_head(check)) (why(check, now)) (check_card(check, now)) }
+                    }
                 }
             }
         }
@@ -124,18 +128,53 @@ fn labels_and_time(check: &CheckRow) -> Markup {
     }
 }
 
-/// The bar and the figures (the overview puts a head above them).
-fn check_card(check: &CheckRow) -> Markup {
+/// What a card says besides its figures: the silence or window holding
+/// its pages, why it is not UP (the first failure, a WARN's warning), or
+/// when a check without a result is first probed.
+fn why(check: &CheckRow, now: OffsetDateTime) -> Markup {
+    html! {
+        @if let Some(hold) = &check.hold {
+            @let (badge, words) = hold_words(hold, now);
+            p.hold { span.holdbadge { (badge) } " " (words) }
+        }
+        @if let Some(reason) = &check.reason {
+            p class=(format!("reason {}", status_word(check.status).2)) { (reason) }
+        }
+        @if check.status.is_none() {
+            p.reason.none {
+                @match check.first_probe {
+                    Some(at) => { "first probe at " (clock(at, now)) }
+                    None => "no result yet",
+                }
+            }
+        }
+    }
+}
+
+/// The bar and the figures (the overview puts a head above them). A
+/// figure over a window longer than the history is headed "since ...".
+fn check_card(check: &CheckRow, now: OffsetDateTime) -> Markup {
+    let today = now.replace_time(time::Time::MIDNIGHT);
+    let from = check.history_from;
+    let label_24h = window_label("24 h", now - time::Duration::hours(24), from, now);
+    let label_30d = window_label("30 d", today - time::Duration::days(29), from, now);
+    let label_90d = window_label(
+        "90 d",
+        today - time::Duration::days(BAR_DAYS - 1),
+        from,
+        now,
+    );
     html! {
         (chart::uptime_bar(&check.name, &check.days))
         dl.figures {
-            dt { "24 h" } dd { (uptime_cell(check.uptime_24h)) }
-            dt { "30 d" } dd { (uptime_cell(check.uptime_30d)) }
-            dt { "90 d" } dd { (uptime_cell(check.uptime_90d)) }
+            dt { (label_24h) } dd { (uptime_cell(check.uptime_24h)) }
+            // Windows that say the same thing are shown once.
+            @if label_30d != label_24h { dt { (label_30d) } dd { (uptime_cell(check.uptime_30d)) } }
+            @if label_90d != label_30d { dt { (label_90d) } dd { (uptime_cell(check.uptime_90d)) } }
             @if let Some(cert) = &check.certificate {
                 dt { "certificate" }
                 dd class=(if cert.staging || cert.days_left < 7 { "bad" } else { "" }) {
-                    (cert.days_left) " days left, " (cert.issuer)
+                    (days_left(cert.days_left)) ", " (cert.issuer)
                     @if cert.staging { strong.flag { " STAGING issuer: browsers do not trust it" } }
                 }
             }
@@ -167,13 +206,27 @@ pub struct CheckPage<'a> {
     pub leaves: Vec<LeafBar>,
 }
 
+/// One leaf of the list under the timeline: the one served now reads
+/// "served since ... (now)".
+fn leaf_served(leaf: &LeafBar) -> String {
+    match leaf.current {
+        true => format!("served since {} (now)", minute(leaf.first_seen)),
+        false => format!(
+            "served {} to {}",
+            minute(leaf.first_seen),
+            minute(leaf.last_seen)
+        ),
+    }
+}
+
 /// `/checks/{name}`.
 pub fn check_page(page: &CheckPage<'_>, footer: &Footer) -> Markup {
     let check = page.check;
     let main = html! {
         h1.head { (status_badge(check.status)) " " (check.name) " " (labels_and_time(check)) }
         @if let Some(target) = page.target { p.target { code { (target) } } }
-        (check_card(check))
+        (why(check, page.now))
+        (check_card(check, page.now))
         section {
             h2 { "Response time" }
             nav.ranges {
@@ -212,7 +265,7 @@ pub fn check_page(page: &CheckPage<'_>, footer: &Footer) -> Markup {
                             (leaf.issuer)
                             @if leaf.staging { strong.flag { " STAGING" } }
                             ", valid to " (super::view::day(leaf.not_after))
-                            ", served " (minute(leaf.first_seen)) " to " (minute(leaf.last_seen))
+                            ", " (leaf_served(leaf))
                         }
                     }
                 }
@@ -239,7 +292,7 @@ fn incident_table(
                 tbody {
                     @for i in incidents {
                         tr class=(if i.end.is_none() { "open" } else { "" }) {
-                            @if with_check { td { a href=(format!("/checks/{}", i.check)) { (i.check) } } }
+                            @if with_check { td.name { a href=(format!("/checks/{}", i.check)) { (i.check) } } }
                             td { (minute(i.start)) }
                             td { @match i.end { Some(end) => (minute(end)), None => strong { "open" } } }
                             td { (span(i.end.unwrap_or(now) - i.start)) }
@@ -300,7 +353,7 @@ pub fn incidents_page(
             h2 { "Silences in force" }
             @if silences.is_empty() { p { "None." } } @else {
                 table { thead { tr { th { "checks" } th { "until" } th { "reason" } } }
-                    tbody { @for s in silences { tr { td { code { (s.pattern) } } td { (minute(s.until)) } td { (s.reason) } } } } }
+                    tbody { @for s in silences { tr { td.name { code { (s.pattern) } } td { (minute(s.until)) } td { (s.reason) } } } } }
             }
         }
         section {
@@ -308,12 +361,23 @@ pub fn incidents_page(
             @if windows.is_empty() { p { "None in the next 7 days." } } @else {
                 table { thead { tr { th { "checks" } th { "from" } th { "to" } } }
                     tbody { @for w in windows {
-                        tr class=(if w.start <= now { "open" } else { "" }) { td { code { (w.checks) } } td { (minute(w.start)) } td { (minute(w.end)) } }
+                        tr class=(if w.start <= now { "open" } else { "" }) { td.name { code { (w.checks) } } td { (minute(w.start)) } td { (minute(w.end)) } }
                     } } }
             }
         }
     };
     layout("Incidents", Nav::Incidents, footer, main)
+}
+
+/// The 404 of a check the config does not name, in the layout, with a
+/// way back.
+pub fn not_found(name: &str, footer: &Footer) -> Markup {
+    let main = html! {
+        h1 { "No such check" }
+        p { "The config names no check " code { (name) } "." }
+        p { a href="/" { "Back to the overview" } }
+    };
+    layout("No such check", Nav::Check, footer, main)
 }
 
 /// `/login`: the token form, with what went wrong last time (a wrong
@@ -335,5 +399,178 @@ pub fn login(problem: Option<&str>) -> Markup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+    use time::Duration;
+
+    use super::*;
+    use crate::alert::{Hold, HoldCause};
+    use crate::outcome::Status;
+    use crate::store::Told;
+
+    const NOW: OffsetDateTime = datetime!(2026-12-07 19:00 UTC);
+
+    fn row(status: Option<Status>) -> CheckRow {
+        CheckRow {
+            name: "web".into(),
+            status,
+            labels: Vec::new(),
+            response_ms: None,
+            days: Vec::new(),
+            uptime_24h: None,
+            uptime_30d: None,
+            uptime_90d: None,
+            certificate: None,
+            vantage: None,
+            reason: None,
+            first_probe: None,
+            hold: None,
+            history_from: None,
+        }
+    }
+
+    fn overview_of(check: CheckRow) -> String {
+        let groups = [Group {
+            title: "no env".into(),
+            checks: vec![check],
+        }];
+        overview(&groups, NOW, &Footer::default()).into_string()
+    }
+
+    #[test]
+    fn a_down_card_says_why_and_a_warn_card_its_warning() {
+        let mut down = row(Some(Status::Down));
+        down.reason = Some("HTTP 500, expected 200".into());
+        let html = overview_of(down);
+        assert!(
+            html.contains(r#"<p class="reason down">HTTP 500, expected 200</p>"#),
+            "{html}"
+        );
+        let mut warn = row(Some(Status::Warn));
+        warn.reason = Some("renewal looks stuck".into());
+        assert!(overview_of(warn).contains(r#"<p class="reason warn">renewal looks stuck</p>"#));
+        assert!(!overview_of(row(Some(Status::Up))).contains("class=\"reason"));
+    }
+
+    #[test]
+    fn a_check_without_a_result_says_when_it_is_first_probed() {
+        let mut fresh = row(None);
+        fresh.first_probe = Some(datetime!(2026-12-07 19:36 UTC));
+        let html = overview_of(fresh);
+        assert!(html.contains("NO DATA"), "{html}");
+        assert!(html.contains("first probe at 19:36 UTC"), "{html}");
+        assert!(overview_of(row(None)).contains("no result yet"));
+    }
+
+    #[test]
+    fn a_silenced_check_shows_a_badge_naming_the_silence_and_its_end() {
+        let mut held = row(Some(Status::Down));
+        held.hold = Some(Hold {
+            cause: HoldCause::Silence {
+                pattern: "we*".into(),
+                reason: "db migration".into(),
+            },
+            until: Some(datetime!(2026-12-07 21:30 UTC)),
+        });
+        let html = overview_of(held);
+        assert!(
+            html.contains(r#"<span class="holdbadge">SILENCED</span> silence we* until 21:30 UTC: db migration"#),
+            "{html}"
+        );
+        assert!(!overview_of(row(Some(Status::Down))).contains("holdbadge"));
+    }
+
+    #[test]
+    fn an_expired_certificate_on_a_card_reads_expired() {
+        let mut expired = row(Some(Status::Down));
+        expired.certificate = Some(super::super::view::CertSummary {
+            days_left: -2,
+            issuer: "CN=Test CA".into(),
+            staging: false,
+        });
+        let html = overview_of(expired);
+        assert!(html.contains("expired 2 days ago, CN=Test CA"), "{html}");
+        assert!(!html.contains("-2 days"), "{html}");
+    }
+
+    #[test]
+    fn uptime_windows_longer_than_the_history_say_since_when() {
+        let mut young = row(Some(Status::Up));
+        young.history_from = Some(datetime!(2026-12-07 18:36 UTC));
+        young.uptime_24h = Some(1.0);
+        let html = overview_of(young);
+        assert!(html.contains("<dt>since 18:36 UTC</dt>"), "{html}");
+        assert!(
+            !html.contains("<dt>30 d</dt>") && !html.contains("<dt>90 d</dt>"),
+            "{html}"
+        );
+        let mut older = row(Some(Status::Up));
+        older.history_from = Some(NOW - Duration::days(3));
+        let html = overview_of(older);
+        assert!(html.contains("<dt>24 h</dt>"), "{html}");
+        assert!(
+            html.contains("<dt>since 2026-12-04 19:00 UTC</dt>"),
+            "{html}"
+        );
+        assert_eq!(html.matches("<dt>since").count(), 1, "{html}");
+        let html = overview_of(row(Some(Status::Up)));
+        assert!(html.contains("<dt>30 d</dt>") && html.contains("<dt>90 d</dt>"));
+    }
+
+    #[test]
+    fn an_unknown_check_gets_the_layout_and_a_way_home() {
+        let html = not_found("nope<", &Footer::default()).into_string();
+        assert!(html.contains("/assets/vigie.css"), "{html}");
+        assert!(
+            html.contains(r#"<a href="/">Back to the overview</a>"#),
+            "{html}"
+        );
+        assert!(html.contains("<code>nope&lt;</code>"), "{html}");
+    }
+
+    #[test]
+    fn names_in_tables_do_not_wrap() {
+        let incident = Incident {
+            check: "a-rather-long-check-name".into(),
+            start: NOW,
+            end: None,
+            cause: "HTTP 500".into(),
+            told: Vec::<Told>::new(),
+        };
+        let html = incident_table(&[incident], false, true, NOW).into_string();
+        assert!(html.contains(r#"<td class="name"><a href="/checks/a-rather-long-check-name">"#));
+        let css = include_str!("assets/vigie.css");
+        assert!(css.contains("td.name { white-space: nowrap; }"), "{css}");
+    }
+
+    #[test]
+    fn the_leaf_served_now_reads_since_now() {
+        let leaf = LeafBar {
+            sha256: "ab".repeat(32),
+            subject: "CN=web".into(),
+            issuer: "CN=Test CA".into(),
+            not_before: NOW - Duration::days(10),
+            not_after: NOW + Duration::days(80),
+            first_seen: datetime!(2026-12-07 18:36 UTC),
+            last_seen: NOW,
+            staging: false,
+            current: true,
+        };
+        assert_eq!(
+            leaf_served(&leaf),
+            "served since 2026-12-07 18:36 UTC (now)"
+        );
+        let old = LeafBar {
+            current: false,
+            ..leaf
+        };
+        assert_eq!(
+            leaf_served(&old),
+            "served 2026-12-07 18:36 UTC to 2026-12-07 19:00 UTC"
+        );
     }
 }

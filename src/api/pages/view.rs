@@ -3,8 +3,9 @@
 //! by `render.rs` and `chart.rs`. Words and tones are decided here, once,
 //! so the HTML and its tests agree.
 
-use time::{Date, OffsetDateTime};
+use time::{Date, Duration, OffsetDateTime};
 
+use crate::alert::{Hold, HoldCause};
 use crate::outcome::Status;
 
 /// One check's current state as the overview lists it.
@@ -24,6 +25,16 @@ pub struct CheckRow {
     /// With `[vantage]`, while the check's page waits for the other
     /// vantages: what they say ("down from fra only; eu-par: up").
     pub vantage: Option<String>,
+    /// Why the check is not UP: the latest probe's first failure (for a
+    /// WARN, its warning); `None` when UP or without a result.
+    pub reason: Option<String>,
+    /// Without a result yet: when the scheduler runs the first probe.
+    pub first_probe: Option<OffsetDateTime>,
+    /// The silence or maintenance window holding the check's pages now.
+    pub hold: Option<Hold>,
+    /// The check's first stored result, when it is younger than the
+    /// 90-day bar (the uptime figures then say "since ...").
+    pub history_from: Option<OffsetDateTime>,
 }
 
 /// The served leaf, in brief.
@@ -63,13 +74,25 @@ impl DayCell {
         uptime(self.up + self.warn, self.known())
     }
 
-    /// The CSS class: `none` without results, else by uptime.
+    /// The CSS classes: `none` without results, `good` at 99.9 % and
+    /// over, `warn` (amber) for a day with warnings and no failure, else
+    /// `bad` with a shade that deepens with the downtime (`s1`: at least
+    /// 99 %, `s2`: 90 %, `s3`: 50 %, `s4`: below), so that a 64 % day is
+    /// not drawn as red as a 0 % day. Warn counts as up in the figures,
+    /// so the tone, not the uptime, says a day had warnings.
     pub fn tone(&self) -> &'static str {
-        match self.uptime() {
-            None => "none",
-            Some(u) if u >= 0.999 => "good",
-            Some(u) if u >= 0.99 => "fair",
-            Some(_) => "bad",
+        let Some(u) = self.uptime() else {
+            return "none";
+        };
+        if self.down == 0 {
+            return if self.warn > 0 { "warn" } else { "good" };
+        }
+        match u {
+            u if u >= 0.999 => "good",
+            u if u >= 0.99 => "bad s1",
+            u if u >= 0.9 => "bad s2",
+            u if u >= 0.5 => "bad s3",
+            _ => "bad s4",
         }
     }
 }
@@ -94,6 +117,8 @@ pub struct LeafBar {
     pub first_seen: OffsetDateTime,
     pub last_seen: OffsetDateTime,
     pub staging: bool,
+    /// The leaf the latest probe was served.
+    pub current: bool,
 }
 
 impl LeafBar {
@@ -109,7 +134,7 @@ impl LeafBar {
 
     pub fn describe(&self) -> String {
         format!(
-            "{}\nissued by {}{}\nvalid {} to {}\nserved from {} to {}\nsha256 {}",
+            "{}\nissued by {}{}\nvalid {} to {}\n{}\nsha256 {}",
             self.subject,
             self.issuer,
             if self.staging {
@@ -119,8 +144,17 @@ impl LeafBar {
             },
             day(self.not_before),
             day(self.not_after),
-            crate::when::minute(self.first_seen),
-            crate::when::minute(self.last_seen),
+            match self.current {
+                true => format!(
+                    "served since {} (now)",
+                    crate::when::minute(self.first_seen)
+                ),
+                false => format!(
+                    "served from {} to {}",
+                    crate::when::minute(self.first_seen),
+                    crate::when::minute(self.last_seen)
+                ),
+            },
             self.sha256
         )
     }
@@ -173,6 +207,66 @@ pub fn status_word(status: Option<Status>) -> (&'static str, &'static str, &'sta
     }
 }
 
+/// Days left on a certificate in words: "12 days left", "expires
+/// today", "expired 2 days ago" (never "-2 days left").
+pub fn days_left(days: i64) -> String {
+    match days {
+        d if d < -1 => format!("expired {} days ago", -d),
+        -1 => "expired 1 day ago".to_string(),
+        0 => "expires today".to_string(),
+        1 => "1 day left".to_string(),
+        d => format!("{d} days left"),
+    }
+}
+
+/// The heading of an uptime figure over `window` back from `start`
+/// (`24 h`, `30 d`): the label itself, or "since 19:36" when the history
+/// began after the window's start, so a young install does not read as
+/// 90 days of record.
+pub fn window_label(
+    label: &str,
+    start: OffsetDateTime,
+    history_from: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> String {
+    match history_from {
+        Some(from) if from > start => format!("since {}", clock(from, now)),
+        _ => label.to_string(),
+    }
+}
+
+/// "19:36 UTC" within the 24 hours around `now`, else the date too.
+pub fn clock(at: OffsetDateTime, now: OffsetDateTime) -> String {
+    if (at - now).abs() < Duration::hours(24) {
+        let at = at.to_offset(time::UtcOffset::UTC);
+        format!("{:02}:{:02} UTC", at.hour(), at.minute())
+    } else {
+        crate::when::minute(at)
+    }
+}
+
+/// A hold in brief for the badge ("SILENCED", "MAINTENANCE") and in
+/// full for the text beside it: what holds it and until when.
+pub fn hold_words(hold: &Hold, now: OffsetDateTime) -> (&'static str, String) {
+    let until = match hold.until {
+        Some(t) => format!(" until {}", clock(t, now)),
+        None => String::new(),
+    };
+    match &hold.cause {
+        HoldCause::Silence { pattern, reason } if reason.is_empty() => {
+            ("SILENCED", format!("silence {pattern}{until}"))
+        }
+        HoldCause::Silence { pattern, reason } => {
+            ("SILENCED", format!("silence {pattern}{until}: {reason}"))
+        }
+        HoldCause::Maintenance { checks } => (
+            "MAINTENANCE",
+            format!("maintenance window {}{until}", checks.join(", ")),
+        ),
+        _ => ("HELD", hold.describe()),
+    }
+}
+
 pub fn uptime(good: u64, known: u64) -> Option<f64> {
     (known > 0).then(|| good as f64 / known as f64)
 }
@@ -200,5 +294,84 @@ mod tests {
         assert_eq!(percent(0.99999), "99.99%");
         assert_eq!(percent(1.0), "100.00%");
         assert_eq!(percent(0.5), "50.00%");
+    }
+
+    #[test]
+    fn an_expired_certificate_reads_expired_not_negative_days_left() {
+        assert_eq!(days_left(-2), "expired 2 days ago");
+        assert_eq!(days_left(-1), "expired 1 day ago");
+        assert_eq!(days_left(0), "expires today");
+        assert_eq!(days_left(1), "1 day left");
+        assert_eq!(days_left(30), "30 days left");
+    }
+
+    fn day_of(up: u64, warn: u64, down: u64) -> DayCell {
+        DayCell {
+            date: time::macros::date!(2026 - 12 - 01),
+            up,
+            warn,
+            down,
+            p50_ms: None,
+            p95_ms: None,
+        }
+    }
+
+    #[test]
+    fn day_tones_deepen_with_downtime_and_warn_days_are_amber() {
+        assert_eq!(day_of(0, 0, 0).tone(), "none");
+        assert_eq!(day_of(100, 0, 0).tone(), "good");
+        assert_eq!(day_of(90, 10, 0).tone(), "warn", "a WARN day is not green");
+        assert_eq!(day_of(995, 0, 5).tone(), "bad s1");
+        assert_eq!(day_of(95, 0, 5).tone(), "bad s2");
+        assert_eq!(day_of(64, 0, 36).tone(), "bad s3", "a 64 % day");
+        assert_eq!(day_of(0, 0, 10).tone(), "bad s4", "a 0 % day");
+    }
+
+    #[test]
+    fn a_window_longer_than_the_history_says_since_when() {
+        let now = time::macros::datetime!(2026-12-07 20:00 UTC);
+        let start = now - Duration::days(30);
+        let young = Some(time::macros::datetime!(2026-12-07 19:36 UTC));
+        assert_eq!(window_label("30 d", start, young, now), "since 19:36 UTC");
+        let old = Some(now - Duration::days(40));
+        assert_eq!(window_label("30 d", start, old, now), "30 d");
+        assert_eq!(window_label("30 d", start, None, now), "30 d");
+        let days_ago = Some(time::macros::datetime!(2026-12-01 08:00 UTC));
+        assert_eq!(
+            window_label("30 d", start, days_ago, now),
+            "since 2026-12-01 08:00 UTC"
+        );
+    }
+
+    #[test]
+    fn a_hold_names_the_silence_its_reason_and_its_end() {
+        let now = time::macros::datetime!(2026-12-07 19:00 UTC);
+        let hold = Hold {
+            cause: HoldCause::Silence {
+                pattern: "web-*".into(),
+                reason: "db migration".into(),
+            },
+            until: Some(time::macros::datetime!(2026-12-07 21:30 UTC)),
+        };
+        assert_eq!(
+            hold_words(&hold, now),
+            (
+                "SILENCED",
+                "silence web-* until 21:30 UTC: db migration".into()
+            )
+        );
+        let window = Hold {
+            cause: HoldCause::Maintenance {
+                checks: vec!["db".into()],
+            },
+            until: Some(time::macros::datetime!(2026-12-07 20:00 UTC)),
+        };
+        assert_eq!(
+            hold_words(&window, now),
+            (
+                "MAINTENANCE",
+                "maintenance window db until 20:00 UTC".into()
+            )
+        );
     }
 }

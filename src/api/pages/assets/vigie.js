@@ -29,7 +29,7 @@
         Array.prototype.forEach.call(bar.children, function (cell, i) {
           var date = new Date(from.getTime() + i * 86400000).toISOString().slice(0, 10);
           var day = byDate[date];
-          cell.title = day ? describe(day) : date + ": no results";
+          cell.title = day && day.uptime !== null ? describe(day) : date + ": no results";
         });
         bar.setAttribute("data-described", "yes");
       })
