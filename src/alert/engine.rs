@@ -254,7 +254,7 @@ impl Engine {
 pub const QUIET_PERSIST_EVERY: Duration = Duration::from_secs(600);
 
 /// What a quiet check's persisted state must keep current; `None` for a
-/// check that is failing, firing or resolving.
+/// check that is failing, firing or resolving (an incident or a warn).
 #[derive(Debug, PartialEq)]
 struct Quiet {
     last: Option<(crate::outcome::Status, bool)>,
@@ -271,7 +271,8 @@ impl Quiet {
         let quiet = state.consecutive_failures == 0
             && state.streak_first.is_none()
             && state.incident.is_none()
-            && state.resolving.is_empty();
+            && state.resolving.is_empty()
+            && state.warn.resolving.is_empty();
         quiet.then(|| Quiet {
             last: state
                 .last

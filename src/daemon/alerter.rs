@@ -687,7 +687,7 @@ impl Alerter {
                 // A warn is never mailed, not even from memory. Its state
                 // is not held as sent either: the store still says it is
                 // due, so a restart queues it again.
-                Err(err) if notification.kind == EventKind::Warn => {
+                Err(err) if notification.kind.is_warn() => {
                     tracing::error!(error = %err, subject = %subject, "cannot write the warn's pushes to the outbox; they are not sent now");
                 }
                 Err(err) => {

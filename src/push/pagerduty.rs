@@ -75,8 +75,8 @@ fn request(url: &Url, routing_key: &str, event: &PushEvent, check: &PushCheck) -
     // A resolve needs no payload; a trigger's says what is down.
     let payload = (action == "trigger").then(|| {
         let summary = match &check.reason {
-            Some(reason) => format!("{} {}: {reason}", event.event.word(), check.name),
-            None => format!("{} {}", event.event.word(), check.name),
+            Some(reason) => format!("{} {}: {reason}", event.word(), check.name),
+            None => format!("{} {}", event.word(), check.name),
         };
         let mut custom_details = BTreeMap::from([
             ("target", serde_json::json!(check.target)),

@@ -141,11 +141,10 @@ impl BucketClaims {
         // The mail's Message-ID is its first kept event's.
         let mut group_id: Option<String> = None;
         for mut event in std::mem::take(&mut notification.events) {
-            // vigie's own network is this node's alone. So is a warn:
-            // the fleet's claims are about incidents (a warn is not one,
-            // and has no mail to share), and each vantage that sees a
-            // check warn pushes its own WARN.
-            if event.check == NETWORK_CHECK || event.kind == EventKind::Warn {
+            // vigie's own network is this node's alone. A warn and its end
+            // are claimed like a DOWN and its RESOLVED, under a pointer of
+            // their own (`claim.rs`), so that one vantage pushes each.
+            if event.check == NETWORK_CHECK {
                 kept.push(event);
                 continue;
             }
@@ -225,6 +224,7 @@ impl PageClaims for BucketClaims {
         let changed = {
             let mut view = self.link.local.lock().unwrap_or_else(|p| p.into_inner());
             let before = view.get(&outcome.name).map(|c| c.status);
+            let before_warning = view.get(&outcome.name).is_some_and(|c| c.warning);
             published::record(
                 &mut view,
                 &outcome.name,
@@ -234,7 +234,14 @@ impl PageClaims for BucketClaims {
                 outcome.first_failure().map(|f| f.message.as_str()),
                 state.is_firing(),
             );
+            let warning = state.warn.episode.is_some();
+            if let Some(check) = view.get_mut(&outcome.name) {
+                check.warning = warning;
+            }
+            // A change of warn episode is published at once too: the
+            // others check a claim of its WARN against it.
             before.is_none_or(|b| (b == ViewStatus::Down) != (status == ViewStatus::Down))
+                || warning != before_warning
         };
         if changed {
             self.link.wanted.publish_now();
@@ -369,7 +376,11 @@ impl PageClaims for BucketClaims {
             let backed = BackedClaim {
                 check: &claim.event.check,
                 name: &claim.name,
-                resolved: claim.event.kind == EventKind::Resolved,
+                resolved: matches!(
+                    claim.event.kind,
+                    EventKind::Resolved | EventKind::WarnResolved
+                ),
+                warn: claim.event.kind.is_warn(),
                 claimed_at: claim.claimed_at,
             };
             if fleet.backs_claim(&claim.by, &backed, now) {
@@ -422,8 +433,8 @@ fn coordinates(fleet: &Fleet) -> bool {
 /// What the vantages say about `event` for its mail; `None` for vigie's
 /// own pseudo-checks.
 fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Option<String> {
-    // A warn is this node's own (see `claim`).
-    if event.check.starts_with("vigie:") || event.kind == EventKind::Warn {
+    // A warn never waits for the fleet, and its pushes carry no words.
+    if event.check.starts_with("vigie:") || event.kind.is_warn() {
         return None;
     }
     let judgment = fleet.judge(&event.check, event.kind != EventKind::Resolved, now);
@@ -433,6 +444,8 @@ fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Opti
         }
         EventKind::Down | EventKind::Reminder => judgment.unconfirmed_down(),
         EventKind::Resolved if judgment.confirms_up() => judgment.confirmed_up(),
-        EventKind::Resolved | EventKind::Warn => judgment.unconfirmed_up(),
+        EventKind::Resolved | EventKind::Warn | EventKind::WarnResolved => {
+            judgment.unconfirmed_up()
+        }
     })
 }
