@@ -22,7 +22,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::blind::{self, Connectivity};
-use super::event::{Event, NETWORK_CHECK};
+use super::event::{Event, IncidentId, NETWORK_CHECK};
 use super::group::{Grouper, Notification};
 use super::policy::Policy;
 use super::render::{self, Email};
@@ -200,6 +200,14 @@ impl Engine {
         let s = self.states.get_mut(&event.check)?;
         *s = state::mark_sent(s.clone(), event, message_id, now);
         Some(s.clone())
+    }
+
+    /// Renames `event`'s warn episode to `fleet_id`, the id another
+    /// vantage pushed its WARN under (see [`state::adopt_warn_id`]).
+    pub fn adopt_warn_id(&mut self, event: &Event, fleet_id: &IncidentId) {
+        if let Some(s) = self.states.get_mut(&event.check) {
+            state::adopt_warn_id(s, &event.incident, fleet_id);
+        }
     }
 
     /// When the next mail's window closes: the latest time to poll.

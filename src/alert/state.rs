@@ -458,6 +458,16 @@ pub fn mark_sent(
     state
 }
 
+/// Renames the warn episode `local` to `fleet_id`: another vantage won
+/// its WARN's claim and pushed it under its own id, which the end of the
+/// episode must carry to close what the WARN opened. Any other episode is
+/// left as it is; the caller then marks the WARN sent under `fleet_id`.
+pub fn adopt_warn_id(state: &mut AlertState, local: &IncidentId, fleet_id: &IncidentId) {
+    if let Some(episode) = state.warn.episode.as_mut().filter(|e| &e.id == local) {
+        episode.id = fleet_id.clone();
+    }
+}
+
 /// The events that were due but never reached the outbox (vigie stopped
 /// in between): hand them to a fresh grouper at startup.
 pub fn pending(state: &AlertState, now: OffsetDateTime, policy: &Policy) -> Vec<Event> {

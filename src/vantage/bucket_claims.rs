@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use super::bucket::Coordinator;
 use super::claim::{claim, ClaimRequest, Claimed};
-use super::page_claims::{ClaimFuture, Claiming, NewClaims, PageClaims};
+use super::page_claims::{ClaimFuture, Claiming, Lost, NewClaims, PageClaims};
 use super::published::{self, LocalView, ViewStatus};
 use super::quorum::{
     silent_check, silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet,
@@ -27,7 +27,7 @@ use super::quorum::{
 use super::stats::VantageStats;
 use super::wanted::Wanted;
 use crate::alert::{
-    self, AlertState, EventKind, Hold, HoldCause, Notification, Observation, Snapshot,
+    self, AlertState, EventKind, Hold, HoldCause, IncidentId, Notification, Observation, Snapshot,
     NETWORK_CHECK,
 };
 use crate::clock::saturating_add;
@@ -112,6 +112,7 @@ impl BucketClaims {
             reminder: event.reminder,
             since: event.since,
             message_id,
+            incident: event.incident.as_str(),
             now,
         };
         match tokio::time::timeout(CLAIM_WITHIN, claim(&self.link.coordinator, &request)).await {
@@ -127,7 +128,7 @@ impl BucketClaims {
     /// After one claim fails, the others of this round are not tried (a
     /// bucket that hangs would otherwise hold the alerter for a timeout
     /// per event).
-    async fn claim_events(&mut self, mail: Claiming<'_>) -> Vec<(alert::Event, String)> {
+    async fn claim_events(&mut self, mail: Claiming<'_>) -> Vec<Lost> {
         let Claiming {
             notification,
             message_id: message_id_of,
@@ -170,9 +171,24 @@ impl BucketClaims {
                     by,
                     message_id,
                     name,
+                    incident,
                 }) => {
                     tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
-                    lost.push((event.clone(), message_id));
+                    // A warn episode takes the winner's id, which its WARN
+                    // was pushed under; an incident keeps its own (its
+                    // mails thread by Message-ID instead).
+                    let adopt = (event.kind == EventKind::Warn
+                        && !incident.is_empty()
+                        && incident != event.incident.as_str())
+                    .then(|| IncidentId::from_fleet(incident));
+                    lost.push(Lost {
+                        event: event.clone(),
+                        message_id,
+                        adopt: adopt.clone(),
+                    });
+                    if let Some(id) = adopt {
+                        event.incident = id;
+                    }
                     self.unbacked.push(Unbacked {
                         event,
                         by,

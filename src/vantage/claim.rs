@@ -48,6 +48,9 @@ pub struct ClaimRequest<'a> {
     pub since: OffsetDateTime,
     /// The Message-ID the mail will have if this node sends it.
     pub message_id: &'a str,
+    /// This node's id of the incident or warn episode (what its pushes
+    /// carry as `incident`).
+    pub incident: &'a str,
     pub now: OffsetDateTime,
 }
 
@@ -64,6 +67,9 @@ pub enum Claimed {
         /// The claim's name in the bucket, which `by`'s state lists if it
         /// really sent it.
         name: String,
+        /// `by`'s id of the incident or warn episode; empty from a node
+        /// that predates it.
+        incident: String,
     },
 }
 
@@ -83,6 +89,10 @@ struct Pointer {
 struct ClaimBody {
     node: String,
     message_id: String,
+    /// The claimant's id of what it claims (a warn episode's is adopted
+    /// by the others). Absent from claims written before it.
+    #[serde(default)]
+    incident: String,
     #[serde(with = "time::serde::rfc3339")]
     at: OffsetDateTime,
 }
@@ -102,6 +112,7 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
     let body = ClaimBody {
         node: c.node().to_string(),
         message_id: request.message_id.to_string(),
+        incident: request.incident.to_string(),
         at: request.now,
     };
     let mut claimed = Claimed::Won { key: key.clone() };
@@ -121,6 +132,7 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
                         by: value.node,
                         message_id: value.message_id,
                         name: name.clone(),
+                        incident: value.incident,
                     };
                 }
                 Signed::Refused { version, .. } if round == 0 => {
