@@ -418,7 +418,7 @@ mod tests {
         }
     }
 
-    use ViewStatus::{Down, Unknown, Up};
+    use ViewStatus::{Down, Unknown, Up, Warn};
 
     #[test]
     fn down_from_one_vantage_of_three_is_not_confirmed() {
@@ -604,6 +604,27 @@ mod tests {
             unbacked_claim_words("fra", "eu-par"),
             "claimed by fra, not confirmed by fra's state: sent from eu-par"
         );
+    }
+
+    #[test]
+    fn a_warn_s_claim_is_backed_by_the_claimant_s_warn_episode_not_its_firing() {
+        let mut f = fleet(vec![peer("fra", 10, &[("site", Warn)])]);
+        let claim = |resolved| BackedClaim {
+            check: "site",
+            name: "v/incidents/site/K/warn",
+            resolved,
+            warn: true,
+            claimed_at: t(5),
+        };
+        assert!(!f.backs_claim("fra", &claim(false), t(11)), "no episode");
+        assert!(f.backs_claim("fra", &claim(true), t(11)), "over there");
+        Arc::make_mut(f.peers[0].state.as_mut().unwrap())
+            .checks
+            .get_mut("site")
+            .unwrap()
+            .warning = true;
+        assert!(f.backs_claim("fra", &claim(false), t(11)));
+        assert!(!f.backs_claim("fra", &claim(true), t(11)), "still warning");
     }
 
     #[test]
