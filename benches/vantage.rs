@@ -198,6 +198,7 @@ fn state_size() {
         last_probe: now,
         failure: (i % 50 == 0).then(|| "HTTP 503 Service Unavailable (expected 200)".to_string()),
         firing: i % 50 == 0,
+        warning: false,
     };
     let build = || NodeState {
         node: "eu-par".into(),

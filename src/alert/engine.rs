@@ -22,7 +22,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::blind::{self, Connectivity};
-use super::event::{Event, NETWORK_CHECK};
+use super::event::{Event, IncidentId, NETWORK_CHECK};
 use super::group::{Grouper, Notification};
 use super::policy::Policy;
 use super::render::{self, Email};
@@ -202,6 +202,14 @@ impl Engine {
         Some(s.clone())
     }
 
+    /// Renames `event`'s warn episode to `fleet_id`, the id another
+    /// vantage pushed its WARN under (see [`state::adopt_warn_id`]).
+    pub fn adopt_warn_id(&mut self, event: &Event, fleet_id: &IncidentId) {
+        if let Some(s) = self.states.get_mut(&event.check) {
+            state::adopt_warn_id(s, &event.incident, fleet_id);
+        }
+    }
+
     /// When the next mail's window closes: the latest time to poll.
     pub fn next_due(&self) -> Option<OffsetDateTime> {
         self.grouper.next_due()
@@ -254,7 +262,7 @@ impl Engine {
 pub const QUIET_PERSIST_EVERY: Duration = Duration::from_secs(600);
 
 /// What a quiet check's persisted state must keep current; `None` for a
-/// check that is failing, firing or resolving.
+/// check that is failing, firing or resolving (an incident or a warn).
 #[derive(Debug, PartialEq)]
 struct Quiet {
     last: Option<(crate::outcome::Status, bool)>,
@@ -271,7 +279,8 @@ impl Quiet {
         let quiet = state.consecutive_failures == 0
             && state.streak_first.is_none()
             && state.incident.is_none()
-            && state.resolving.is_empty();
+            && state.resolving.is_empty()
+            && state.warn.resolving.is_empty();
         quiet.then(|| Quiet {
             last: state
                 .last

@@ -48,6 +48,12 @@ impl IncidentId {
         ))
     }
 
+    /// An id another vantage wrote in its claim, taken as it is: what
+    /// that node pushed its WARN under.
+    pub fn from_fleet(id: String) -> Self {
+        Self(id)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -72,6 +78,11 @@ pub enum EventKind {
     /// the channels whose route asks for `warn`. Last, so that the
     /// variants before it keep their index in a compact encoding.
     Warn,
+    /// A warn episode whose WARN was sent ended: the channels that were
+    /// told the WARN are told it is over (a PagerDuty resolve, the ntfy
+    /// notification replaced, a webhook `resolved` with the warn's key).
+    /// Never mailed, like the WARN it closes.
+    WarnResolved,
 }
 
 impl EventKind {
@@ -82,7 +93,14 @@ impl EventKind {
             EventKind::Reminder => "STILL DOWN",
             EventKind::Resolved => "RESOLVED",
             EventKind::Warn => "WARN",
+            EventKind::WarnResolved => "WARN RESOLVED",
         }
+    }
+
+    /// About a warn episode (its WARN or its end), not an incident: never
+    /// mailed, routed as `warn`.
+    pub fn is_warn(self) -> bool {
+        matches!(self, EventKind::Warn | EventKind::WarnResolved)
     }
 }
 

@@ -74,7 +74,8 @@ impl Grouper {
     /// A RESOLVED whose DOWN is still waiting here withdraws both: the
     /// incident ended before anyone was told, and a DOWN followed by its
     /// RESOLVED in the same minute is noise. It also withdraws a waiting
-    /// reminder of its incident. The same event pushed twice (a restart
+    /// reminder of its incident; a WARN RESOLVED its WARN, the same way.
+    /// The same event pushed twice (a restart
     /// replaying `pending`) is kept once.
     pub fn push(&mut self, event: Event, now: OffsetDateTime) {
         if self.contains(&event) {
@@ -86,6 +87,10 @@ impl Grouper {
             if !announced {
                 return;
             }
+        }
+        // Likewise a warn episode that ended before its WARN went out.
+        if event.kind == EventKind::WarnResolved && self.withdraw(&event, EventKind::Warn) {
+            return;
         }
         let key = key(&event);
         match self.groups.iter_mut().find(|g| g.key == key) {

@@ -91,6 +91,7 @@ pub fn message_id(n: &Notification, host: &str) -> String {
         EventKind::Reminder => format!("reminder{}", n.events.first().map_or(0, |e| e.reminder)),
         EventKind::Resolved => "resolved".to_string(),
         EventKind::Warn => "warn".to_string(),
+        EventKind::WarnResolved => "warn-resolved".to_string(),
     };
     let incident = n
         .events
@@ -132,7 +133,9 @@ fn subject(n: &Notification, host: &str) -> String {
                 format!("[vigie] RESOLVED vigie can reach the network again from {host}")
             }
             // The network alert is up or down; never a warn.
-            EventKind::Warn => format!("[vigie] WARN vigie's network from {host}"),
+            EventKind::Warn | EventKind::WarnResolved => {
+                format!("[vigie] {} vigie's network from {host}", n.kind.word())
+            }
         };
     }
     match n.events.as_slice() {
@@ -161,6 +164,16 @@ fn single_subject(e: &Event) -> String {
             span(resolved_at(e) - e.since)
         ),
         EventKind::Warn => format!("[vigie] WARN {}: {}", e.check, headline(e)),
+        EventKind::WarnResolved => format!("[vigie] WARN RESOLVED {}: {}", e.check, warn_end(e)),
+    }
+}
+
+/// How a warn episode ended: "up again after 2h 10m", or "superseded by
+/// DOWN" when an incident opened.
+fn warn_end(e: &Event) -> String {
+    match e.latest.status {
+        Status::Down => "superseded by DOWN".to_string(),
+        _ => format!("up again after {}", span(resolved_at(e) - e.since)),
     }
 }
 
@@ -204,6 +217,7 @@ fn notification_doc(n: &Notification, host: &str, written: OffsetDateTime) -> Do
         EventKind::Reminder => Tone::Reminder,
         EventKind::Resolved => Tone::Resolved,
         EventKind::Warn => Tone::Neutral,
+        EventKind::WarnResolved => Tone::Resolved,
     };
     let mut doc = Doc {
         title: String::new(),
@@ -260,6 +274,7 @@ fn event_title(e: &Event) -> String {
             span(resolved_at(e) - e.since)
         ),
         EventKind::Warn => format!("{} is WARN: {}", e.check, headline(e)),
+        EventKind::WarnResolved => format!("{} WARN RESOLVED: {}", e.check, warn_end(e)),
     }
 }
 
@@ -326,6 +341,19 @@ fn summary_fields(e: &Event, written: OffsetDateTime) -> Vec<(String, String)> {
                 ),
             ));
             fields.push(field("failed probes", &e.failed_probes.to_string()));
+            fields.push(field("now", &now_status(&e.latest)));
+        }
+        EventKind::WarnResolved => {
+            let end = resolved_at(e);
+            fields.push(field(
+                "warn",
+                &format!(
+                    "from {} to {} ({})",
+                    minute(e.since),
+                    minute(end),
+                    span(end - e.since)
+                ),
+            ));
             fields.push(field("now", &now_status(&e.latest)));
         }
         EventKind::Warn => {
@@ -439,7 +467,7 @@ fn network_title(kind: EventKind, host: &str) -> String {
         EventKind::Down => format!("vigie cannot reach the network from {host}"),
         EventKind::Reminder => format!("vigie still cannot reach the network from {host}"),
         EventKind::Resolved => format!("vigie can reach the network again from {host}"),
-        EventKind::Warn => format!("vigie's network from {host}"),
+        EventKind::Warn | EventKind::WarnResolved => format!("vigie's network from {host}"),
     }
 }
 
@@ -458,7 +486,7 @@ fn network_blocks(e: &Event, written: OffsetDateTime, blocks: &mut Vec<Block>) {
                 ),
             ));
         }
-        EventKind::Down | EventKind::Reminder | EventKind::Warn => {
+        EventKind::Down | EventKind::Reminder | EventKind::Warn | EventKind::WarnResolved => {
             fields.push(field(
                 "blind since",
                 &format!(

@@ -21,7 +21,8 @@ pub fn notify_event(kind: EventKind) -> NotifyEvent {
         EventKind::Down => NotifyEvent::Down,
         EventKind::Reminder => NotifyEvent::Reminder,
         EventKind::Resolved => NotifyEvent::Resolved,
-        EventKind::Warn => NotifyEvent::Warn,
+        // The end of a warn goes exactly where its WARN went.
+        EventKind::Warn | EventKind::WarnResolved => NotifyEvent::Warn,
     }
 }
 

@@ -30,10 +30,20 @@
 //! maintenance window or `page = false`, and released by [`tick`] while
 //! the check is still `warn`). It is never mailed and never reminded: the
 //! routes push it only to the channels that ask for `warn`, and the daily
-//! report covers the rest. The episode ends silently after
-//! `recovery_threshold` `up` probes in a row; the next warn streak is a new
-//! episode. A `down` probe does not end it (a DOWN incident is paged as
-//! usual), so a check that goes warn, down, then warn again warns once.
+//! report covers the rest. The episode ends after `recovery_threshold`
+//! `up` probes in a row; the next warn streak is a new episode. A `down`
+//! probe does not end it, so a check that goes warn, down once, then warn
+//! again warns once; but a DOWN incident that opens does: the incident is
+//! the problem now, and the on-call person should have one open thing per
+//! problem, not a warning and a page side by side. A DOWN that resolves
+//! into `warn` opens a new episode.
+//!
+//! An episode whose WARN was sent ends with a WARN RESOLVED to the same
+//! channels, which closes what the WARN opened (a PagerDuty incident, an
+//! ntfy notification). Like a RESOLVED it is kept (`warn.resolving`)
+//! until its pushes are in the outbox, so a restart in between still
+//! sends it, once. One whose WARN is still in the grouper withdraws it
+//! there; one whose WARN was held and never handed on ends silently.
 //!
 //! Not here: grouping (`group.rs`), what holds a page (`silence.rs`),
 //! deciding blindness (`blind.rs`), and reading config (`policy.rs`).
@@ -176,6 +186,21 @@ pub struct WarnStreak {
     /// `recovery_threshold`.
     pub ups: u32,
     pub episode: Option<Box<WarnEpisode>>,
+    /// Ended episodes whose WARN RESOLVED is not in the outbox yet, each
+    /// with the probe that ended it. Absent in states written before warns
+    /// were resolved: read back as none owed.
+    #[serde(default)]
+    pub resolving: Vec<EndedWarn>,
+}
+
+/// A warn episode that ended after its WARN was handed on, until its
+/// WARN RESOLVED is in the outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndedWarn {
+    pub episode: WarnEpisode,
+    /// The probe that ended it: the `up` that completed the recovery, or
+    /// the `down` that opened an incident.
+    pub ending: Snapshot,
 }
 
 /// One warn episode: announced (or held) once, never reminded.
@@ -409,6 +434,10 @@ pub fn mark_sent(
         // Once its RESOLVED is in the outbox, nothing more is owed about
         // the incident.
         EventKind::Resolved => state.resolving.retain(|i| i.id != event.incident),
+        EventKind::WarnResolved => state
+            .warn
+            .resolving
+            .retain(|w| w.episode.id != event.incident),
         EventKind::Warn => {
             let Some(episode) = state
                 .warn
@@ -427,6 +456,16 @@ pub fn mark_sent(
         }
     }
     state
+}
+
+/// Renames the warn episode `local` to `fleet_id`: another vantage won
+/// its WARN's claim and pushed it under its own id, which the end of the
+/// episode must carry to close what the WARN opened. Any other episode is
+/// left as it is; the caller then marks the WARN sent under `fleet_id`.
+pub fn adopt_warn_id(state: &mut AlertState, local: &IncidentId, fleet_id: &IncidentId) {
+    if let Some(episode) = state.warn.episode.as_mut().filter(|e| &e.id == local) {
+        episode.id = fleet_id.clone();
+    }
 }
 
 /// The events that were due but never reached the outbox (vigie stopped
@@ -448,6 +487,9 @@ pub fn pending(state: &AlertState, now: OffsetDateTime, policy: &Policy) -> Vec<
         if matches!(episode.page, Page::Due { .. }) {
             events.push(warn_event(state, episode, now, policy));
         }
+    }
+    for ended in &state.warn.resolving {
+        events.push(warn_resolved_event(state, ended, now, policy));
     }
     events
 }
@@ -484,8 +526,7 @@ fn count_warn(
             }
             warn.ups = warn.ups.saturating_add(1);
             if warn.ups >= policy.recovery_threshold {
-                warn.episode = None;
-                warn.ups = 0;
+                end_warn(state, snapshot, now, policy, events);
             }
             return;
         }
@@ -514,6 +555,38 @@ fn count_warn(
         events.push(warn_event(state, &episode, now, policy));
     }
     state.warn.episode = Some(Box::new(episode));
+}
+
+/// Ends the warn episode, if there is one, at `ending` (the probe that
+/// completed its recovery, or the one that opened an incident): a WARN
+/// that was handed on is closed by a WARN RESOLVED, owed until its pushes
+/// are in the outbox; a held one was never told, so nothing is owed.
+fn end_warn(
+    state: &mut AlertState,
+    ending: &Snapshot,
+    now: OffsetDateTime,
+    policy: &Policy,
+    events: &mut Vec<Event>,
+) {
+    state.warn.ups = 0;
+    let Some(episode) = state.warn.episode.take() else {
+        return;
+    };
+    let sent = match episode.page {
+        Page::Held { .. } => return,
+        Page::Due { .. } => false,
+        Page::Sent { .. } => true,
+    };
+    let ended = EndedWarn {
+        episode: *episode,
+        ending: ending.clone(),
+    };
+    events.push(warn_resolved_event(state, &ended, now, policy));
+    // A WARN still in the grouper is withdrawn there by its WARN RESOLVED
+    // (`Grouper::push`), as a DOWN is by its RESOLVED: nothing stays owed.
+    if sent {
+        state.warn.resolving.push(ended);
+    }
 }
 
 /// A held WARN whose hold is gone, handed on while the check is still
@@ -594,6 +667,8 @@ fn open(
         events.push(event(EventKind::Down, state, &incident, now, policy));
     }
     state.incident = Some(Box::new(incident));
+    // The incident supersedes the warn (see the module doc).
+    end_warn(state, crossing, now, policy, events);
 }
 
 fn resolve(
@@ -747,6 +822,37 @@ fn warn_event(
         latest,
         latest_unknown,
         resolved_at: None,
+        held: None,
+        thread: Vec::new(),
+        vantage: None,
+    }
+}
+
+/// The WARN RESOLVED of `ended`: the warn's id, since and first probe,
+/// and the probe that ended it as the latest.
+fn warn_resolved_event(
+    state: &AlertState,
+    ended: &EndedWarn,
+    now: OffsetDateTime,
+    policy: &Policy,
+) -> Event {
+    let episode = &ended.episode;
+    Event {
+        kind: EventKind::WarnResolved,
+        check: state.check.clone(),
+        incident: episode.id.clone(),
+        at: now,
+        reminder: 0,
+        to: policy.to.clone(),
+        labels: policy.labels.clone(),
+        since: episode.first.started_at,
+        consecutive_failures: 0,
+        failed_probes: 0,
+        last_success: state.last_success,
+        first_failure: episode.first.clone(),
+        latest: ended.ending.clone(),
+        latest_unknown: false,
+        resolved_at: Some(ended.ending.started_at),
         held: None,
         thread: Vec::new(),
         vantage: None,

@@ -44,6 +44,8 @@ struct World {
     /// The WARN events handed on: the daemon routes them to the push
     /// channels that ask for them, never to the outbox.
     warns: Vec<Event>,
+    /// The WARN RESOLVED events handed on, routed as the WARNs are.
+    warn_ends: Vec<Event>,
 }
 
 impl World {
@@ -58,6 +60,7 @@ impl World {
             writes: 0,
             outbox: Vec::new(),
             warns: Vec::new(),
+            warn_ends: Vec::new(),
         }
     }
 
@@ -114,6 +117,7 @@ impl World {
                 let out = self.engine.outbound(&n, now);
                 match n.kind {
                     EventKind::Warn => self.warns.extend(n.events),
+                    EventKind::WarnResolved => self.warn_ends.extend(n.events),
                     _ => self.outbox.push(out.email),
                 }
                 out.states.into_iter().for_each(|s| self.persist(s));
@@ -161,6 +165,14 @@ impl World {
     /// The WARN events handed on, as (check, warn id).
     fn warned(&self) -> Vec<(&str, &str)> {
         self.warns
+            .iter()
+            .map(|e| (e.check.as_str(), e.incident.as_str()))
+            .collect()
+    }
+
+    /// The WARN RESOLVED events handed on, as (check, warn id).
+    fn warn_ended(&self) -> Vec<(&str, &str)> {
+        self.warn_ends
             .iter()
             .map(|e| (e.check.as_str(), e.incident.as_str()))
             .collect()
@@ -414,11 +426,33 @@ fn a_warning_never_pages_and_resolves_a_down() {
         ]
     );
     assert!(w.outbox[1].text.contains("warn: renewal looks stuck"));
+    let first = IncidentId::new("site", T0 + PROBE_EVERY);
+    // The probe that resolved the DOWN was `warn`, and opened a new episode.
+    let second = IncidentId::new("site", T0 + HOUR + 5 * MIN + PROBE_EVERY);
     assert_eq!(
         w.warned(),
-        [("site", IncidentId::new("site", T0 + PROBE_EVERY).as_str())],
-        "one WARN for the hour of warn; going down and back is the same episode"
+        [("site", first.as_str()), ("site", second.as_str())],
+        "a WARN for the hour of warn, another once the DOWN is over"
     );
+    assert_eq!(
+        w.warn_ended(),
+        [("site", first.as_str())],
+        "the DOWN superseded the first warn: one open thing per problem"
+    );
+    assert_eq!(w.warn_ends[0].latest.status, crate::outcome::Status::Down);
+    assert!(w.store["site"].warn.resolving.is_empty());
+}
+
+#[test]
+fn a_down_probe_that_opens_no_incident_keeps_the_warn_open() {
+    let mut w = World::new(T0);
+    w.checks(10 * MIN, |t| match t == T0 + 5 * MIN {
+        true => vec![refused("site", t)],
+        false => vec![overdue("site", t)],
+    });
+    assert!(w.outbox.is_empty());
+    assert_eq!(w.warns.len(), 1);
+    assert!(w.warn_ends.is_empty(), "one down probe supersedes nothing");
 }
 
 #[test]
@@ -440,10 +474,18 @@ fn a_warn_is_handed_on_once_per_episode_and_never_mailed() {
     w.checks(PROBE_EVERY, |t| vec![up("site", t)]);
     w.checks(5 * MIN, |t| vec![overdue("site", t)]);
     assert_eq!(w.warns.len(), 1);
-    // `recovery_threshold` good probes end it, silently.
-    w.checks(MIN, |t| vec![up("site", t)]);
+    // `recovery_threshold` good probes end it, and its end is handed on
+    // once (past the grouping window), never mailed.
+    w.checks(2 * MIN, |t| vec![up("site", t)]);
     assert!(w.store["site"].warn.episode.is_none());
-    assert_eq!(w.warns.len(), 1, "the end of a warn is not announced");
+    assert_eq!(w.warns.len(), 1);
+    assert_eq!(w.warn_ended(), [("site", first.as_str())]);
+    assert!(w.store["site"].warn.resolving.is_empty(), "nothing owed");
+    let end = &w.warn_ends[0];
+    assert_eq!(end.since, T0, "the warn's first probe");
+    assert!(end.resolved_at.is_some());
+    w.checks(HOUR, |t| vec![up("site", t)]);
+    assert_eq!(w.warn_ends.len(), 1, "resolved once");
     // The next warn streak is a new episode, with an id of its own.
     let crossing = w.now() + PROBE_EVERY;
     w.checks(5 * MIN, |t| vec![overdue("site", t)]);
@@ -507,6 +549,48 @@ fn a_silence_holds_the_warn_and_releases_it_while_still_warn() {
     assert!(w.warns[0].at >= T0 + HOUR);
     assert!(w.store["app"].warn.episode.is_none());
     assert!(w.outbox.is_empty());
+    assert!(
+        w.warn_ends.is_empty(),
+        "app's held WARN was never sent, so its end is not either"
+    );
+    // site's, sent once the silence ended, is closed when it recovers.
+    w.checks(5 * MIN, |t| vec![up("site", t), up("app", t)]);
+    assert_eq!(w.warn_ended(), [("site", w.warned()[0].1)]);
+}
+
+#[test]
+fn a_held_warn_that_recovers_is_never_resolved() {
+    let mut w = World::new(T0);
+    w.silences.push(Silence::new("site", HOUR, "", T0).unwrap());
+    w.checks(10 * MIN, |t| vec![overdue("site", t)]);
+    assert!(w.store["site"].warn_held());
+    w.checks(10 * MIN, |t| vec![up("site", t)]);
+    assert!(w.store["site"].warn.episode.is_none());
+    assert!(w.warns.is_empty() && w.warn_ends.is_empty() && w.outbox.is_empty());
+    assert!(w.store["site"].warn.resolving.is_empty());
+}
+
+#[test]
+fn a_warn_resolution_due_when_vigie_stopped_goes_out_once_after_the_restart() {
+    let mut w = World::new(T0);
+    w.checks(10 * MIN, |t| vec![overdue("site", t)]);
+    assert_eq!(w.warns.len(), 1);
+    // Two up probes end the episode at T0+10m30s; stop before the group
+    // window closes, with the WARN RESOLVED owed in the store.
+    w.checks(Duration::from_secs(40), |t| vec![up("site", t)]);
+    assert!(w.warn_ends.is_empty());
+    assert_eq!(w.store["site"].warn.resolving.len(), 1, "persisted as owed");
+    w.restart();
+    w.checks(5 * MIN, |t| vec![up("site", t)]);
+    assert_eq!(w.warn_ended(), [("site", w.warned()[0].1)]);
+    w.restart();
+    w.checks(HOUR, |t| vec![up("site", t)]);
+    assert_eq!(
+        w.warn_ends.len(),
+        1,
+        "a sent WARN RESOLVED is not sent again"
+    );
+    assert_eq!(w.warns.len(), 1);
 }
 
 #[test]

@@ -647,8 +647,13 @@ impl Alerter {
                 now,
             };
             let lost = self.claims.claim(mail).await;
-            for (event, message_id) in lost {
-                if let Some(state) = self.engine.mark_sent(&event, &message_id, now) {
+            for lost in lost {
+                let mut event = lost.event;
+                if let Some(fleet_id) = lost.adopt {
+                    self.engine.adopt_warn_id(&event, &fleet_id);
+                    event.incident = fleet_id;
+                }
+                if let Some(state) = self.engine.mark_sent(&event, &lost.message_id, now) {
                     self.save(&[state]);
                 }
             }
@@ -687,7 +692,7 @@ impl Alerter {
                 // A warn is never mailed, not even from memory. Its state
                 // is not held as sent either: the store still says it is
                 // due, so a restart queues it again.
-                Err(err) if notification.kind == EventKind::Warn => {
+                Err(err) if notification.kind.is_warn() => {
                     tracing::error!(error = %err, subject = %subject, "cannot write the warn's pushes to the outbox; they are not sent now");
                 }
                 Err(err) => {
@@ -840,11 +845,10 @@ mod tests {
 
     use super::*;
     use crate::alert::testing::{down, up, T0};
-    use crate::alert::Event;
     use crate::clock::TokioClock;
     use crate::outcome::Assertion;
     use crate::supervise::{Progress, Supervisor};
-    use crate::vantage::page_claims::ClaimFuture;
+    use crate::vantage::page_claims::{ClaimFuture, Lost};
 
     /// Thresholds 2/1, a reminder every 10 minutes, no grouping wait, one
     /// check.
@@ -873,11 +877,15 @@ mod tests {
             let events = &mut mail.notification.events;
             let mut claimed = self.claimed.lock().unwrap();
             claimed.extend(events.iter().map(|e| (e.check.clone(), e.kind)));
-            let lost: Vec<(Event, String)> = match self.peer_sends {
+            let lost: Vec<Lost> = match self.peer_sends {
                 false => Vec::new(),
                 true => std::mem::take(events)
                     .into_iter()
-                    .map(|e| (e, "<vigie.down.elsewhere@fra.example.com>".to_string()))
+                    .map(|event| Lost {
+                        event,
+                        message_id: "<vigie.down.elsewhere@fra.example.com>".to_string(),
+                        adopt: None,
+                    })
                     .collect(),
             };
             Box::pin(std::future::ready(lost))

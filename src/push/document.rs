@@ -42,6 +42,11 @@ pub struct PushEvent {
     pub status_page: Option<String>,
     /// Sent by `vigie test-notify`: nothing is down.
     pub test: bool,
+    /// About a warn episode rather than a DOWN incident: its WARN, or the
+    /// `resolved` that ends it (with the warn's `incident`). Absent in
+    /// documents stored before it existed, which were not.
+    #[serde(default)]
+    pub warn: bool,
     /// At least one, in the order they happened.
     pub checks: Vec<PushCheck>,
 }
@@ -62,7 +67,10 @@ impl PushKind {
         match kind {
             EventKind::Down => PushKind::Down,
             EventKind::Reminder => PushKind::Reminder,
-            EventKind::Resolved => PushKind::Resolved,
+            // The end of a warn closes it as a RESOLVED closes a DOWN (a
+            // receiver pairs them by `incident`); `PushEvent::warn` tells
+            // the two apart.
+            EventKind::Resolved | EventKind::WarnResolved => PushKind::Resolved,
             EventKind::Warn => PushKind::Warn,
         }
     }
@@ -84,6 +92,17 @@ impl PushKind {
             PushKind::Reminder => "STILL DOWN",
             PushKind::Resolved => "RESOLVED",
             PushKind::Warn => "WARN",
+        }
+    }
+}
+
+impl PushEvent {
+    /// The word a title starts with: the kind's, except that the end of
+    /// a warn reads `WARN RESOLVED` (it is not the end of a DOWN).
+    pub fn word(&self) -> &'static str {
+        match (self.event, self.warn) {
+            (PushKind::Resolved, true) => "WARN RESOLVED",
+            (kind, _) => kind.word(),
         }
     }
 }
@@ -140,20 +159,23 @@ impl PushEvent {
             summary: subject.trim_start_matches("[vigie] ").to_string(),
             status_page: public_url.map(Url::to_string),
             test: false,
+            warn: n.kind.is_warn(),
             checks: n.events.iter().map(|e| check(e, public_url)).collect(),
         }
     }
 }
 
 fn check(e: &Event, public_url: Option<&Url>) -> PushCheck {
-    let resolved = e.kind == EventKind::Resolved;
+    let resolved = matches!(e.kind, EventKind::Resolved | EventKind::WarnResolved);
     PushCheck {
         name: e.check.clone(),
         incident: e.incident.to_string(),
-        status: match (resolved, e.latest_unknown) {
-            (true, _) => "up".to_string(),
-            (false, true) => "unknown".to_string(),
-            (false, false) => e.latest.status.to_string(),
+        status: match (e.kind, e.latest_unknown) {
+            (EventKind::Resolved, _) => "up".to_string(),
+            // Up again, or down: an incident superseded it.
+            (EventKind::WarnResolved, _) => e.latest.status.to_string(),
+            (_, true) => "unknown".to_string(),
+            (_, false) => e.latest.status.to_string(),
         },
         labels: e.labels.clone(),
         reason: match resolved {

@@ -87,6 +87,7 @@ impl Ntfy<'_> {
         tags.extend(env.map(str::to_string));
         tags.extend(self.tags.iter().cloned());
         let message = match (&check.reason, event.event) {
+            (_, PushKind::Resolved) if event.warn => warn_ended(check),
             (_, PushKind::Resolved) => format!("{} is up again", check.name),
             (Some(reason), _) => reason.clone(),
             (None, _) => format!("{} is {}", check.name, check.status),
@@ -94,7 +95,7 @@ impl Ntfy<'_> {
         let publish = Publish {
             topic: &topic,
             message,
-            title: format!("{} {}", event.event.word(), check.name),
+            title: format!("{} {}", event.word(), check.name),
             priority: self.priority.of(event.event.event(), env),
             tags,
             click: check.page.as_deref(),
@@ -122,11 +123,9 @@ impl Ntfy<'_> {
                 })
             })
             .collect();
-        let first = events.iter().find_map(|e| {
-            e.checks
-                .first()
-                .map(|c| format!("{} {}", e.event.word(), c.name))
-        })?;
+        let first = events
+            .iter()
+            .find_map(|e| e.checks.first().map(|c| format!("{} {}", e.word(), c.name)))?;
         let title = match lines.len() {
             1 => first,
             n => format!("{first} and {} more", n - 1),
@@ -181,11 +180,21 @@ const DIGEST_REASON: usize = 120;
 /// `DOWN site: HTTP 503`, `RESOLVED site: up again`.
 fn digest_line(event: &PushEvent, check: &PushCheck) -> String {
     let what = match (&check.reason, event.event == PushKind::Resolved) {
+        (_, true) if event.warn => warn_ended(check),
         (_, true) => "up again".to_string(),
         (Some(reason), false) => reason.chars().take(DIGEST_REASON).collect(),
         (None, false) => check.status.clone(),
     };
-    format!("{} {}: {what}", event.event.word(), check.name)
+    format!("{} {}: {what}", event.word(), check.name)
+}
+
+/// The end of a warn in words: it is up again, or an incident superseded
+/// it (the DOWN has its own notification).
+fn warn_ended(check: &PushCheck) -> String {
+    match check.status.as_str() {
+        "down" => format!("{} no longer warns: superseded by DOWN", check.name),
+        _ => format!("{} no longer warns", check.name),
+    }
 }
 
 /// The `Authorization` header of `auth`.
@@ -234,6 +243,7 @@ mod tests {
             summary: String::new(),
             status_page: None,
             test: false,
+            warn: false,
             checks: checks
                 .iter()
                 .map(|(name, env)| PushCheck {

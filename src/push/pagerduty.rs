@@ -8,7 +8,7 @@
 //! A WARN (sent only where a route asks for `warn`) is a `trigger` of
 //! severity `warning` (not `critical`), its `dedup_key` the warn
 //! episode's id, so that PagerDuty's urgency rules can keep it from
-//! waking anyone.
+//! waking anyone; the end of the episode `resolve`s that key.
 
 use std::collections::BTreeMap;
 
@@ -75,8 +75,8 @@ fn request(url: &Url, routing_key: &str, event: &PushEvent, check: &PushCheck) -
     // A resolve needs no payload; a trigger's says what is down.
     let payload = (action == "trigger").then(|| {
         let summary = match &check.reason {
-            Some(reason) => format!("{} {}: {reason}", event.event.word(), check.name),
-            None => format!("{} {}", event.event.word(), check.name),
+            Some(reason) => format!("{} {}: {reason}", event.word(), check.name),
+            None => format!("{} {}", event.word(), check.name),
         };
         let mut custom_details = BTreeMap::from([
             ("target", serde_json::json!(check.target)),
@@ -133,4 +133,44 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::alert::testing::event;
+    use crate::alert::{EventKind, Notification};
+
+    fn document(kind: EventKind) -> PushEvent {
+        let mut e = event(kind, "site");
+        e.resolved_at = (kind == EventKind::WarnResolved).then_some(e.at);
+        let n = Notification {
+            kind,
+            to: e.to.clone(),
+            opened: e.at,
+            events: vec![e],
+        };
+        let at = datetime!(2026-12-01 07:00 UTC);
+        PushEvent::of(&n, "<id@h>", "[vigie] x", "node", None, at)
+    }
+
+    #[test]
+    fn the_end_of_a_warn_resolves_the_warns_dedup_key() {
+        let url = Url::parse("https://events.pagerduty.com/v2/enqueue").unwrap();
+        let body = |kind| {
+            let request = requests(&url, "key", &document(kind)).remove(0);
+            serde_json::from_slice::<serde_json::Value>(&request.body).unwrap()
+        };
+        let (warn, end) = (body(EventKind::Warn), body(EventKind::WarnResolved));
+        assert_eq!(warn["event_action"], "trigger");
+        assert_eq!(warn["payload"]["severity"], "warning");
+        assert_eq!(end["event_action"], "resolve");
+        assert_eq!(end["dedup_key"], warn["dedup_key"]);
+        let doc = document(EventKind::WarnResolved);
+        assert_eq!((doc.event, doc.warn), (PushKind::Resolved, true));
+        assert_eq!(doc.word(), "WARN RESOLVED");
+        assert!(!document(EventKind::Resolved).warn);
+    }
 }

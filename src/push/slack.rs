@@ -3,7 +3,8 @@
 //! fallback (what notifications show) and one `section` block per check.
 //! Incoming webhooks cannot thread, so a RESOLVED is a follow-up message
 //! that names the DOWN it closes by its time. A WARN reads like a DOWN
-//! (its summary starts with WARN): one line per check, the reason.
+//! (its summary starts with WARN): one line per check, the reason; its end
+//! is a follow-up in the same way ("no longer warns").
 
 use serde_json::json;
 use url::Url;
@@ -27,6 +28,11 @@ pub fn request(url: &Url, event: &PushEvent) -> Request {
             None => format!("`{}`", escape(&check.name)),
         };
         let line = match (event.event, &check.reason) {
+            (PushKind::Resolved, _) if event.warn => format!(
+                "{name} no longer warns (warn since {}; now {})",
+                when::second(check.since),
+                check.status
+            ),
             (PushKind::Resolved, _) => format!(
                 "{name} is up again (down since {})",
                 when::second(check.since)

@@ -28,6 +28,7 @@ pub fn test_event(node: &str, now: OffsetDateTime) -> PushEvent {
         summary: format!("TEST from vigie on {node}: nothing is down"),
         status_page: None,
         test: true,
+        warn: false,
         checks: vec![PushCheck {
             name: TEST_CHECK.to_string(),
             incident,

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use super::bucket::Coordinator;
 use super::claim::{claim, ClaimRequest, Claimed};
-use super::page_claims::{ClaimFuture, Claiming, NewClaims, PageClaims};
+use super::page_claims::{ClaimFuture, Claiming, Lost, NewClaims, PageClaims};
 use super::published::{self, LocalView, ViewStatus};
 use super::quorum::{
     silent_check, silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet,
@@ -27,7 +27,7 @@ use super::quorum::{
 use super::stats::VantageStats;
 use super::wanted::Wanted;
 use crate::alert::{
-    self, AlertState, EventKind, Hold, HoldCause, Notification, Observation, Snapshot,
+    self, AlertState, EventKind, Hold, HoldCause, IncidentId, Notification, Observation, Snapshot,
     NETWORK_CHECK,
 };
 use crate::clock::saturating_add;
@@ -112,6 +112,7 @@ impl BucketClaims {
             reminder: event.reminder,
             since: event.since,
             message_id,
+            incident: event.incident.as_str(),
             now,
         };
         match tokio::time::timeout(CLAIM_WITHIN, claim(&self.link.coordinator, &request)).await {
@@ -127,7 +128,7 @@ impl BucketClaims {
     /// After one claim fails, the others of this round are not tried (a
     /// bucket that hangs would otherwise hold the alerter for a timeout
     /// per event).
-    async fn claim_events(&mut self, mail: Claiming<'_>) -> Vec<(alert::Event, String)> {
+    async fn claim_events(&mut self, mail: Claiming<'_>) -> Vec<Lost> {
         let Claiming {
             notification,
             message_id: message_id_of,
@@ -141,11 +142,10 @@ impl BucketClaims {
         // The mail's Message-ID is its first kept event's.
         let mut group_id: Option<String> = None;
         for mut event in std::mem::take(&mut notification.events) {
-            // vigie's own network is this node's alone. So is a warn:
-            // the fleet's claims are about incidents (a warn is not one,
-            // and has no mail to share), and each vantage that sees a
-            // check warn pushes its own WARN.
-            if event.check == NETWORK_CHECK || event.kind == EventKind::Warn {
+            // vigie's own network is this node's alone. A warn and its end
+            // are claimed like a DOWN and its RESOLVED, under a pointer of
+            // their own (`claim.rs`), so that one vantage pushes each.
+            if event.check == NETWORK_CHECK {
                 kept.push(event);
                 continue;
             }
@@ -171,9 +171,24 @@ impl BucketClaims {
                     by,
                     message_id,
                     name,
+                    incident,
                 }) => {
                     tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
-                    lost.push((event.clone(), message_id));
+                    // A warn episode takes the winner's id, which its WARN
+                    // was pushed under; an incident keeps its own (its
+                    // mails thread by Message-ID instead).
+                    let adopt = (event.kind == EventKind::Warn
+                        && !incident.is_empty()
+                        && incident != event.incident.as_str())
+                    .then(|| IncidentId::from_fleet(incident));
+                    lost.push(Lost {
+                        event: event.clone(),
+                        message_id,
+                        adopt: adopt.clone(),
+                    });
+                    if let Some(id) = adopt {
+                        event.incident = id;
+                    }
                     self.unbacked.push(Unbacked {
                         event,
                         by,
@@ -225,6 +240,7 @@ impl PageClaims for BucketClaims {
         let changed = {
             let mut view = self.link.local.lock().unwrap_or_else(|p| p.into_inner());
             let before = view.get(&outcome.name).map(|c| c.status);
+            let before_warning = view.get(&outcome.name).is_some_and(|c| c.warning);
             published::record(
                 &mut view,
                 &outcome.name,
@@ -234,7 +250,14 @@ impl PageClaims for BucketClaims {
                 outcome.first_failure().map(|f| f.message.as_str()),
                 state.is_firing(),
             );
+            let warning = state.warn.episode.is_some();
+            if let Some(check) = view.get_mut(&outcome.name) {
+                check.warning = warning;
+            }
+            // A change of warn episode is published at once too: the
+            // others check a claim of its WARN against it.
             before.is_none_or(|b| (b == ViewStatus::Down) != (status == ViewStatus::Down))
+                || warning != before_warning
         };
         if changed {
             self.link.wanted.publish_now();
@@ -369,7 +392,11 @@ impl PageClaims for BucketClaims {
             let backed = BackedClaim {
                 check: &claim.event.check,
                 name: &claim.name,
-                resolved: claim.event.kind == EventKind::Resolved,
+                resolved: matches!(
+                    claim.event.kind,
+                    EventKind::Resolved | EventKind::WarnResolved
+                ),
+                warn: claim.event.kind.is_warn(),
                 claimed_at: claim.claimed_at,
             };
             if fleet.backs_claim(&claim.by, &backed, now) {
@@ -422,8 +449,8 @@ fn coordinates(fleet: &Fleet) -> bool {
 /// What the vantages say about `event` for its mail; `None` for vigie's
 /// own pseudo-checks.
 fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Option<String> {
-    // A warn is this node's own (see `claim`).
-    if event.check.starts_with("vigie:") || event.kind == EventKind::Warn {
+    // A warn never waits for the fleet, and its pushes carry no words.
+    if event.check.starts_with("vigie:") || event.kind.is_warn() {
         return None;
     }
     let judgment = fleet.judge(&event.check, event.kind != EventKind::Resolved, now);
@@ -433,6 +460,8 @@ fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Opti
         }
         EventKind::Down | EventKind::Reminder => judgment.unconfirmed_down(),
         EventKind::Resolved if judgment.confirms_up() => judgment.confirmed_up(),
-        EventKind::Resolved | EventKind::Warn => judgment.unconfirmed_up(),
+        EventKind::Resolved | EventKind::Warn | EventKind::WarnResolved => {
+            judgment.unconfirmed_up()
+        }
     })
 }

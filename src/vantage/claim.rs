@@ -9,6 +9,12 @@
 //!   `resolved`) is created with `If-None-Match: *` before that mail is
 //!   sent. The node whose create succeeds sends; the others record the
 //!   winner and its Message-ID (their later mails thread under it).
+//! - A warn episode is claimed the same way, beside the incidents but apart
+//!   from them: its own pointer, `<prefix>/incidents/<check>/warn.json`,
+//!   names the fleet's current warn episode, and its events are `warn` and
+//!   `warn-resolved` (the end of a warn whose WARN was sent). So one node
+//!   pushes each WARN and each end of one, and a DOWN never adopts a warn's
+//!   key nor a warn a DOWN's.
 //!
 //! The key is the first failed probe of the incident as the opening node
 //! saw it (`20261201T071230Z`): the same on every node because only one
@@ -42,6 +48,9 @@ pub struct ClaimRequest<'a> {
     pub since: OffsetDateTime,
     /// The Message-ID the mail will have if this node sends it.
     pub message_id: &'a str,
+    /// This node's id of the incident or warn episode (what its pushes
+    /// carry as `incident`).
+    pub incident: &'a str,
     pub now: OffsetDateTime,
 }
 
@@ -58,6 +67,9 @@ pub enum Claimed {
         /// The claim's name in the bucket, which `by`'s state lists if it
         /// really sent it.
         name: String,
+        /// `by`'s id of the incident or warn episode; empty from a node
+        /// that predates it.
+        incident: String,
     },
 }
 
@@ -77,6 +89,10 @@ struct Pointer {
 struct ClaimBody {
     node: String,
     message_id: String,
+    /// The claimant's id of what it claims (a warn episode's is adopted
+    /// by the others). Absent from claims written before it.
+    #[serde(default)]
+    incident: String,
     #[serde(with = "time::serde::rfc3339")]
     at: OffsetDateTime,
 }
@@ -96,6 +112,7 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
     let body = ClaimBody {
         node: c.node().to_string(),
         message_id: request.message_id.to_string(),
+        incident: request.incident.to_string(),
         at: request.now,
     };
     let mut claimed = Claimed::Won { key: key.clone() };
@@ -115,6 +132,7 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
                         by: value.node,
                         message_id: value.message_id,
                         name: name.clone(),
+                        incident: value.incident,
                     };
                 }
                 Signed::Refused { version, .. } if round == 0 => {
@@ -131,7 +149,7 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
     if let Claimed::Won { .. } = claimed {
         c.won(&name);
     }
-    if request.kind == EventKind::Resolved {
+    if matches!(request.kind, EventKind::Resolved | EventKind::WarnResolved) {
         close(c, request, &key).await?;
     }
     Ok(claimed)
@@ -148,17 +166,30 @@ fn event_name(kind: EventKind, reminder: u32) -> String {
         EventKind::Reminder => format!("reminder-{reminder}"),
         EventKind::Resolved => "resolved".to_string(),
         EventKind::Warn => "warn".to_string(),
+        EventKind::WarnResolved => "warn-resolved".to_string(),
     }
 }
 
-fn pointer_name(c: &Coordinator, check: &str) -> String {
-    format!("{}/current.json", c.incident_dir(check))
+/// The pointer `kind` is about: the check's incident, or its warn episode.
+fn pointer_name(c: &Coordinator, check: &str, kind: EventKind) -> String {
+    match kind.is_warn() {
+        true => format!("{}/warn.json", c.incident_dir(check)),
+        false => format!("{}/current.json", c.incident_dir(check)),
+    }
+}
+
+/// The claim that closes what `kind` is about.
+fn closing_name(kind: EventKind) -> &'static str {
+    match kind.is_warn() {
+        true => "warn-resolved",
+        false => "resolved",
+    }
 }
 
 /// The fleet's key for the incident `request` is about: the open one, or
 /// a new one this node opens.
 async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String, ReplicateError> {
-    let name = pointer_name(c, request.check);
+    let name = pointer_name(c, request.check, request.kind);
     for _ in 0..CAS_ROUNDS {
         // A refused pointer is as good as none, but is replaced with
         // If-Match (its version), like a real one.
@@ -174,7 +205,7 @@ async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String
             let adopt = match request.kind {
                 // A reminder or RESOLVED is about the incident the fleet
                 // announced, closed or not.
-                EventKind::Reminder | EventKind::Resolved => true,
+                EventKind::Reminder | EventKind::Resolved | EventKind::WarnResolved => true,
                 EventKind::Down | EventKind::Warn => {
                     pointer.open && !resolved(c, request, &pointer.key).await?
                 }
@@ -211,14 +242,18 @@ async fn fleet_key(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<String
     })
 }
 
-/// A RESOLVED claimed (and signed) for `key`: a forged one does not close
-/// an incident.
+/// A RESOLVED (of a warn: a `warn-resolved`) claimed (and signed) for
+/// `key`: a forged one does not close an incident.
 async fn resolved(
     c: &Coordinator,
     request: &ClaimRequest<'_>,
     key: &str,
 ) -> Result<bool, ReplicateError> {
-    let name = format!("{}/{key}/resolved", c.incident_dir(request.check));
+    let name = format!(
+        "{}/{key}/{}",
+        c.incident_dir(request.check),
+        closing_name(request.kind)
+    );
     let read = c
         .read_claim(&name, request.now, |b: &ClaimBody| &b.node)
         .await?;
@@ -231,7 +266,7 @@ async fn close(
     request: &ClaimRequest<'_>,
     key: &str,
 ) -> Result<(), ReplicateError> {
-    let name = pointer_name(c, request.check);
+    let name = pointer_name(c, request.check, request.kind);
     for _ in 0..CAS_ROUNDS {
         let read = c
             .read_claim(&name, request.now, |p: &Pointer| &p.written_by)
@@ -267,5 +302,7 @@ mod tests {
         assert_eq!(event_name(EventKind::Down, 0), "down");
         assert_eq!(event_name(EventKind::Reminder, 2), "reminder-2");
         assert_eq!(event_name(EventKind::Resolved, 0), "resolved");
+        assert_eq!(event_name(EventKind::Warn, 0), "warn");
+        assert_eq!(event_name(EventKind::WarnResolved, 0), "warn-resolved");
     }
 }

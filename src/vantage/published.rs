@@ -43,6 +43,7 @@ pub fn record(
             last_probe: probed,
             failure: failure.map(str::to_string),
             firing,
+            warning: false,
         },
     );
 }
@@ -67,6 +68,7 @@ pub fn configured<'a>(
             last_probe: now,
             failure: None,
             firing: false,
+            warning: false,
         });
     }
 }
@@ -116,6 +118,11 @@ pub struct CheckView {
     /// Its failure threshold is crossed on this node.
     #[serde(default)]
     pub firing: bool,
+    /// A warn episode is open on this node (what backs its claim of a
+    /// `warn`, as `firing` backs a `down`). Absent from states written
+    /// before it: read as none.
+    #[serde(default)]
+    pub warning: bool,
 }
 
 /// A check's status as a vantage reports it.
@@ -205,6 +212,7 @@ mod tests {
                     last_probe: at,
                     failure: Some("HTTP 503".into()),
                     firing: true,
+                    warning: false,
                 },
             )]),
             claims: vec!["incidents/site/20261201T071230Z/down".into()],

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::published::{NodeState, ViewStatus};
+use super::published::{CheckView, NodeState, ViewStatus};
 use crate::alert::{Hold, HoldCause};
 use crate::clock::saturating_sub;
 use crate::when::minute;
@@ -222,7 +222,13 @@ impl Fleet {
             .iter()
             .any(|c| claim.name.ends_with(c.as_str()));
         let view = state.checks.get(claim.check);
-        listed || view.is_some_and(|v| v.firing != claim.resolved)
+        // A warn's claim is backed by the warn episode, as an incident's
+        // is by its firing.
+        let open = |v: &CheckView| match claim.warn {
+            true => v.warning,
+            false => v.firing,
+        };
+        listed || view.is_some_and(|v| open(v) != claim.resolved)
     }
 }
 
@@ -234,6 +240,9 @@ pub struct BackedClaim<'a> {
     pub name: &'a str,
     /// A RESOLVED (backed by the incident being over there).
     pub resolved: bool,
+    /// About a warn episode (`warn`, `warn-resolved`): backed by the
+    /// peer's `warning` rather than its `firing`.
+    pub warn: bool,
     pub claimed_at: OffsetDateTime,
 }
 
@@ -349,7 +358,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::vantage::published::{CheckView, NodeHealth};
+    use crate::vantage::published::NodeHealth;
 
     const STALE: Duration = Duration::from_secs(60);
 
@@ -375,6 +384,7 @@ mod tests {
                         last_probe: t(at),
                         failure: None,
                         firing: false,
+                        warning: false,
                     };
                     (name.to_string(), view)
                 })
@@ -408,7 +418,7 @@ mod tests {
         }
     }
 
-    use ViewStatus::{Down, Unknown, Up};
+    use ViewStatus::{Down, Unknown, Up, Warn};
 
     #[test]
     fn down_from_one_vantage_of_three_is_not_confirmed() {
@@ -571,6 +581,7 @@ mod tests {
             check,
             name: "v/incidents/site/K/down",
             resolved,
+            warn: false,
             claimed_at: t(at),
         };
         assert!(f.backs_claim("fra", &claim("site", false, 5), t(11)));
@@ -593,6 +604,27 @@ mod tests {
             unbacked_claim_words("fra", "eu-par"),
             "claimed by fra, not confirmed by fra's state: sent from eu-par"
         );
+    }
+
+    #[test]
+    fn a_warn_s_claim_is_backed_by_the_claimant_s_warn_episode_not_its_firing() {
+        let mut f = fleet(vec![peer("fra", 10, &[("site", Warn)])]);
+        let claim = |resolved| BackedClaim {
+            check: "site",
+            name: "v/incidents/site/K/warn",
+            resolved,
+            warn: true,
+            claimed_at: t(5),
+        };
+        assert!(!f.backs_claim("fra", &claim(false), t(11)), "no episode");
+        assert!(f.backs_claim("fra", &claim(true), t(11)), "over there");
+        Arc::make_mut(f.peers[0].state.as_mut().unwrap())
+            .checks
+            .get_mut("site")
+            .unwrap()
+            .warning = true;
+        assert!(f.backs_claim("fra", &claim(false), t(11)));
+        assert!(!f.backs_claim("fra", &claim(true), t(11)), "still warning");
     }
 
     #[test]

@@ -59,6 +59,7 @@ impl World {
                 last_probe: self.now,
                 failure: None,
                 firing: false,
+                warning: false,
             };
             peer.modified = Some(self.now);
             peer.fetched_at = Some(self.now);

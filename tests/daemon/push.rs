@@ -648,21 +648,40 @@ async fn a_spent_ntfy_quota_pauses_the_channel_for_the_day_and_the_mail_says_so(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_renewal_overdue_warns_once_where_a_route_asks_for_warn_and_never_by_mail() {
+    use crate::common::gate::Gate;
     use crate::common::pki::{issue, LeafSpec, HOST};
     use crate::common::servers::TlsOpts;
 
     let smtp = SmtpServer::start(SmtpOpts::plain());
+    let ok = || -> crate::common::servers::Handler {
+        std::sync::Arc::new(|_| (200, vec![], "ok".to_string()))
+    };
     // 10 days left of 90: under a quarter, above the 7 critical days.
     let target = TlsServer::start_with(
         &issue(&LeafSpec::new([HOST]).days_left(10)),
         TlsOpts::default(),
-        std::sync::Arc::new(|_| (200, vec![], "ok".to_string())),
+        ok(),
     );
+    // The renewal, served once the gate points to it.
+    let renewed = TlsServer::start_with(
+        &issue(&LeafSpec::new([HOST]).days_left(80)),
+        TlsOpts::default(),
+        ok(),
+    );
+    let gate = Gate::start(target.addr).await;
     let whsec = whsec_for_test();
     let asks = WebhookReceiver::start(&whsec);
     let other = WebhookReceiver::start(&whsec);
     let pagerduty = PagerDutyEvents::start();
     let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
+    env.write_checks(
+        "checks.toml",
+        &check_toml(
+            "site",
+            &format!("https://{HOST}:{}/site", gate.addr.port()),
+            "every = \"1s\"\ntimeout = \"5s\"\nlabels = { env = \"prod\" }\n[check.expect]\nstatus = [200]",
+        ),
+    );
     let secret = env.write_secret("hook.secret", &whsec);
     let key = env.write_secret("pd.key", "0123456789abcdef0123456789abcdef");
     env.append_config(&webhook_channel("asks", &asks, &secret, ""));
@@ -712,5 +731,38 @@ async fn a_renewal_overdue_warns_once_where_a_route_asks_for_warn_and_never_by_m
     );
     assert!(other.deliveries().is_empty(), "{:?}", events(&other));
     assert_eq!(smtp.count(), 0, "{:?}", subjects(&smtp));
+
+    // The certificate is renewed: the episode ends after
+    // `recovery_threshold` good probes, and what its WARN opened is closed
+    // where it was opened, once.
+    gate.point_to(renewed.addr);
+    asks.wait_for_answers(2, PUSH).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let delivered = asks.deliveries();
+    assert_eq!(delivered.len(), 2, "{:?}", events(&asks));
+    let end = &delivered[1].body;
+    assert_eq!(end["event"], "resolved", "{end}");
+    assert_eq!(end["warn"], true, "the end of a warn, not of a DOWN: {end}");
+    assert_eq!(
+        end["incident"], warn["incident"],
+        "paired by the key: {end}"
+    );
+    assert_eq!(end["checks"][0]["status"], "up", "{end}");
+    assert!(end["checks"][0]["resolved_at"].is_string(), "{end}");
+    assert!(
+        delivered[1].id.starts_with("vigie.warn-resolved.site_"),
+        "{}",
+        delivered[1].id
+    );
+    poll(PUSH, "the PagerDuty incident resolved", async || {
+        let incidents = pagerduty.incidents();
+        match incidents.as_slice() {
+            [one] if one.state == IncidentState::Resolved => Ok(()),
+            _ => Err(format!("{incidents:?}")),
+        }
+    })
+    .await;
+    assert!(other.deliveries().is_empty(), "{:?}", events(&other));
+    assert_eq!(smtp.count(), 0, "never a mail: {:?}", subjects(&smtp));
     daemon.stop(STOP).await;
 }

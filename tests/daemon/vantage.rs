@@ -192,6 +192,87 @@ async fn two_vantages_racing_on_the_same_incident_twenty_times_never_send_two_ma
     fleet.stop().await;
 }
 
+/// A warn and its end are claimed like a DOWN and its RESOLVED: both
+/// vantages see the certificate's renewal overdue, then renewed, and the
+/// webhook that asks for warns hears each once.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_vantages_seeing_the_same_warn_push_it_and_its_end_once() {
+    use crate::common::pki::{issue, LeafSpec};
+    use crate::common::servers::{TlsOpts, TlsServer};
+
+    let whsec = whsec_for_test();
+    let hook = WebhookReceiver::start(&whsec);
+    let secrets = tempfile::tempdir().unwrap();
+    let secret = secrets.path().join("hook.secret");
+    std::fs::write(&secret, &whsec).unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let channel = format!(
+        "[[notify]]\nname = \"hooks\"\nkind = \"webhook\"\nurl = \"{}\"\nallow_private = true\nsecret_file = {:?}\n\
+         [[route]]\nevents = [\"warn\"]\nnotify = [\"hooks\"]\n",
+        hook.url(),
+        secret.display().to_string()
+    );
+    let spec = Spec {
+        alerting: ALERTING,
+        vantage: Some(QUICK_VANTAGE),
+        checks: &crate::common::vantage::site,
+        extra: &channel,
+    };
+    let fleet = Fleet::start_with(&["eu-par", "fra"], &spec).await;
+    // 10 days left of 90: the renewal is overdue, a warn.
+    let overdue = TlsServer::start_leaf(
+        &issue(&LeafSpec::new(["localhost"]).days_left(10)),
+        TlsOpts::default(),
+    );
+    let renewed = TlsServer::start_leaf(
+        &issue(&LeafSpec::new(["localhost"]).days_left(80)),
+        TlsOpts::default(),
+    );
+    for node in &fleet.nodes {
+        node.gate.point_to(overdue.addr);
+    }
+    hook.wait_for_answers(1, MAIL).await;
+    // Past `stale_after`: a claim the loser could not back would have
+    // gone out a second time by now.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let pushed = hook.deliveries();
+    assert_eq!(
+        pushed.len(),
+        1,
+        "one WARN for the fleet: {:?}",
+        pushed.iter().map(|d| &d.id).collect::<Vec<_>>()
+    );
+    let warn = &pushed[0].body;
+    assert_eq!(warn["event"], "warn", "{warn}");
+
+    for node in &fleet.nodes {
+        node.gate.point_to(renewed.addr);
+    }
+    hook.wait_for_answers(2, MAIL).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let pushed = hook.deliveries();
+    assert_eq!(
+        (pushed.len(), hook.distinct_ids().len()),
+        (2, 2),
+        "one WARN and one end of it: {:?}",
+        pushed.iter().map(|d| &d.id).collect::<Vec<_>>()
+    );
+    let end = &pushed[1].body;
+    assert_eq!(
+        (&end["event"], &end["warn"]),
+        (&serde_json::json!("resolved"), &serde_json::json!(true)),
+        "{end}"
+    );
+    assert_eq!(end["incident"], warn["incident"], "{end}");
+    assert_eq!(
+        fleet.smtp.count(),
+        0,
+        "a warn is never mailed: {:?}",
+        subjects(&fleet.smtp.received())
+    );
+    fleet.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_vantage_killed_is_paged_once_as_silent_and_resolved_when_back() {
     let mut fleet = Fleet::start(&["eu-par", "eu-ams", "fra"], ALERTING).await;

@@ -39,6 +39,7 @@ fn down(id: &str, checks: &[&str]) -> PushEvent {
         summary: format!("DOWN {}", checks.join(", ")),
         status_page: None,
         test: false,
+        warn: false,
         checks: checks
             .iter()
             .map(|name| PushCheck {
