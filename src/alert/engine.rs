@@ -202,11 +202,11 @@ impl Engine {
         Some(s.clone())
     }
 
-    /// Renames `event`'s warn episode to `fleet_id`, the id another
-    /// vantage pushed its WARN under (see [`state::adopt_warn_id`]).
-    pub fn adopt_warn_id(&mut self, event: &Event, fleet_id: &IncidentId) {
+    /// Renames `event`'s incident or warn episode to `fleet_id`, the id
+    /// another vantage pushed it under (see [`state::adopt_fleet_id`]).
+    pub fn adopt_fleet_id(&mut self, event: &Event, fleet_id: &IncidentId) {
         if let Some(s) = self.states.get_mut(&event.check) {
-            state::adopt_warn_id(s, &event.incident, fleet_id);
+            state::adopt_fleet_id(s, &event.incident, fleet_id);
         }
     }
 

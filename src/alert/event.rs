@@ -49,7 +49,7 @@ impl IncidentId {
     }
 
     /// An id another vantage wrote in its claim, taken as it is: what
-    /// that node pushed its WARN under.
+    /// that node pushed its DOWN or WARN under.
     pub fn from_fleet(id: String) -> Self {
         Self(id)
     }

@@ -458,11 +458,17 @@ pub fn mark_sent(
     state
 }
 
-/// Renames the warn episode `local` to `fleet_id`: another vantage won
-/// its WARN's claim and pushed it under its own id, which the end of the
-/// episode must carry to close what the WARN opened. Any other episode is
-/// left as it is; the caller then marks the WARN sent under `fleet_id`.
-pub fn adopt_warn_id(state: &mut AlertState, local: &IncidentId, fleet_id: &IncidentId) {
+/// Renames the incident or warn episode `local` to `fleet_id`: another
+/// vantage won the claim of its DOWN, reminder or WARN and pushed it under
+/// its own id, which every later push about it (the RESOLVED above all,
+/// whichever node sends it) must carry to close what was opened: the
+/// PagerDuty `dedup_key`, the ntfy sequence id, the webhook's `incident`.
+/// Anything else is left as it is; the caller then marks the event sent
+/// under `fleet_id`.
+pub fn adopt_fleet_id(state: &mut AlertState, local: &IncidentId, fleet_id: &IncidentId) {
+    if let Some(incident) = state.incident.as_mut().filter(|i| &i.id == local) {
+        incident.id = fleet_id.clone();
+    }
     if let Some(episode) = state.warn.episode.as_mut().filter(|e| &e.id == local) {
         episode.id = fleet_id.clone();
     }

@@ -650,7 +650,7 @@ impl Alerter {
             for lost in lost {
                 let mut event = lost.event;
                 if let Some(fleet_id) = lost.adopt {
-                    self.engine.adopt_warn_id(&event, &fleet_id);
+                    self.engine.adopt_fleet_id(&event, &fleet_id);
                     event.incident = fleet_id;
                 }
                 if let Some(state) = self.engine.mark_sent(&event, &lost.message_id, now) {

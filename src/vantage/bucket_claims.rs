@@ -174,13 +174,18 @@ impl BucketClaims {
                     incident,
                 }) => {
                     tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
-                    // A warn episode takes the winner's id, which its WARN
-                    // was pushed under; an incident keeps its own (its
-                    // mails thread by Message-ID instead).
-                    let adopt = (event.kind == EventKind::Warn
-                        && !incident.is_empty()
-                        && incident != event.incident.as_str())
-                    .then(|| IncidentId::from_fleet(incident));
+                    // An incident or a warn episode takes the id of the
+                    // node that won its opening (or a reminder), which its
+                    // pushes carried: the end, whichever node sends it,
+                    // closes that key. A RESOLVED needs nothing: the
+                    // incident ends with it.
+                    let opens = matches!(
+                        event.kind,
+                        EventKind::Down | EventKind::Reminder | EventKind::Warn
+                    );
+                    let adopt =
+                        (opens && !incident.is_empty() && incident != event.incident.as_str())
+                            .then(|| IncidentId::from_fleet(incident));
                     lost.push(Lost {
                         event: event.clone(),
                         message_id,
