@@ -204,9 +204,11 @@ impl Engine {
 
     /// Renames `event`'s incident or warn episode to `fleet_id`, the id
     /// another vantage pushed it under (see [`state::adopt_fleet_id`]).
-    pub fn adopt_fleet_id(&mut self, event: &Event, fleet_id: &IncidentId) {
-        if let Some(s) = self.states.get_mut(&event.check) {
-            state::adopt_fleet_id(s, &event.incident, fleet_id);
+    /// Returns whether it was renamed.
+    pub fn adopt_fleet_id(&mut self, event: &Event, fleet_id: &IncidentId) -> bool {
+        match self.states.get_mut(&event.check) {
+            Some(s) => state::adopt_fleet_id(s, &event.incident, fleet_id),
+            None => false,
         }
     }
 

@@ -57,6 +57,13 @@ impl IncidentId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// When the threshold was crossed, as the id says it (`None` for an id
+    /// not in vigie's form).
+    pub fn fired_at(&self) -> Option<OffsetDateTime> {
+        let (_, at) = self.0.rsplit_once('@')?;
+        OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
+    }
 }
 
 impl fmt::Display for IncidentId {

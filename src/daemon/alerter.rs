@@ -650,8 +650,9 @@ impl Alerter {
             for lost in lost {
                 let mut event = lost.event;
                 if let Some(fleet_id) = lost.adopt {
-                    self.engine.adopt_fleet_id(&event, &fleet_id);
-                    event.incident = fleet_id;
+                    if self.engine.adopt_fleet_id(&event, &fleet_id) {
+                        event.incident = fleet_id;
+                    }
                 }
                 if let Some(state) = self.engine.mark_sent(&event, &lost.message_id, now) {
                     self.save(&[state]);
