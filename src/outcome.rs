@@ -35,12 +35,16 @@ pub struct Outcome {
     pub http: Option<HttpReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsReport>,
+    // The reports of the other kinds are boxed: inline, they were 816 of
+    // an outcome's 1,408 bytes whatever its kind, and the daemon keeps the
+    // latest outcome of every check (heaptrack at 10,000 checks: 13.6 MiB
+    // of `Arc<Outcome>`s). The JSON is the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cors: Option<CorsReport>,
+    pub cors: Option<Box<CorsReport>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<DnsReport>,
+    pub dns: Option<Box<DnsReport>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upload: Option<UploadReport>,
+    pub upload: Option<Box<UploadReport>>,
 }
 
 impl Outcome {
@@ -720,5 +724,23 @@ impl VerifyError {
             | VerifyError::UnknownIssuer { .. }
             | VerifyError::Other { .. } => Assertion::TlsTrusted,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The daemon keeps the latest outcome of every check: the reports
+    /// only some kinds fill stay out of line, so an HTTP check's outcome
+    /// does not carry the room of a CORS, DNS and upload report.
+    #[test]
+    fn an_outcome_keeps_the_reports_of_other_kinds_out_of_line() {
+        let inline = std::mem::size_of::<Outcome>();
+        let reports = std::mem::size_of::<CorsReport>()
+            + std::mem::size_of::<DnsReport>()
+            + std::mem::size_of::<UploadReport>();
+        assert!(inline < 700, "an Outcome is {inline} bytes");
+        assert!(inline < reports, "{inline} bytes against {reports}");
     }
 }

@@ -481,10 +481,21 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
         if checks.is_empty() && !diag.has_errors() {
             no_checks(&src, &raw, &config.checks_dir, &skipped, &mut diag);
         }
-        config.checks = checks.into_iter().map(std::sync::Arc::new).collect();
+        config.checks = share(checks);
     }
     config.warnings = diag.take_warnings();
     diag.finish(config)
+}
+
+/// The checks, each behind its `Arc` (the scheduler shares them). Collected
+/// in place, the vector of `Arc`s would keep the buffer of the `Check`s it
+/// was collected from (744 bytes a check, 7 MiB at 10,000 checks, for the
+/// daemon's whole run: heaptrack), so it is shrunk to its length.
+fn share(checks: Vec<Check>) -> Vec<std::sync::Arc<Check>> {
+    let mut shared: Vec<std::sync::Arc<Check>> =
+        checks.into_iter().map(std::sync::Arc::new).collect();
+    shared.shrink_to_fit();
+    shared
 }
 
 /// Parses one checks file's text, as if it were the only one; for tests and
@@ -742,6 +753,18 @@ mod tests {
         assert!(config.maintenance.is_empty());
         assert_eq!(config.checks.len(), 1);
         assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    }
+
+    /// The loaded checks hold no room for the `Check`s they came from.
+    #[test]
+    fn the_shared_checks_keep_no_buffer_of_the_parsed_ones() {
+        let text: String = (0..100)
+            .map(|n| format!("[[check]]\nname = \"site-{n}\"\nkind = \"http\"\nurl = \"https://example.com/{n}\"\n"))
+            .collect();
+        let dir = dir_with_checks(&[("sites.toml", &text)]);
+        let config = load_str(&dir.path().join("config.toml"), PAGES_ONCALL).unwrap();
+        assert_eq!(config.checks.len(), 100);
+        assert_eq!(config.checks.capacity(), 100);
     }
 
     #[test]

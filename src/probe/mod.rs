@@ -103,9 +103,9 @@ impl Prober {
         let mut probe_error = None;
         match facts {
             Ok(Facts::Http(report)) => http = Some(report),
-            Ok(Facts::Cors(report)) => cors = Some(report),
-            Ok(Facts::Dns(report)) => dns = Some(report),
-            Ok(Facts::Upload(report)) => upload = Some(report),
+            Ok(Facts::Cors(report)) => cors = Some(Box::new(report)),
+            Ok(Facts::Dns(report)) => dns = Some(Box::new(report)),
+            Ok(Facts::Upload(report)) => upload = Some(Box::new(report)),
             Err(err) => probe_error = Some(bounded(err)),
         }
         Outcome {

@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 use super::backend::{as_stored, Store};
 use super::error::StoreError;
 use super::format::keys::{bound_millis, key_millis};
-use super::rollup::{self, bucket_swept, Granularity, Rollup, Sample, ServedLeaf};
+use super::rollup::{bucket_swept, Granularity, Rollup, Sample, ServedLeaf, Timeline};
 use crate::outcome::Outcome;
 
 /// Everything kept of one check.
@@ -26,7 +26,7 @@ struct Check {
     /// Rollups by granularity, then bucket start millis.
     rollups: BTreeMap<(Granularity, u64), Rollup>,
     /// The timeline by fingerprint.
-    leaves: BTreeMap<String, ServedLeaf>,
+    leaves: Timeline,
 }
 
 /// Checks by name.
@@ -56,7 +56,7 @@ impl Store for MemoryStore {
         let sample = Sample::of(&stored);
         let mut checks = self.checks();
         let check = checks.entry(outcome.name.clone()).or_default();
-        rollup::observe_outcome(&mut check.leaves, &stored);
+        check.leaves.observe(&stored);
         let replaced = check.results.insert(millis, stored);
         for granularity in Granularity::ALL {
             let start = granularity.start_of(millis);
@@ -150,12 +150,10 @@ impl Store for MemoryStore {
 
     fn certificates(&self, name: &str) -> Result<Vec<ServedLeaf>, StoreError> {
         let checks = self.checks();
-        let mut leaves: Vec<ServedLeaf> = checks
+        Ok(checks
             .get(name)
-            .map(|check| check.leaves.values().cloned().collect())
-            .unwrap_or_default();
-        rollup::sort_timeline(&mut leaves);
-        Ok(leaves)
+            .map(|check| check.leaves.sorted())
+            .unwrap_or_default())
     }
 
     fn sweep_rollups(
@@ -174,9 +172,7 @@ impl Store for MemoryStore {
                 };
                 !bucket_swept(granularity, start, cutoff)
             });
-            check
-                .leaves
-                .retain(|_, leaf| leaf.last_seen_millis() >= days);
+            check.leaves.retain(|leaf| leaf.last_seen_millis() >= days);
             removed += (before - check.rollups.len() - check.leaves.len()) as u64;
         }
         Ok(removed)

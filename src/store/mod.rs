@@ -200,7 +200,7 @@ pub(crate) mod contract {
         chain[1].days_left = 40_000;
         chain[1].not_before = datetime!(2024-03-13 00:00:00.5 +02:00);
         chain[1].lifetime_hours = (chain[1].not_after - chain[1].not_before).whole_hours();
-        outcome.cors = Some(CorsReport {
+        outcome.cors = Some(Box::new(CorsReport {
             preflight_status: 403,
             allow_origin: Some("*".to_string()),
             allow_methods: vec!["GET".to_string(), "PUT".to_string()],
@@ -223,8 +223,8 @@ pub(crate) mod contract {
                     allow_origin: None,
                 },
             ],
-        });
-        outcome.dns = Some(crate::outcome::DnsReport {
+        }));
+        outcome.dns = Some(Box::new(crate::outcome::DnsReport {
             query: "_acme-challenge.example.com.".to_string(),
             resolvers: vec!["127.0.0.1:5353".to_string(), "[::1]:53".to_string()],
             nxdomain: true,
@@ -242,12 +242,12 @@ pub(crate) mod contract {
                     value: "letsencrypt.org; validationmethods=dns-01".to_string(),
                 }],
             }),
-        });
-        outcome.upload = Some(crate::outcome::UploadReport {
+        }));
+        outcome.upload = Some(Box::new(crate::outcome::UploadReport {
             key: "vigie-probe/probe-1/20261201T121500.123Z".to_string(),
             step: crate::outcome::UploadStep::Expose,
             ok: false,
-            preflight: outcome.cors.clone(),
+            preflight: outcome.cors.as_deref().cloned(),
             put_status: Some(200),
             allow_origin: Some("https://app.example.com".to_string()),
             expose_headers: vec!["x-amz-request-id".to_string()],
@@ -257,7 +257,7 @@ pub(crate) mod contract {
                 message: "Access Denied".to_string(),
             }),
             reason: None,
-        });
+        }));
         outcome
     }
 

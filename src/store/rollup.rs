@@ -305,13 +305,18 @@ impl Rollup {
                 .binary_search_by(|l| l.sha256.as_str().cmp(leaf))
             {
                 Ok(at) => self.leaves[at].results += 1,
-                Err(at) => self.leaves.insert(
-                    at,
-                    LeafCount {
-                        sha256: leaf.clone(),
-                        results: 1,
-                    },
-                ),
+                Err(at) => {
+                    // Room for one more, not four: the daemon keeps two
+                    // rollups of every check, most of them of one leaf.
+                    self.leaves.reserve_exact(1);
+                    self.leaves.insert(
+                        at,
+                        LeafCount {
+                            sha256: leaf.clone(),
+                            results: 1,
+                        },
+                    );
+                }
             }
         }
     }
@@ -425,32 +430,91 @@ impl ServedLeaf {
     /// appended in that order to a store that never saw the check; the
     /// order [`sort_timeline`] gives.
     pub fn from_outcomes(outcomes: &[Outcome]) -> Vec<ServedLeaf> {
-        let mut leaves: BTreeMap<String, ServedLeaf> = BTreeMap::new();
+        let mut timeline = Timeline::default();
         for outcome in outcomes {
-            observe_outcome(&mut leaves, outcome);
+            timeline.observe(outcome);
         }
-        let mut leaves: Vec<ServedLeaf> = leaves.into_values().collect();
-        sort_timeline(&mut leaves);
-        leaves
+        timeline.sorted()
     }
 }
 
-/// Applies one outcome's leaf to a check's timeline (by fingerprint);
-/// returns the entry when it is new or changed.
-pub(crate) fn observe_outcome<'a>(
-    leaves: &'a mut BTreeMap<String, ServedLeaf>,
-    outcome: &Outcome,
-) -> Option<&'a ServedLeaf> {
-    let leaf = outcome.tls.as_ref()?.chain.first()?;
-    let at = key_millis(outcome).ok()?;
-    match leaves.entry(leaf.sha256.clone()) {
-        std::collections::btree_map::Entry::Vacant(slot) => {
-            Some(slot.insert(ServedLeaf::new(leaf, at)))
+/// One check's timeline as a backend keeps it in memory: its leaves in a
+/// vector of exactly their number, found by fingerprint in order.
+///
+/// A check serves one leaf, or a few over a rotation, and the daemon keeps
+/// the timeline of every check. A `BTreeMap` keyed by fingerprint
+/// allocated a node of eleven entries for the first leaf, plus a second
+/// copy of its fingerprint: about 1.8 KB a check, megabytes of the
+/// daemon's heap at thousands of checks (heaptrack), against the
+/// 144 bytes of one leaf (and its strings) here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Timeline {
+    leaves: Vec<ServedLeaf>,
+}
+
+impl Timeline {
+    /// Applies one outcome's leaf (by fingerprint); returns the entry when
+    /// it is new or changed (what a backend then writes).
+    pub(crate) fn observe(&mut self, outcome: &Outcome) -> Option<&ServedLeaf> {
+        let leaf = outcome.tls.as_ref()?.chain.first()?;
+        let at = key_millis(outcome).ok()?;
+        match self.position(&leaf.sha256) {
+            Some(index) => {
+                let served = &mut self.leaves[index];
+                served.observe(at).then_some(&*served)
+            }
+            None => Some(self.push(ServedLeaf::new(leaf, at))),
         }
-        std::collections::btree_map::Entry::Occupied(slot) => {
-            let served = slot.into_mut();
-            served.observe(at).then_some(&*served)
+    }
+
+    /// Puts a leaf read from the disk, replacing one of the same
+    /// fingerprint.
+    pub(crate) fn insert(&mut self, leaf: ServedLeaf) {
+        match self.position(&leaf.sha256) {
+            Some(index) => self.leaves[index] = leaf,
+            None => {
+                self.push(leaf);
+            }
         }
+    }
+
+    /// Keeps the leaves `keep` says to keep; returns the others.
+    pub(crate) fn retain(&mut self, keep: impl Fn(&ServedLeaf) -> bool) -> Vec<ServedLeaf> {
+        if self.leaves.iter().all(&keep) {
+            return Vec::new();
+        }
+        let (kept, dropped): (Vec<ServedLeaf>, Vec<ServedLeaf>) =
+            std::mem::take(&mut self.leaves).into_iter().partition(keep);
+        self.leaves = kept;
+        self.leaves.shrink_to_fit();
+        dropped
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.leaves.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &ServedLeaf> {
+        self.leaves.iter()
+    }
+
+    /// The leaves in timeline order ([`sort_timeline`]).
+    pub(crate) fn sorted(&self) -> Vec<ServedLeaf> {
+        let mut leaves = self.leaves.clone();
+        sort_timeline(&mut leaves);
+        leaves
+    }
+
+    fn position(&self, sha256: &str) -> Option<usize> {
+        self.leaves.iter().position(|leaf| leaf.sha256 == sha256)
+    }
+
+    /// Grows by exactly one: a vector's doubling would keep room for four
+    /// leaves in a check that serves one.
+    fn push(&mut self, leaf: ServedLeaf) -> &ServedLeaf {
+        self.leaves.reserve_exact(1);
+        self.leaves.push(leaf);
+        &self.leaves[self.leaves.len() - 1]
     }
 }
 
@@ -471,7 +535,7 @@ mod tests {
     use time::Duration;
 
     use super::*;
-    use crate::store::contract::{up, T0};
+    use crate::store::contract::{chain, up, T0};
 
     fn at(minutes: i64, ms: f64, status: Status) -> Outcome {
         let mut outcome = up("site", T0 + Duration::minutes(minutes));
@@ -617,5 +681,39 @@ mod tests {
         assert!(Histogram::from_buckets(vec![(1, 2), (5, 1)]).is_some());
         assert!(Histogram::from_buckets(vec![(5, 2), (1, 1)]).is_none());
         assert!(Histogram::from_buckets(vec![(1, 0)]).is_none());
+    }
+
+    /// An outcome of "site" at `minutes` serving `domain`'s leaf.
+    fn serving(minutes: i64, domain: &str) -> Outcome {
+        let mut outcome = at(minutes, 10.0, Status::Up);
+        let tls = outcome.tls.as_mut().expect("up() has tls");
+        tls.chain = chain(domain, T0).into();
+        outcome
+    }
+
+    /// The daemon keeps every check's timeline: room for the leaves a
+    /// check served, not a tree node's eleven.
+    #[test]
+    fn a_timeline_keeps_room_for_the_leaves_served_and_no_more() {
+        let mut timeline = Timeline::default();
+        let written: Vec<bool> = (0..180)
+            .map(|minute| timeline.observe(&serving(minute, "old.example")).is_some())
+            .collect();
+        assert_eq!(
+            written.iter().filter(|w| **w).count(),
+            3,
+            "new, then hourly"
+        );
+        assert_eq!((timeline.len(), timeline.leaves.capacity()), (1, 1));
+        timeline.observe(&serving(200, "new.example"));
+        assert_eq!((timeline.len(), timeline.leaves.capacity()), (2, 2));
+        let old = timeline.sorted()[0].clone();
+        timeline.insert(old.clone());
+        assert_eq!(timeline.len(), 2, "a leaf read again replaces its entry");
+
+        let swept = timeline.retain(|leaf| leaf.sha256 != old.sha256);
+        assert_eq!(swept, [old]);
+        assert_eq!((timeline.len(), timeline.leaves.capacity()), (1, 1));
+        assert!(timeline.retain(|_| true).is_empty());
     }
 }

@@ -48,22 +48,24 @@ pub fn outcome(name: &str, at: OffsetDateTime, n: u64) -> Outcome {
         tls.hostname_matches = status != Status::Down;
         tls.chain = chain(name, at).into();
     }
-    outcome.cors = cors.then(|| CorsReport {
-        preflight_status: 200,
-        allow_origin: Some("https://app.example.com".to_string()),
-        allow_methods: vec!["PUT".to_string()],
-        allow_headers: vec!["content-type".to_string()],
-        allow_credentials: None,
-        expose_headers: vec!["etag".to_string()],
-        max_age: Some(3000),
-        vary: Some("Origin".to_string()),
-        refusal: None,
-        location: None,
-        denied: vec![DeniedOrigin {
-            origin: "https://evil.example".to_string(),
-            admitted: false,
-            allow_origin: None,
-        }],
+    outcome.cors = cors.then(|| {
+        Box::new(CorsReport {
+            preflight_status: 200,
+            allow_origin: Some("https://app.example.com".to_string()),
+            allow_methods: vec!["PUT".to_string()],
+            allow_headers: vec!["content-type".to_string()],
+            allow_credentials: None,
+            expose_headers: vec!["etag".to_string()],
+            max_age: Some(3000),
+            vary: Some("Origin".to_string()),
+            refusal: None,
+            location: None,
+            denied: vec![DeniedOrigin {
+                origin: "https://evil.example".to_string(),
+                admitted: false,
+                allow_origin: None,
+            }],
+        })
     });
     if status == Status::Down {
         outcome.failures.push(Failure {

@@ -763,10 +763,10 @@ impl Decoded {
                 .transpose()?,
             cors: record
                 .cors
-                .map(|cors| cors_from(cors, strings))
+                .map(|cors| cors_from(cors, strings).map(Box::new))
                 .transpose()?,
-            dns,
-            upload,
+            dns: dns.map(Box::new),
+            upload: upload.map(Box::new),
         })
     }
 }

@@ -40,7 +40,7 @@ use crate::store::format::keys::{
     string_key, string_position, time_of_millis, use_key, ChainKey, ID_PREFIX, NAME_PREFIX,
     STRING_PREFIX,
 };
-use crate::store::rollup::{sort_timeline, Granularity, Rollup, ServedLeaf};
+use crate::store::rollup::{Granularity, Rollup, ServedLeaf, Timeline};
 
 /// How stale a `chain_uses` entry may be (see the key layout).
 const USE_GRANULARITY_MS: u64 = 60 * 60 * 1000;
@@ -811,15 +811,12 @@ impl Store for SledStore {
         let Some(id) = state.ids.get(name) else {
             return Ok(Vec::new());
         };
-        let mut leaves: Vec<ServedLeaf> = state
+        Ok(state
             .rollups
             .leaves
             .get(id)
-            .map(|leaves| leaves.values().cloned().collect())
-            .unwrap_or_default();
-        drop(state);
-        sort_timeline(&mut leaves);
-        Ok(leaves)
+            .map(Timeline::sorted)
+            .unwrap_or_default())
     }
 
     fn sweep_rollups(

@@ -36,7 +36,7 @@ use crate::store::format::rollups::{
     decode_leaf, decode_rollup, encode_leaf, encode_rollup, leaf_key, leaf_key_parts, rollup_key,
     rollup_key_start,
 };
-use crate::store::rollup::{self, bucket_swept, Granularity, Rollup, Sample, ServedLeaf};
+use crate::store::rollup::{bucket_swept, Granularity, Rollup, Sample, Timeline};
 
 /// Appends of a check between two writes of its hot buckets: an hour of a
 /// check probed every 30 s, as a full block of results holds. Reads take
@@ -57,14 +57,9 @@ impl SledStore {
                 let leaf = decode_leaf(sha.clone(), &value)?;
                 Some((id, sha, leaf))
             });
-            let (id, sha, leaf) = parsed
+            let (id, _, leaf) = parsed
                 .ok_or_else(|| self.corrupt("a certificate timeline entry", format!("{key:?}")))?;
-            state
-                .rollups
-                .leaves
-                .entry(id)
-                .or_default()
-                .insert(sha, leaf);
+            state.rollups.leaves.entry(id).or_default().insert(leaf);
         }
         Ok(())
     }
@@ -286,7 +281,7 @@ impl SledStore {
         outcome: &Outcome,
     ) -> Result<(), StoreError> {
         let leaves = state.rollups.leaves.entry(id).or_default();
-        if let Some(leaf) = rollup::observe_outcome(leaves, outcome) {
+        if let Some(leaf) = leaves.observe(outcome) {
             self.rollup_trees
                 .leaves
                 .insert(leaf_key(id, &leaf.sha256), encode_leaf(leaf))
@@ -405,14 +400,10 @@ impl SledStore {
         });
         let mut batch = Batch::default();
         for (&id, leaves) in state.rollups.leaves.iter_mut() {
-            leaves.retain(|sha, leaf| {
-                let keep = leaf.last_seen_millis() >= days;
-                if !keep {
-                    batch.remove(leaf_key(id, sha));
-                    removed += 1;
-                }
-                keep
-            });
+            for leaf in leaves.retain(|leaf| leaf.last_seen_millis() >= days) {
+                batch.remove(leaf_key(id, &leaf.sha256));
+                removed += 1;
+            }
         }
         self.rollup_trees
             .leaves
@@ -524,7 +515,7 @@ impl SledStore {
             let Some((first, last)) = self.result_bounds(id)? else {
                 continue;
             };
-            let mut leaves: BTreeMap<String, ServedLeaf> = BTreeMap::new();
+            let mut leaves = Timeline::default();
             let mut day = Granularity::Day.start_of(first);
             while day <= last {
                 let end = day + Granularity::Day.millis() - 1;
@@ -545,13 +536,13 @@ impl SledStore {
                     .apply_batch(batch)
                     .map_err(self.io("build the rollups (upgrade)"))?;
                 for outcome in &outcomes {
-                    rollup::observe_outcome(&mut leaves, outcome);
+                    leaves.observe(outcome);
                 }
                 day += Granularity::Day.millis();
             }
             let mut batch = Batch::default();
-            for (sha, leaf) in &leaves {
-                batch.insert(leaf_key(id, sha), encode_leaf(leaf));
+            for leaf in leaves.iter() {
+                batch.insert(leaf_key(id, &leaf.sha256), encode_leaf(leaf));
             }
             self.rollup_trees
                 .leaves

@@ -5,11 +5,11 @@
 //! their uses, where each check's unpacked results start, and the newest
 //! rollups.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::store::format::codec::Str;
 use crate::store::format::keys::ChainKey;
-use crate::store::rollup::{Granularity, Rollup, ServedLeaf};
+use crate::store::rollup::{Granularity, Rollup, Timeline};
 
 /// Dictionary entries per check; strings beyond are stored inline, so a
 /// field that turns out to vary (a redirect target with a session in its
@@ -124,7 +124,7 @@ pub(super) struct Cache {
     /// Appends of each check since its hot buckets were last written.
     pub(super) unwritten: HashMap<u32, u32>,
     /// Every check's timeline, by fingerprint.
-    pub(super) leaves: HashMap<u32, BTreeMap<String, ServedLeaf>>,
+    pub(super) leaves: HashMap<u32, Timeline>,
     /// (check, day) a restore put results into, until `finish_restore`.
     pub(super) restored: BTreeSet<(u32, u64)>,
 }
