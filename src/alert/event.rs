@@ -49,20 +49,13 @@ impl IncidentId {
     }
 
     /// An id another vantage wrote in its claim, taken as it is: what
-    /// that node pushed its DOWN or WARN under.
+    /// that node pushed its WARN under.
     pub fn from_fleet(id: String) -> Self {
         Self(id)
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-
-    /// When the threshold was crossed, as the id says it (`None` for an id
-    /// not in vigie's form).
-    pub fn fired_at(&self) -> Option<OffsetDateTime> {
-        let (_, at) = self.0.rsplit_once('@')?;
-        OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
     }
 }
 

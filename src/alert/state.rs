@@ -458,38 +458,20 @@ pub fn mark_sent(
     state
 }
 
-/// Renames the incident or warn episode `local` to `fleet_id`: another
-/// vantage won the claim of its DOWN, reminder or WARN and pushed it under
-/// its own id, which every later push about it (the RESOLVED above all,
-/// whichever node sends it) must carry to close what was opened: the
-/// PagerDuty `dedup_key`, the ntfy sequence id, the webhook's `incident`.
-/// Anything else is left as it is. Returns whether it was renamed: the
-/// caller then marks the event sent under `fleet_id`, else under `local`.
-///
-/// A claim can be lost to the fleet's previous incident of the check,
-/// still open in the bucket when this one began (its RESOLVED claimed a
-/// moment later): that id was fired before this node's last incident
-/// ended, and is not this incident's, so it is not taken.
+/// Renames the warn episode `local` to `fleet_id`: another vantage won
+/// its WARN's claim and pushed it under its own id, which the end of the
+/// episode must carry to close what the WARN opened (the PagerDuty
+/// `dedup_key`, the ntfy sequence id). Anything else is left as it is.
+/// Returns whether it was renamed: the caller then marks the WARN sent
+/// under `fleet_id`.
 pub fn adopt_fleet_id(state: &mut AlertState, local: &IncidentId, fleet_id: &IncidentId) -> bool {
-    let previous_end = state.ended.iter().map(|e| e.resolved_at).max();
-    let earlier = state.resolving.iter().any(|i| &i.id == fleet_id)
-        || match (fleet_id.fired_at(), previous_end) {
-            (Some(fired), Some(end)) => fired <= end,
-            (None, _) => true,
-            (Some(_), None) => false,
-        };
-    if let Some(incident) = state.incident.as_mut().filter(|i| &i.id == local) {
-        if earlier {
-            return false;
+    match state.warn.episode.as_mut().filter(|e| &e.id == local) {
+        Some(episode) => {
+            episode.id = fleet_id.clone();
+            true
         }
-        incident.id = fleet_id.clone();
-        return true;
+        None => false,
     }
-    if let Some(episode) = state.warn.episode.as_mut().filter(|e| &e.id == local) {
-        episode.id = fleet_id.clone();
-        return true;
-    }
-    false
 }
 
 /// The events that were due but never reached the outbox (vigie stopped
@@ -902,39 +884,6 @@ mod tests {
             events.extend(step.events);
         }
         (state, events)
-    }
-
-    #[test]
-    fn a_fleet_id_is_adopted_unless_it_was_fired_before_the_last_incident_ended() {
-        let outage = |state, at: OffsetDateTime| {
-            feed(
-                state,
-                &[
-                    down("site", at, Assertion::Connect),
-                    down("site", at + PROBE, Assertion::Connect),
-                ],
-            )
-        };
-        let (mut state, _) = outage(AlertState::new("site"), T0);
-        let local = state.incident.as_ref().unwrap().id.clone();
-        // Another vantage opened the same outage a moment earlier.
-        let fleet = IncidentId::new("site", T0 + PROBE - Duration::from_millis(300));
-        assert!(adopt_fleet_id(&mut state, &local, &fleet));
-        assert_eq!(state.incident.as_ref().unwrap().id, fleet);
-
-        // It ends; the next outage loses its claim to the previous
-        // incident, still open in the bucket: that id is not taken.
-        let (state, _) = feed(
-            state,
-            &[up("site", T0 + PROBE * 2), up("site", T0 + PROBE * 3)],
-        );
-        let (mut state, _) = outage(state, T0 + PROBE * 4);
-        let local = state.incident.as_ref().unwrap().id.clone();
-        assert!(!adopt_fleet_id(&mut state, &local, &fleet));
-        assert_eq!(state.incident.as_ref().unwrap().id, local);
-        let fresh = IncidentId::new("site", T0 + PROBE * 5 + Duration::from_millis(40));
-        assert!(adopt_fleet_id(&mut state, &local, &fresh));
-        assert_eq!(IncidentId::new("site", T0).fired_at(), Some(T0));
     }
 
     #[test]

@@ -174,18 +174,16 @@ impl BucketClaims {
                     incident,
                 }) => {
                     tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
-                    // An incident or a warn episode takes the id of the
-                    // node that won its opening (or a reminder), which its
-                    // pushes carried: the end, whichever node sends it,
-                    // closes that key. A RESOLVED needs nothing: the
-                    // incident ends with it.
-                    let opens = matches!(
-                        event.kind,
-                        EventKind::Down | EventKind::Reminder | EventKind::Warn
-                    );
-                    let adopt =
-                        (opens && !incident.is_empty() && incident != event.incident.as_str())
-                            .then(|| IncidentId::from_fleet(incident));
+                    // A warn episode takes the winner's id, which its WARN
+                    // was pushed under: its end, whichever node sends it,
+                    // closes that key. An incident keeps its own: a node
+                    // whose incident spans two of the fleet's (it missed
+                    // the short recovery between them) would carry the
+                    // older one's id into the newer one's RESOLVED.
+                    let adopt = (event.kind == EventKind::Warn
+                        && !incident.is_empty()
+                        && incident != event.incident.as_str())
+                    .then(|| IncidentId::from_fleet(incident));
                     lost.push(Lost {
                         event: event.clone(),
                         message_id,

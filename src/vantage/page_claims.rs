@@ -29,11 +29,11 @@ pub struct Lost {
     pub event: Event,
     /// The winner's Message-ID for it.
     pub message_id: String,
-    /// The winner's id of the same incident or warn episode, when it is
-    /// not this node's: this node adopts it
-    /// ([`crate::alert::adopt_fleet_id`]) so that its RESOLVED or WARN
-    /// RESOLVED, whichever node sends it, carries the key the DOWN or WARN
-    /// was pushed under (a PagerDuty `dedup_key`, an ntfy sequence id).
+    /// The winner's id of the same warn episode, when it is not this
+    /// node's: this node adopts it ([`crate::alert::adopt_fleet_id`]) so
+    /// that its WARN RESOLVED, whichever node sends it, carries the key
+    /// the WARN was pushed under (a PagerDuty `dedup_key`, an ntfy
+    /// sequence id).
     pub adopt: Option<IncidentId>,
 }
 
