@@ -192,9 +192,26 @@ pub struct Event {
     /// unavailable"), set by the daemon just before the mail is rendered;
     /// `None` without `[vantage]`.
     pub vantage: Option<String>,
+    /// With `[vantage]`: the fleet's key of the incident (`check@<key>`,
+    /// the key of the claim this node won to send it), which the pushes
+    /// carry instead of `incident`. Every node that sends an event of the
+    /// incident (its DOWN, a reminder, its RESOLVED) claims it under that
+    /// one key, so a RESOLVED from another node than the DOWN's still
+    /// closes what the DOWN opened: the same PagerDuty `dedup_key`, the
+    /// same ntfy sequence id. `None` without coordination.
+    #[serde(default)]
+    pub fleet_key: Option<String>,
 }
 
 impl Event {
+    /// The incident's key as pushes carry it: the fleet's, when a claim
+    /// set one, else this node's id.
+    pub fn push_key(&self) -> String {
+        self.fleet_key
+            .clone()
+            .unwrap_or_else(|| self.incident.to_string())
+    }
+
     /// vigie's own "cannot reach the network" alert, not a check's.
     pub fn is_network(&self) -> bool {
         self.check == NETWORK_CHECK

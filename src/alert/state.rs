@@ -797,6 +797,7 @@ fn event(
         held: incident.held.clone(),
         thread: incident.thread.clone(),
         vantage: None,
+        fleet_key: None,
     }
 }
 
@@ -831,6 +832,7 @@ fn warn_event(
         held: None,
         thread: Vec::new(),
         vantage: None,
+        fleet_key: None,
     }
 }
 
@@ -862,6 +864,7 @@ fn warn_resolved_event(
         held: None,
         thread: Vec::new(),
         vantage: None,
+        fleet_key: None,
     }
 }
 

@@ -155,6 +155,7 @@ pub fn event(kind: EventKind, check: &str) -> Event {
         held: None,
         thread: Vec::new(),
         vantage: None,
+        fleet_key: None,
     }
 }
 

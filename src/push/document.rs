@@ -149,11 +149,7 @@ impl PushEvent {
             version: VERSION,
             id: message_id.trim_matches(['<', '>']).to_string(),
             event: kind,
-            incident: n
-                .events
-                .first()
-                .map(|e| e.incident.to_string())
-                .unwrap_or_default(),
+            incident: n.events.first().map(Event::push_key).unwrap_or_default(),
             at,
             node: node.to_string(),
             summary: subject.trim_start_matches("[vigie] ").to_string(),
@@ -169,7 +165,7 @@ fn check(e: &Event, public_url: Option<&Url>) -> PushCheck {
     let resolved = matches!(e.kind, EventKind::Resolved | EventKind::WarnResolved);
     PushCheck {
         name: e.check.clone(),
-        incident: e.incident.to_string(),
+        incident: e.push_key(),
         status: match (e.kind, e.latest_unknown) {
             (EventKind::Resolved, _) => "up".to_string(),
             // Up again, or down: an incident superseded it.

@@ -163,6 +163,16 @@ impl BucketClaims {
                     if event.kind == EventKind::Down && !event.check.starts_with("vigie:") {
                         v.stats.add_confirmations(1);
                     }
+                    // Pushed under the fleet's key of the incident, which
+                    // whichever node sends its RESOLVED claims it under too.
+                    // A warn keeps its episode's id (adopted from the
+                    // winner of its WARN instead).
+                    if matches!(
+                        event.kind,
+                        EventKind::Down | EventKind::Reminder | EventKind::Resolved
+                    ) {
+                        event.fleet_key = Some(format!("{}@{key}", event.check));
+                    }
                     group_id.get_or_insert(message_id);
                     kept.push(event);
                 }

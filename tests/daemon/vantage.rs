@@ -189,6 +189,19 @@ async fn two_vantages_racing_on_the_same_incident_twenty_times_never_send_two_ma
         "one push per event, whichever node sent it: {:?}",
         pushed.iter().map(|d| &d.id).collect::<Vec<_>>()
     );
+    // Each RESOLVED closes the key its DOWN was pushed under, whichever
+    // node sent which (a PagerDuty dedup_key, an ntfy sequence id): both
+    // carry the fleet's key of the incident.
+    let keys = |event: &str| {
+        let mut keys: Vec<String> = pushed
+            .iter()
+            .filter(|d| d.body["event"] == event)
+            .map(|d| d.body["incident"].as_str().unwrap_or_default().to_string())
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys("resolved"), keys("down"));
     fleet.stop().await;
 }
 
