@@ -35,6 +35,11 @@ pub(in crate::store) fn time_of_millis(millis: u64) -> OffsetDateTime {
         .unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
+/// `at` to the millisecond, as the outbox records keep their times.
+pub(in crate::store) fn to_millisecond(at: OffsetDateTime) -> OffsetDateTime {
+    crate::clock::from_unix_millis(crate::clock::unix_millis(at)).unwrap_or(at)
+}
+
 /// A record's time as unix milliseconds in its JSON, as the keys count
 /// (`#[serde(with = "...::millis::serde_millis")]`).
 pub(in crate::store) mod serde_millis {
@@ -49,5 +54,26 @@ pub(in crate::store) mod serde_millis {
         let ms = i64::deserialize(d)?;
         crate::clock::from_unix_millis(ms)
             .ok_or_else(|| serde::de::Error::custom(format!("{ms} ms is out of range")))
+    }
+}
+
+/// [`serde_millis`] for an optional time: `null` when there is none.
+pub(in crate::store) mod serde_opt_millis {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use time::OffsetDateTime;
+
+    pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
+        t.map(crate::clock::unix_millis).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<OffsetDateTime>, D::Error> {
+        Option::<i64>::deserialize(d)?
+            .map(|ms| {
+                crate::clock::from_unix_millis(ms)
+                    .ok_or_else(|| serde::de::Error::custom(format!("{ms} ms is out of range")))
+            })
+            .transpose()
     }
 }

@@ -40,6 +40,7 @@ use sled::{Db, Transactional, Tree};
 use time::OffsetDateTime;
 
 use super::error::StoreError;
+use super::millis::to_millisecond;
 use super::told::ToldLedger;
 use crate::alert::Email;
 use crate::clock::{from_unix_millis, unix_millis};
@@ -139,7 +140,7 @@ impl MemoryOutbox {
     pub(super) fn enqueue(&mut self, message: &Email, now: OffsetDateTime) -> MessageId {
         let id = self.next_id;
         self.next_id += 1;
-        let now = truncate(now);
+        let now = to_millisecond(now);
         self.queue.insert(
             id,
             Pending {
@@ -161,11 +162,6 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Times come back at the millisecond, as sled keeps them.
-fn truncate(at: OffsetDateTime) -> OffsetDateTime {
-    from_unix_millis(unix_millis(at)).unwrap_or(at)
 }
 
 impl OutboxStore {
@@ -207,13 +203,10 @@ impl OutboxStore {
     }
 
     /// Marks the events message `id` carried as told at `at` (the
-    /// server accepted it). Best effort: the pages show it, nothing
-    /// depends on it, so a failure is logged and not returned.
+    /// server accepted it), best effort ([`ToldLedger::note_told`]).
     pub fn mark_told(&self, id: MessageId, at: OffsetDateTime) {
         if let Some(told) = &self.told {
-            if let Err(err) = told.told(MAIL, id, at) {
-                tracing::warn!(error = %err, "cannot record that a mail was delivered; the incident page will show it as queued");
-            }
+            told.note_told(MAIL, id, at);
         }
     }
 
@@ -406,7 +399,7 @@ impl OutboxStore {
     ) -> Result<(), StoreError> {
         let deferred = Pending {
             attempts: pending.attempts.saturating_add(1),
-            next_attempt: truncate(next),
+            next_attempt: to_millisecond(next),
             last_error: Some(error.to_owned()),
             ..pending.clone()
         };
@@ -440,7 +433,7 @@ impl OutboxStore {
         let letter = DeadLetter {
             id: pending.id,
             enqueued_at: pending.enqueued_at,
-            given_up_at: truncate(now),
+            given_up_at: to_millisecond(now),
             attempts: pending.attempts.saturating_add(1),
             reason: reason.to_owned(),
             message: pending.message.clone(),
@@ -471,12 +464,8 @@ impl OutboxStore {
                 Ok(())
             }
         };
-        if buried.is_ok() {
-            if let Some(told) = &self.told {
-                if let Err(err) = told.gave_up(MAIL, pending.id, reason) {
-                    tracing::warn!(error = %err, "cannot record that a mail was given up; the incident page will show it as queued");
-                }
-            }
+        if let (Ok(()), Some(told)) = (&buried, &self.told) {
+            told.note_gave_up(MAIL, pending.id, reason);
         }
         buried
     }
@@ -510,7 +499,7 @@ impl OutboxStore {
             }
             Backend::Memory(m) => {
                 lock(m).transport = state.map(|t| TransportState {
-                    next_attempt: truncate(t.next_attempt),
+                    next_attempt: to_millisecond(t.next_attempt),
                     ..t.clone()
                 });
                 Ok(())

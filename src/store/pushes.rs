@@ -29,10 +29,9 @@ use sled::{Db, Transactional, Tree};
 use time::OffsetDateTime;
 
 use super::error::StoreError;
-use super::millis::serde_millis;
+use super::millis::{serde_millis, to_millisecond};
 use super::outbox::lock;
 use super::told::ToldLedger;
-use crate::clock::{from_unix_millis, unix_millis};
 
 pub(super) const QUEUE_TREE: &str = "push_outbox";
 const DEAD_TREE: &str = "push_dead";
@@ -114,7 +113,7 @@ impl MemoryPushes {
 }
 
 fn new_record(id: u64, push: &NewPush, now: OffsetDateTime) -> PushRecord {
-    let now = truncate(now);
+    let now = to_millisecond(now);
     PushRecord {
         id,
         channel: push.channel.clone(),
@@ -125,10 +124,6 @@ fn new_record(id: u64, push: &NewPush, now: OffsetDateTime) -> PushRecord {
         next_attempt: now,
         last_error: None,
     }
-}
-
-fn truncate(at: OffsetDateTime) -> OffsetDateTime {
-    from_unix_millis(unix_millis(at)).unwrap_or(at)
 }
 
 fn key(channel: &str, id: u64) -> Vec<u8> {
@@ -198,13 +193,10 @@ impl PushStore {
     }
 
     /// Marks the events `record` carried as told at `at` (its endpoint
-    /// accepted it). Best effort: the pages show it, nothing depends on
-    /// it, so a failure is logged and not returned.
+    /// accepted it), best effort ([`ToldLedger::note_told`]).
     pub fn mark_told(&self, record: &PushRecord, at: OffsetDateTime) {
         if let Some(told) = &self.told {
-            if let Err(err) = told.told(&record.channel, record.id, at) {
-                tracing::warn!(error = %err, "cannot record that a push was delivered; the incident page will show it as queued");
-            }
+            told.note_told(&record.channel, record.id, at);
         }
     }
 
@@ -317,7 +309,7 @@ impl PushStore {
     ) -> Result<(), StoreError> {
         let deferred = PushRecord {
             attempts: record.attempts.saturating_add(1),
-            next_attempt: truncate(next),
+            next_attempt: to_millisecond(next),
             last_error: Some(error.to_string()),
             ..record.clone()
         };
@@ -350,7 +342,7 @@ impl PushStore {
                 attempts: record.attempts.saturating_add(1),
                 ..record.clone()
             },
-            given_up_at: truncate(now),
+            given_up_at: to_millisecond(now),
             reason: reason.to_string(),
         };
         let buried = match &self.backend {
@@ -388,12 +380,8 @@ impl PushStore {
                 Ok(())
             }
         };
-        if buried.is_ok() {
-            if let Some(told) = &self.told {
-                if let Err(err) = told.gave_up(&record.channel, record.id, reason) {
-                    tracing::warn!(error = %err, "cannot record that a push was given up; the incident page will show it as queued");
-                }
-            }
+        if let (Ok(()), Some(told)) = (&buried, &self.told) {
+            told.note_gave_up(&record.channel, record.id, reason);
         }
         buried
     }

@@ -34,9 +34,9 @@ use sled::{Db, Tree};
 use time::OffsetDateTime;
 
 use super::error::StoreError;
-use super::millis::{bound_millis, serde_millis};
+use super::millis::{bound_millis, serde_millis, serde_opt_millis, to_millisecond};
 use crate::alert::EventKind;
-use crate::clock::{from_unix_millis, saturating_sub, unix_millis};
+use crate::clock::saturating_sub;
 
 pub(super) const ENTRIES_TREE: &str = "told";
 pub(super) const DELIVERIES_TREE: &str = "told_deliveries";
@@ -67,7 +67,7 @@ pub struct Told {
     #[serde(with = "serde_millis")]
     pub queued_at: OffsetDateTime,
     /// When the server or endpoint accepted it.
-    #[serde(with = "opt_millis")]
+    #[serde(with = "serde_opt_millis")]
     pub told_at: Option<OffsetDateTime>,
     /// Why it went to the dead letters instead.
     pub gave_up: Option<String>,
@@ -148,7 +148,7 @@ fn new_entry(event: &ToldEvent, channel: &str, now: OffsetDateTime) -> Told {
         incident: event.incident.clone(),
         kind: event.kind,
         channel: channel.to_string(),
-        queued_at: truncate(now),
+        queued_at: to_millisecond(now),
         told_at: None,
         gave_up: None,
     }
@@ -178,12 +178,30 @@ impl ToldLedger {
     /// Delivery `id` of `channel` was accepted at `at`: every event it
     /// carried is told.
     pub fn told(&self, channel: &str, id: u64, at: OffsetDateTime) -> Result<(), StoreError> {
-        self.settle(channel, id, |entry| entry.told_at = Some(truncate(at)))
+        self.settle(channel, id, |entry| {
+            entry.told_at = Some(to_millisecond(at))
+        })
     }
 
     /// Delivery `id` of `channel` went to the dead letters for `why`.
     pub fn gave_up(&self, channel: &str, id: u64, why: &str) -> Result<(), StoreError> {
         self.settle(channel, id, |entry| entry.gave_up = Some(why.to_string()))
+    }
+
+    /// [`Self::told`] for the outboxes, best effort: the pages show it,
+    /// nothing depends on it, so a failure is logged and not returned.
+    pub(super) fn note_told(&self, channel: &str, id: u64, at: OffsetDateTime) {
+        if let Err(err) = self.told(channel, id, at) {
+            tracing::warn!(channel, error = %err, "cannot record that a delivery was accepted; the incident page will show it as queued");
+        }
+    }
+
+    /// [`Self::gave_up`] for the outboxes, best effort as
+    /// [`Self::note_told`] is.
+    pub(super) fn note_gave_up(&self, channel: &str, id: u64, why: &str) {
+        if let Err(err) = self.gave_up(channel, id, why) {
+            tracing::warn!(channel, error = %err, "cannot record that a delivery was given up; the incident page will show it as queued");
+        }
     }
 
     fn settle(&self, channel: &str, id: u64, mark: impl Fn(&mut Told)) -> Result<(), StoreError> {
@@ -336,33 +354,9 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("told entries serialise to JSON")
 }
 
-fn truncate(at: OffsetDateTime) -> OffsetDateTime {
-    from_unix_millis(unix_millis(at)).unwrap_or(at)
-}
-
 /// A lock whose holder panicked still guards whole maps.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-mod opt_millis {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use time::OffsetDateTime;
-
-    pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
-        t.map(crate::clock::unix_millis).serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<OffsetDateTime>, D::Error> {
-        Option::<i64>::deserialize(d)?
-            .map(|ms| {
-                crate::clock::from_unix_millis(ms)
-                    .ok_or_else(|| serde::de::Error::custom(format!("{ms} ms is out of range")))
-            })
-            .transpose()
-    }
 }

@@ -272,10 +272,12 @@ async fn check(
             latest.map(|o| o.target.clone()),
             build::response_series(&rollups, granularity, now),
             build::failures(latest),
-            with_told(
-                &*cache.streaks(store.as_ref(), &name, newest, now)?,
-                told.as_ref(),
-            )?,
+            {
+                let streaks = cache.streaks(store.as_ref(), &name, newest, now)?;
+                let mut list = streaks.list.clone();
+                with_told(&mut list, told.as_ref())?;
+                (list, streaks.capped)
+            },
             build::leaves(store.as_ref(), &name, current.as_deref())?,
         ))
     })
@@ -345,11 +347,7 @@ async fn incidents(
         all.sort_by_key(|i| std::cmp::Reverse((i.end.is_none(), i.start)));
         capped |= all.len() > streaks::SHOWN;
         all.truncate(streaks::SHOWN);
-        if let Some(told) = &told {
-            for incident in &mut all {
-                incident.told = told.of_incident(&incident.check, incident.start)?;
-            }
-        }
+        with_told(&mut all, told.as_ref())?;
         Ok::<_, crate::store::StoreError>((all, capped))
     })
     .await;
@@ -367,19 +365,18 @@ async fn incidents(
     }
 }
 
-/// A check's streaks, each with the channels told about it (when the
-/// daemon's ledger is there), and whether the list was cut.
+/// Fills in the channels told about each streak's incident, when the
+/// daemon's ledger is there (the pages of `/checks/{name}` and
+/// `/incidents` alike).
 fn with_told(
-    streaks: &streaks::Streaks,
+    incidents: &mut [view::Incident],
     told: Option<&crate::store::ToldLedger>,
-) -> Result<(Vec<view::Incident>, bool), crate::store::StoreError> {
-    let mut list = streaks.list.clone();
-    if let Some(told) = told {
-        for incident in &mut list {
-            incident.told = told.of_incident(&incident.check, incident.start)?;
-        }
+) -> Result<(), crate::store::StoreError> {
+    let Some(told) = told else { return Ok(()) };
+    for incident in incidents {
+        incident.told = told.of_incident(&incident.check, incident.start)?;
     }
-    Ok((list, streaks.capped))
+    Ok(())
 }
 
 /// Maintenance windows open now or opening within 7 days.
