@@ -22,7 +22,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::blind::{self, Connectivity};
-use super::event::{Event, IncidentId, NETWORK_CHECK};
+use super::event::{Event, NETWORK_CHECK};
 use super::group::{Grouper, Notification};
 use super::policy::Policy;
 use super::render::{self, Email};
@@ -200,16 +200,6 @@ impl Engine {
         let s = self.states.get_mut(&event.check)?;
         *s = state::mark_sent(s.clone(), event, message_id, now);
         Some(s.clone())
-    }
-
-    /// Renames `event`'s incident or warn episode to `fleet_id`, the id
-    /// another vantage pushed it under (see [`state::adopt_fleet_id`]).
-    /// Returns whether it was renamed.
-    pub fn adopt_fleet_id(&mut self, event: &Event, fleet_id: &IncidentId) -> bool {
-        match self.states.get_mut(&event.check) {
-            Some(s) => state::adopt_fleet_id(s, &event.incident, fleet_id),
-            None => false,
-        }
     }
 
     /// When the next mail's window closes: the latest time to poll.

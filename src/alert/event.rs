@@ -48,12 +48,6 @@ impl IncidentId {
         ))
     }
 
-    /// An id another vantage wrote in its claim, taken as it is: what
-    /// that node pushed its WARN under.
-    pub fn from_fleet(id: String) -> Self {
-        Self(id)
-    }
-
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -64,7 +64,7 @@ pub use silence::{
     MAX_REASON_BYTES, MAX_SILENCE,
 };
 pub use state::{
-    adopt_fleet_id, mark_sent, pending, tick, transition, AlertState, EndedWarn, Incident, Last,
-    Observation, Page, Step, WarnEpisode, WarnStreak,
+    mark_sent, pending, tick, transition, AlertState, EndedWarn, Incident, Last, Observation, Page,
+    Step, WarnEpisode, WarnStreak,
 };
 pub use status::AlertStatus;

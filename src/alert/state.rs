@@ -458,22 +458,6 @@ pub fn mark_sent(
     state
 }
 
-/// Renames the warn episode `local` to `fleet_id`: another vantage won
-/// its WARN's claim and pushed it under its own id, which the end of the
-/// episode must carry to close what the WARN opened (the PagerDuty
-/// `dedup_key`, the ntfy sequence id). Anything else is left as it is.
-/// Returns whether it was renamed: the caller then marks the WARN sent
-/// under `fleet_id`.
-pub fn adopt_fleet_id(state: &mut AlertState, local: &IncidentId, fleet_id: &IncidentId) -> bool {
-    match state.warn.episode.as_mut().filter(|e| &e.id == local) {
-        Some(episode) => {
-            episode.id = fleet_id.clone();
-            true
-        }
-        None => false,
-    }
-}
-
 /// The events that were due but never reached the outbox (vigie stopped
 /// in between): hand them to a fresh grouper at startup.
 pub fn pending(state: &AlertState, now: OffsetDateTime, policy: &Policy) -> Vec<Event> {

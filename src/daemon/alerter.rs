@@ -648,13 +648,7 @@ impl Alerter {
             };
             let lost = self.claims.claim(mail).await;
             for lost in lost {
-                let mut event = lost.event;
-                if let Some(fleet_id) = lost.adopt {
-                    if self.engine.adopt_fleet_id(&event, &fleet_id) {
-                        event.incident = fleet_id;
-                    }
-                }
-                if let Some(state) = self.engine.mark_sent(&event, &lost.message_id, now) {
+                if let Some(state) = self.engine.mark_sent(&lost.event, &lost.message_id, now) {
                     self.save(&[state]);
                 }
             }
@@ -885,7 +879,6 @@ mod tests {
                     .map(|event| Lost {
                         event,
                         message_id: "<vigie.down.elsewhere@fra.example.com>".to_string(),
-                        adopt: None,
                     })
                     .collect(),
             };

@@ -27,7 +27,7 @@ use super::quorum::{
 use super::stats::VantageStats;
 use super::wanted::Wanted;
 use crate::alert::{
-    self, AlertState, EventKind, Hold, HoldCause, IncidentId, Notification, Observation, Snapshot,
+    self, AlertState, EventKind, Hold, HoldCause, Notification, Observation, Snapshot,
     NETWORK_CHECK,
 };
 use crate::clock::saturating_add;
@@ -112,7 +112,6 @@ impl BucketClaims {
             reminder: event.reminder,
             since: event.since,
             message_id,
-            incident: event.incident.as_str(),
             now,
         };
         match tokio::time::timeout(CLAIM_WITHIN, claim(&self.link.coordinator, &request)).await {
@@ -163,16 +162,7 @@ impl BucketClaims {
                     if event.kind == EventKind::Down && !event.check.starts_with("vigie:") {
                         v.stats.add_confirmations(1);
                     }
-                    // Pushed under the fleet's key of the incident, which
-                    // whichever node sends its RESOLVED claims it under too.
-                    // A warn keeps its episode's id (adopted from the
-                    // winner of its WARN instead).
-                    if matches!(
-                        event.kind,
-                        EventKind::Down | EventKind::Reminder | EventKind::Resolved
-                    ) {
-                        event.fleet_key = Some(format!("{}@{key}", event.check));
-                    }
+                    event.fleet_key = Some(push_key(&event, &key));
                     group_id.get_or_insert(message_id);
                     kept.push(event);
                 }
@@ -181,27 +171,15 @@ impl BucketClaims {
                     by,
                     message_id,
                     name,
-                    incident,
                 }) => {
                     tracing::info!(check = %event.check, incident = %key, sent_by = %by, "claimed by another vantage");
-                    // A warn episode takes the winner's id, which its WARN
-                    // was pushed under: its end, whichever node sends it,
-                    // closes that key. An incident keeps its own: a node
-                    // whose incident spans two of the fleet's (it missed
-                    // the short recovery between them) would carry the
-                    // older one's id into the newer one's RESOLVED.
-                    let adopt = (event.kind == EventKind::Warn
-                        && !incident.is_empty()
-                        && incident != event.incident.as_str())
-                    .then(|| IncidentId::from_fleet(incident));
+                    // Should the winner never back its claim, this node
+                    // sends the event itself, under the same key.
+                    event.fleet_key = Some(push_key(&event, &key));
                     lost.push(Lost {
                         event: event.clone(),
                         message_id,
-                        adopt: adopt.clone(),
                     });
-                    if let Some(id) = adopt {
-                        event.incident = id;
-                    }
                     self.unbacked.push(Unbacked {
                         event,
                         by,
@@ -477,4 +455,17 @@ fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Opti
             judgment.unconfirmed_up()
         }
     })
+}
+
+/// The key `event`'s pushes carry: the fleet's key of its incident or
+/// warn episode, which every node claims the DOWN, the reminders and the
+/// RESOLVED (or the WARN and its end) under, so that a RESOLVED from
+/// another node than the DOWN's still closes what the DOWN opened (the
+/// PagerDuty `dedup_key`, the ntfy sequence id). A warn's pointer is apart
+/// from the incidents', so its key is marked apart too.
+fn push_key(event: &alert::Event, key: &str) -> String {
+    match event.kind.is_warn() {
+        true => format!("{}@warn-{key}", event.check),
+        false => format!("{}@{key}", event.check),
+    }
 }

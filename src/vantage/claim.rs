@@ -21,7 +21,9 @@
 //! node writes it, not because their clocks agree. A node that is late to
 //! an incident adopts the open key; an incident is open until a RESOLVED is
 //! claimed for it (the pointer is then closed, and a later DOWN opens a new
-//! key even if closing the pointer failed).
+//! key even if closing the pointer failed). Pushes carry that key, so
+//! every event of one incident is pushed under one key whichever node
+//! sends it (`bucket_claims.rs`).
 //!
 //! Claims and pointers are signed by the node that wrote them. One that
 //! does not verify (anyone with write access to the prefix could have put
@@ -48,9 +50,6 @@ pub struct ClaimRequest<'a> {
     pub since: OffsetDateTime,
     /// The Message-ID the mail will have if this node sends it.
     pub message_id: &'a str,
-    /// This node's id of the incident or warn episode (what its pushes
-    /// carry as `incident`).
-    pub incident: &'a str,
     pub now: OffsetDateTime,
 }
 
@@ -67,9 +66,6 @@ pub enum Claimed {
         /// The claim's name in the bucket, which `by`'s state lists if it
         /// really sent it.
         name: String,
-        /// `by`'s id of the incident or warn episode; empty from a node
-        /// that predates it.
-        incident: String,
     },
 }
 
@@ -89,10 +85,6 @@ struct Pointer {
 struct ClaimBody {
     node: String,
     message_id: String,
-    /// The claimant's id of what it claims (a warn episode's is adopted
-    /// by the others). Absent from claims written before it.
-    #[serde(default)]
-    incident: String,
     #[serde(with = "time::serde::rfc3339")]
     at: OffsetDateTime,
 }
@@ -112,7 +104,6 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
     let body = ClaimBody {
         node: c.node().to_string(),
         message_id: request.message_id.to_string(),
-        incident: request.incident.to_string(),
         at: request.now,
     };
     let mut claimed = Claimed::Won { key: key.clone() };
@@ -132,7 +123,6 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
                         by: value.node,
                         message_id: value.message_id,
                         name: name.clone(),
-                        incident: value.incident,
                     };
                 }
                 Signed::Refused { version, .. } if round == 0 => {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use time::OffsetDateTime;
 
-use crate::alert::{AlertState, Event, Hold, IncidentId, Notification, Observation};
+use crate::alert::{AlertState, Event, Hold, Notification, Observation};
 use crate::config::Config;
 use crate::outcome::Outcome;
 
@@ -29,12 +29,6 @@ pub struct Lost {
     pub event: Event,
     /// The winner's Message-ID for it.
     pub message_id: String,
-    /// The winner's id of the same warn episode, when it is not this
-    /// node's: this node adopts it ([`crate::alert::adopt_fleet_id`]) so
-    /// that its WARN RESOLVED, whichever node sends it, carries the key
-    /// the WARN was pushed under (a PagerDuty `dedup_key`, an ntfy
-    /// sequence id).
-    pub adopt: Option<IncidentId>,
 }
 
 /// The Message-ID this node's mail about an event alone would have.

@@ -51,7 +51,6 @@ fn request<'a>(check: &'a str, kind: EventKind, message_id: &'a str) -> ClaimReq
         reminder: 0,
         since: now,
         message_id,
-        incident: check,
         now,
     }
 }
