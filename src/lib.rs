@@ -62,6 +62,8 @@
 //!   through the bounded `cache`, within the probe's `budget`).
 //!
 //! Floor 5:
+//! - [`incident_update`]: what the on-call person says about an incident
+//!   (state and Markdown text), and that text as safe HTML.
 //! - [`runner`]: probe + evaluate one check (`vigie check`, the scheduler,
 //!   the canaries).
 //! - [`store`]: the history and everything kept on disk: `format/` is the
@@ -110,6 +112,7 @@ pub mod evaluate;
 pub mod fault;
 pub mod health;
 pub mod heartbeat;
+pub mod incident_update;
 pub mod mail;
 pub mod metrics;
 pub mod net;
