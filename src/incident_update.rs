@@ -67,11 +67,23 @@ impl FromStr for UpdateState {
     }
 }
 
+/// The longest text an update may carry, in bytes: a few paragraphs. The
+/// status page is public, so what one update can put on it is bounded.
+pub const MAX_TEXT: usize = 8 * 1024;
+
+/// How many updates one incident keeps; an update past it is refused.
+pub const MAX_PER_INCIDENT: usize = 50;
+
 /// One update of one incident.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IncidentUpdate {
     pub check: String,
     pub incident: IncidentId,
+    /// The incident's first failed probe: the start the pages show, and
+    /// where the update is kept beside the incident's other records.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+    /// When the update was written.
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
     pub state: UpdateState,
@@ -80,6 +92,21 @@ pub struct IncidentUpdate {
 }
 
 impl IncidentUpdate {
+    /// Why `text` cannot be an update's text, if it cannot.
+    pub fn refuse_text(text: &str) -> Option<String> {
+        if text.trim().is_empty() {
+            return Some("an incident update needs text: say what is known".to_string());
+        }
+        if text.len() > MAX_TEXT {
+            return Some(format!(
+                "an incident update's text is {} bytes, more than the {MAX_TEXT} allowed: \
+                 link to a longer write-up instead",
+                text.len()
+            ));
+        }
+        None
+    }
+
     /// The text as HTML, safe to put in any page: raw HTML in the
     /// Markdown comes out escaped, as the characters that were typed.
     pub fn html(&self) -> String {
@@ -172,5 +199,17 @@ mod tests {
         }
         let err = "fixed".parse::<UpdateState>().unwrap_err();
         assert!(err.contains("investigating, identified"), "{err}");
+    }
+
+    #[test]
+    fn empty_and_oversized_texts_are_refused() {
+        assert!(IncidentUpdate::refuse_text("DNS fixed").is_none());
+        assert!(IncidentUpdate::refuse_text(" \n")
+            .unwrap()
+            .contains("needs text"));
+        let long = "x".repeat(MAX_TEXT + 1);
+        assert!(IncidentUpdate::refuse_text(&long)
+            .unwrap()
+            .contains("more than the 8192 allowed"));
     }
 }

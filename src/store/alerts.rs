@@ -27,6 +27,7 @@ use super::error::StoreError;
 use super::outbox::{self, lock, MemoryOutbox, MessageId, OutboxStore, MAIL};
 use super::pushes::{self, MemoryPushes, NewPush, PushStore};
 use super::told::{self, MemoryTold, ToldEvent, ToldLedger};
+use super::updates::IncidentUpdates;
 use crate::alert::report::CertChange;
 use crate::alert::{AlertState, Email, Silence};
 use crate::clock::{saturating_sub, unix_millis};
@@ -64,6 +65,7 @@ enum Backend {
         outbox: Arc<Mutex<MemoryOutbox>>,
         pushes: Arc<Mutex<MemoryPushes>>,
         told: Arc<Mutex<MemoryTold>>,
+        updates: IncidentUpdates,
     },
 }
 
@@ -83,6 +85,7 @@ struct SledAlerts {
     /// The told ledger's trees, for the same transaction.
     told_entries: Tree,
     told_deliveries: Tree,
+    updates: IncidentUpdates,
 }
 
 #[derive(Debug, Default)]
@@ -114,6 +117,7 @@ impl AlertStore {
             told_entries: open(told::ENTRIES_TREE)?,
             told_deliveries: open(told::DELIVERIES_TREE)?,
             told,
+            updates: IncidentUpdates::open_sled(db, path.clone())?,
             path,
         };
         Ok(AlertStore {
@@ -129,7 +133,16 @@ impl AlertStore {
                 outbox: Arc::default(),
                 pushes: Arc::default(),
                 told: Arc::default(),
+                updates: IncidentUpdates::in_memory(),
             },
+        }
+    }
+
+    /// The updates the on-call person wrote about incidents.
+    pub fn incident_updates(&self) -> IncidentUpdates {
+        match &self.backend {
+            Backend::Sled(s) => s.updates.clone(),
+            Backend::Memory { updates, .. } => updates.clone(),
         }
     }
 
@@ -257,6 +270,7 @@ impl AlertStore {
                 outbox,
                 pushes,
                 told,
+                ..
             } => {
                 // Every lock, always in this order, for the whole change.
                 let mut alerts = lock(alerts);

@@ -88,6 +88,7 @@ mod pushes;
 mod rollup;
 mod sled;
 mod told;
+mod updates;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -110,6 +111,7 @@ pub use self::sled::replication::{
 pub(crate) use self::sled::tests::open as open_sled_when_unlocked;
 pub use self::sled::{Packing, Restoring, SledStore};
 pub use self::told::{Told, ToldEvent, ToldLedger};
+pub use self::updates::{IncidentUpdates, UpdateRefused};
 
 /// sled flushes this often in the background: the most an unclean stop
 /// (kill -9, power loss) can lose.

@@ -319,7 +319,8 @@ impl ToldLedger {
     }
 }
 
-fn incident_prefix(check: &str, since: OffsetDateTime) -> Vec<u8> {
+/// The start of every key of one incident: check, `0x00`, first failure.
+pub(super) fn incident_prefix(check: &str, since: OffsetDateTime) -> Vec<u8> {
     let mut key = Vec::with_capacity(check.len() + 9);
     key.extend_from_slice(check.as_bytes());
     key.push(0);
