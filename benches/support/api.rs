@@ -55,6 +55,7 @@ pub fn router(
         vantage: None,
         push: None,
         told: None,
+        updates: None,
     })
 }
 

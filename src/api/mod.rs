@@ -90,4 +90,6 @@ pub struct ApiState {
     pub push: Option<Arc<crate::push::PushStats>>,
     /// Who was told about each incident, for the incident pages.
     pub told: Option<crate::store::ToldLedger>,
+    /// What the on-call person wrote about incidents.
+    pub updates: Option<crate::store::IncidentUpdates>,
 }

@@ -79,6 +79,7 @@ pub async fn start(shared: &Shared, inputs: ApiInputs<'_>) -> Result<Api, RunErr
             .map(|_| alerting.vantage_stats.clone()),
         push: Some(alerting.push_stats.clone()),
         told: Some(alerting.told.clone()),
+        updates: Some(alerting.updates.clone()),
     });
     let limits = Limits {
         request_timeout: config.api.request_timeout,

@@ -31,7 +31,7 @@ use crate::outcome::Outcome;
 use crate::push::{PushSender, PushStats};
 use crate::replicate::{ReplicationStatus, Replicator};
 use crate::scheduler::Slots;
-use crate::store::{Latest, Store, ToldLedger};
+use crate::store::{IncidentUpdates, Latest, Store, ToldLedger};
 use crate::supervise::{Feed, Progress, Stage, Supervisor};
 use crate::vantage::{SingleNode, VantageLink, VantageStats, Wanted};
 
@@ -114,6 +114,9 @@ pub struct Alerting {
     pub push_stats: Arc<PushStats>,
     /// Who was told about each incident, for the pages.
     pub told: ToldLedger,
+    /// What the on-call person wrote about incidents, for the pages and
+    /// the API.
+    pub updates: IncidentUpdates,
 }
 
 /// The alerter's input, for the recorder alone: once the recorder drops
@@ -162,6 +165,7 @@ pub async fn alerting(
         _ => SingleNode::new_claims(),
     };
     let told = alert_store.told();
+    let updates = alert_store.incident_updates();
     let parts = AlerterParts {
         store: alert_store,
         outbox: outbox.clone(),
@@ -192,6 +196,7 @@ pub async fn alerting(
         vantage_stats,
         push_stats: pushes.stats(),
         told,
+        updates,
     };
     let to_alerter = ToAlerter {
         feed: Feed::new(alert_tx, stage),

@@ -177,6 +177,7 @@ mod tests {
             vantage: Some(Arc::new(crate::vantage::VantageStats::default())),
             push: Some(push),
             told: None,
+            updates: None,
         };
         write_sources(&mut m, &state, &state.slots.snapshot(), T0);
         let replication = ReplicationSnapshot {
