@@ -106,6 +106,39 @@ where
     })
 }
 
+/// [`spawn_accept_loop`] with a TLS handshake on each connection: a failed
+/// one is counted in `state`, a completed one counted with its protocol
+/// version and handed to `serve`.
+fn spawn_tls_loop<F, Fut>(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    state: &Arc<State>,
+    serve: F,
+) -> JoinHandle<()>
+where
+    F: Fn(tokio_rustls::server::TlsStream<TcpStream>, Arc<State>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let st = state.clone();
+    let serve = Arc::new(serve);
+    spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
+        let acceptor = acceptor.clone();
+        let state = st.clone();
+        let serve = serve.clone();
+        async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                state.handshake_failures.fetch_add(1, Ordering::SeqCst);
+                return;
+            };
+            state.handshakes.fetch_add(1, Ordering::SeqCst);
+            if let Some(v) = tls.get_ref().1.protocol_version() {
+                state.versions.lock().unwrap().push(v);
+            }
+            serve(tls, state).await;
+        }
+    })
+}
+
 /// One HTTP request as the server saw it.
 #[derive(Clone, Debug)]
 pub struct RecordedRequest {
@@ -325,24 +358,8 @@ impl TlsServer {
 
         let listener = bind_on(ip);
         let addr = listener.local_addr().expect("local_addr");
-        let st = state.clone();
-        let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
-            let acceptor = acceptor.clone();
-            let state = st.clone();
-            async move {
-                match acceptor.accept(tcp).await {
-                    Ok(tls) => {
-                        state.handshakes.fetch_add(1, Ordering::SeqCst);
-                        if let Some(v) = tls.get_ref().1.protocol_version() {
-                            state.versions.lock().unwrap().push(v);
-                        }
-                        serve_http(TokioIo::new(tls), state).await;
-                    }
-                    Err(_) => {
-                        state.handshake_failures.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            }
+        let task = spawn_tls_loop(listener, acceptor, &state, |tls, state| {
+            serve_http(TokioIo::new(tls), state)
         });
         TlsServer { addr, state, task }
     }
@@ -418,22 +435,9 @@ impl TlsPortServer {
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = bind_loopback();
         let addr = listener.local_addr().expect("local_addr");
-        let st = state.clone();
-        let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
-            let acceptor = acceptor.clone();
-            let state = st.clone();
-            async move {
-                match acceptor.accept(tcp).await {
-                    Ok(mut tls) => {
-                        state.handshakes.fetch_add(1, Ordering::SeqCst);
-                        let _ = tls.write_all(IMAP_GREETING.as_bytes()).await;
-                        let _ = tls.shutdown().await;
-                    }
-                    Err(_) => {
-                        state.handshake_failures.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            }
+        let task = spawn_tls_loop(listener, acceptor, &state, |mut tls, _| async move {
+            let _ = tls.write_all(IMAP_GREETING.as_bytes()).await;
+            let _ = tls.shutdown().await;
         });
         TlsPortServer { addr, state, task }
     }
@@ -488,29 +492,13 @@ impl TlsProxy {
         let acceptor = tls_acceptor(leaf.chain.clone(), leaf.key(), opts, &state);
         let listener = bind_loopback();
         let addr = listener.local_addr().expect("local_addr");
-        let st = state.clone();
-        let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
-            let acceptor = acceptor.clone();
-            let state = st.clone();
-            async move {
-                let mut tls = match acceptor.accept(tcp).await {
-                    Ok(tls) => tls,
-                    Err(_) => {
-                        state.handshake_failures.fetch_add(1, Ordering::SeqCst);
-                        return;
-                    }
-                };
-                state.handshakes.fetch_add(1, Ordering::SeqCst);
-                if let Some(v) = tls.get_ref().1.protocol_version() {
-                    state.versions.lock().unwrap().push(v);
-                }
-                // Upstream down: close the client connection (it sees EOF).
-                let Ok(mut up) = TcpStream::connect(upstream).await else {
-                    return;
-                };
-                // Errors (either side gone) end the connection; nothing to report.
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
-            }
+        let task = spawn_tls_loop(listener, acceptor, &state, move |mut tls, _| async move {
+            // Upstream down: close the client connection (it sees EOF).
+            let Ok(mut up) = TcpStream::connect(upstream).await else {
+                return;
+            };
+            // Errors (either side gone) end the connection; nothing to report.
+            let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
         });
         TlsProxy {
             addr,

@@ -9,6 +9,7 @@ use rustls::pki_types::ServerName;
 use toml::Spanned;
 use url::{Host, Url};
 
+use super::check::CheckDefaults;
 use super::cx::Cx;
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, SmtpCheck, SmtpTlsMode, TlsExpect, TlsPortCheck,
@@ -144,7 +145,7 @@ pub(super) fn smtp(
 /// STARTTLS or SMTPS, its chain judged as any check's, under `[smtp]`'s
 /// own trust (`ca_file`). A clear-text relay (`tls = "none"`, loopback
 /// only) has no certificate to watch, so it gets none.
-pub(crate) fn relay_check(smtp: &SmtpConfig, timeout: Duration) -> Option<Check> {
+pub(crate) fn relay_check(smtp: &SmtpConfig, defaults: &CheckDefaults) -> Option<Check> {
     if !smtp.watch {
         return None;
     }
@@ -162,10 +163,11 @@ pub(crate) fn relay_check(smtp: &SmtpConfig, timeout: Duration) -> Option<Check>
         name: RELAY_CHECK.to_string(),
         resolve: None,
         every: Cadence::Every(RELAY_EVERY),
-        timeout,
+        timeout: defaults.timeout,
         labels: BTreeMap::from([("vigie".to_string(), "smtp-relay".to_string())]),
         tls: TlsExpect {
             ca_file: smtp.ca_file.clone(),
+            acme_directory: defaults.acme_directory.clone(),
             ..TlsExpect::default()
         },
         alert: AlertOverrides::default(),
