@@ -8,10 +8,10 @@ use std::path::PathBuf;
 
 use tokio::io::AsyncWriteExt;
 
-use crate::common::env::{assertions, failure, pretty, Env};
+use crate::common::env::{assertions, failure, pretty, run_one, Env};
 use crate::common::smtp::{SmtpOpts, SmtpServer};
 use crate::common::*;
-use vigie::outcome::{Assertion, Outcome, Status};
+use vigie::outcome::{Assertion, Status};
 
 /// The leaf and the intermediate of `ca` as PEM files for aiosmtpd.
 struct Served {
@@ -40,18 +40,12 @@ fn smtp_check(url: &str, extra: &str) -> String {
     )
 }
 
-async fn run(toml: &str) -> Outcome {
-    let env = Env::new();
-    env.write_checks("smtp.toml", toml);
-    env.run_all().await.remove(0)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_starttls_relay_with_a_good_chain_is_up_with_its_facts() {
     let files = served(&valid_leaf(), test_ca());
     let server = SmtpServer::start(SmtpOpts::starttls(&files.cert, &files.key));
     let url = format!("smtp://{HOST}:{}", server.port);
-    let outcome = run(&smtp_check(&url, "")).await;
+    let outcome = run_one(&smtp_check(&url, "")).await;
     assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
     assert_eq!(outcome.target, url);
     let smtp = outcome.smtp.as_ref().expect("smtp report");
@@ -84,7 +78,7 @@ async fn expired_misnamed_and_staging_relay_certificates_are_down() {
         let files = served(&leaf, ca);
         let server = SmtpServer::start(SmtpOpts::starttls(&files.cert, &files.key));
         let url = format!("smtp://{HOST}:{}", server.port);
-        let outcome = run(&smtp_check(&url, "")).await;
+        let outcome = run_one(&smtp_check(&url, "")).await;
         assert_eq!(outcome.status, Status::Down, "{}", pretty(&outcome));
         let f = failure(&outcome, assertion);
         assert!(f.message.contains(words), "{assertion}: {}", f.message);
@@ -100,7 +94,7 @@ async fn smtps_shakes_hands_first() {
     let files = served(&valid_leaf(), test_ca());
     let server = SmtpServer::start(SmtpOpts::tls(&files.cert, &files.key));
     let url = format!("smtps://{HOST}:{}", server.port);
-    let outcome = run(&smtp_check(&url, "")).await;
+    let outcome = run_one(&smtp_check(&url, "")).await;
     assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
     let smtp = outcome.smtp.as_ref().expect("smtp report");
     assert_eq!(smtp.tls, "tls");
@@ -113,7 +107,7 @@ async fn smtps_shakes_hands_first() {
 async fn a_relay_without_starttls_is_down_unless_allowed() {
     let server = SmtpServer::start(SmtpOpts::plain());
     let url = format!("smtp://{HOST}:{}", server.port);
-    let outcome = run(&smtp_check(&url, "")).await;
+    let outcome = run_one(&smtp_check(&url, "")).await;
     assert_eq!(outcome.status, Status::Down, "{}", pretty(&outcome));
     assert_eq!(assertions(&outcome), vec![Assertion::SmtpStarttls]);
     let f = failure(&outcome, "smtp.starttls");
@@ -127,7 +121,7 @@ async fn a_relay_without_starttls_is_down_unless_allowed() {
         Some(false)
     );
 
-    let outcome = run(&smtp_check(&url, "require_starttls = false")).await;
+    let outcome = run_one(&smtp_check(&url, "require_starttls = false")).await;
     assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
     assert!(outcome.tls.is_none());
 }
@@ -138,7 +132,7 @@ async fn a_relay_without_starttls_is_down_unless_allowed() {
 async fn a_greeting_that_never_comes_times_out_saying_so() {
     let tarpit = Tarpit::start();
     let url = format!("smtp://{HOST}:{}", tarpit.addr.port());
-    let outcome = run(&smtp_check(&url, "timeout = \"1s\"")).await;
+    let outcome = run_one(&smtp_check(&url, "timeout = \"1s\"")).await;
     assert_eq!(outcome.status, Status::Down, "{}", pretty(&outcome));
     let f = failure(&outcome, "timeout");
     assert!(
@@ -179,7 +173,7 @@ async fn hostile(
 async fn an_endless_greeting_is_refused_at_its_caps() {
     let (port, task) = hostile(|| b"220-still greeting\r\n".to_vec()).await;
     let url = format!("smtp://{HOST}:{port}");
-    let outcome = run(&smtp_check(&url, "")).await;
+    let outcome = run_one(&smtp_check(&url, "")).await;
     task.abort();
     assert_eq!(
         assertions(&outcome),
@@ -192,7 +186,7 @@ async fn an_endless_greeting_is_refused_at_its_caps() {
 
     let (port, task) = hostile(|| vec![b'2'; 4096]).await;
     let url = format!("smtp://{HOST}:{port}");
-    let outcome = run(&smtp_check(&url, "")).await;
+    let outcome = run_one(&smtp_check(&url, "")).await;
     task.abort();
     let f = failure(&outcome, "smtp.banner");
     assert!(

@@ -2,25 +2,19 @@
 //! server with its own ALPN list), its chain judged exactly as for https,
 //! and no HTTP exchange made.
 
-use crate::common::env::{assertions, failure, pretty, Env};
+use crate::common::env::{assertions, failure, pretty, run_one, Env};
 use crate::common::*;
-use vigie::outcome::{Assertion, Outcome, Status};
+use vigie::outcome::{Assertion, Status};
 
 fn tls_check(address: &str, extra: &str) -> String {
     format!("[[check]]\nname = \"imaps\"\nkind = \"tls\"\naddress = {address:?}\n{extra}\n")
-}
-
-async fn run(toml: &str) -> Outcome {
-    let env = Env::new();
-    env.write_checks("tls.toml", toml);
-    env.run_all().await.remove(0)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tls_port_that_is_not_http_is_judged_like_https() {
     let server = TlsPortServer::start(&valid_leaf());
     let address = format!("127.0.0.1:{}", server.port());
-    let outcome = run(&tls_check(&address, &format!("server_name = {HOST:?}"))).await;
+    let outcome = run_one(&tls_check(&address, &format!("server_name = {HOST:?}"))).await;
     assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
     assert_eq!(outcome.target, format!("tls://{address}"));
     assert!(outcome.http.is_none(), "no HTTP exchange is made");
@@ -41,13 +35,13 @@ async fn a_tls_port_that_is_not_http_is_judged_like_https() {
 async fn an_expired_or_misnamed_certificate_on_a_tls_port_is_down() {
     let expired = TlsPortServer::start(&expired_leaf());
     let address = format!("127.0.0.1:{}", expired.port());
-    let outcome = run(&tls_check(&address, &format!("server_name = {HOST:?}"))).await;
+    let outcome = run_one(&tls_check(&address, &format!("server_name = {HOST:?}"))).await;
     assert_eq!(outcome.status, Status::Down, "{}", pretty(&outcome));
     assert!(failure(&outcome, "tls.expiry").message.contains("expired"));
 
     let misnamed = TlsPortServer::start(&wrong_host_leaf());
     let address = format!("127.0.0.1:{}", misnamed.port());
-    let outcome = run(&tls_check(&address, &format!("server_name = {HOST:?}"))).await;
+    let outcome = run_one(&tls_check(&address, &format!("server_name = {HOST:?}"))).await;
     assert_eq!(outcome.status, Status::Down, "{}", pretty(&outcome));
     let f = failure(&outcome, "tls.hostname");
     assert!(
@@ -63,7 +57,7 @@ async fn an_expired_or_misnamed_certificate_on_a_tls_port_is_down() {
 async fn the_address_host_is_the_server_name_by_default() {
     let server = TlsPortServer::start(&valid_leaf());
     let address = format!("{HOST}:{}", server.port());
-    let outcome = run(&tls_check(&address, "resolve = \"127.0.0.1\"")).await;
+    let outcome = run_one(&tls_check(&address, "resolve = \"127.0.0.1\"")).await;
     assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
     assert_eq!(server.last_sni().as_deref(), Some(HOST));
 }
@@ -74,7 +68,7 @@ async fn the_address_host_is_the_server_name_by_default() {
 async fn a_clear_text_port_is_a_handshake_failure() {
     let garbage = Garbage::start();
     let address = format!("127.0.0.1:{}", garbage.addr.port());
-    let outcome = run(&tls_check(&address, &format!("server_name = {HOST:?}"))).await;
+    let outcome = run_one(&tls_check(&address, &format!("server_name = {HOST:?}"))).await;
     assert_eq!(outcome.status, Status::Down, "{}", pretty(&outcome));
     assert_eq!(assertions(&outcome), vec![Assertion::TlsHandshake]);
     assert!(outcome.tls.is_none());
