@@ -488,7 +488,12 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
         // target: its certificate can expire unnoticed, since mail
         // servers keep accepting expired ones.
         if let Some(smtp) = &config.smtp {
-            checks.extend(resolve::relay_check(smtp, &defaults));
+            let acme_directory = config.acme_directory.as_ref();
+            checks.extend(resolve::relay_check(
+                smtp,
+                config.default_timeout,
+                acme_directory,
+            ));
         }
         config.checks = share(checks);
     }

@@ -9,7 +9,6 @@ use rustls::pki_types::ServerName;
 use toml::Spanned;
 use url::{Host, Url};
 
-use super::check::CheckDefaults;
 use super::cx::Cx;
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, SmtpCheck, SmtpTlsMode, TlsExpect, TlsPortCheck,
@@ -145,7 +144,14 @@ pub(super) fn smtp(
 /// STARTTLS or SMTPS, its chain judged as any check's, under `[smtp]`'s
 /// own trust (`ca_file`). A clear-text relay (`tls = "none"`, loopback
 /// only) has no certificate to watch, so it gets none.
-pub(crate) fn relay_check(smtp: &SmtpConfig, defaults: &CheckDefaults) -> Option<Check> {
+///
+/// It takes what any check takes from the config when it does not say:
+/// `default_timeout` and the top-level `acme_directory`.
+pub(crate) fn relay_check(
+    smtp: &SmtpConfig,
+    timeout: Duration,
+    acme_directory: Option<&Url>,
+) -> Option<Check> {
     if !smtp.watch {
         return None;
     }
@@ -163,11 +169,11 @@ pub(crate) fn relay_check(smtp: &SmtpConfig, defaults: &CheckDefaults) -> Option
         name: RELAY_CHECK.to_string(),
         resolve: None,
         every: Cadence::Every(RELAY_EVERY),
-        timeout: defaults.timeout,
+        timeout,
         labels: BTreeMap::from([("vigie".to_string(), "smtp-relay".to_string())]),
         tls: TlsExpect {
             ca_file: smtp.ca_file.clone(),
-            acme_directory: defaults.acme_directory.clone(),
+            acme_directory: acme_directory.cloned(),
             ..TlsExpect::default()
         },
         alert: AlertOverrides::default(),
