@@ -94,6 +94,7 @@ fn down(name: &str, at: OffsetDateTime) -> Outcome {
         cors: None,
         dns: None,
         upload: None,
+        smtp: None,
     }
 }
 

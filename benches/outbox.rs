@@ -85,6 +85,7 @@ async fn bench(messages: usize) {
         username: None,
         password_file: None,
         ca_file: None,
+        watch: false,
     };
     let delivery = Delivery::smtp(
         SmtpTransport::new(&smtp, None).expect("transport"),

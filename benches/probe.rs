@@ -5,7 +5,9 @@
 //! The targets run in a child process (this binary re-executed with
 //! `--serve`), so the CPU time and peak RSS printed are vigie's alone.
 //!
-//! Run: `cargo bench --bench probe` (or `-- N CONCURRENCY ROUNDS`).
+//! Run: `cargo bench --bench probe` (or `-- N CONCURRENCY ROUNDS`);
+//! `VIGIE_BENCH_CLASSICAL_KX=1` makes the targets support no post-quantum
+//! key exchange (see `support/targets.rs`).
 
 #[path = "../tests/common/mod.rs"]
 mod common;

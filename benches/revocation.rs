@@ -82,6 +82,7 @@ fn served(leaf: &common::pki::Leaf, at: time::OffsetDateTime) -> Served {
             server_name: HOST.to_string(),
             version: None,
             cipher_suite: None,
+            key_exchange: None,
             trusted: true,
             verify_error: None,
             hostname_matches: true,

@@ -54,6 +54,8 @@ impl Check {
             CheckKind::Cors(_) => KindName::Cors,
             CheckKind::Dns(_) => KindName::Dns,
             CheckKind::Upload(_) => KindName::Upload,
+            CheckKind::Tls(_) => KindName::Tls,
+            CheckKind::Smtp(_) => KindName::Smtp,
         }
     }
 }
@@ -72,6 +74,8 @@ pub enum CheckKind {
     Cors(CorsCheck),
     Dns(DnsCheck),
     Upload(UploadCheck),
+    Tls(TlsPortCheck),
+    Smtp(SmtpCheck),
 }
 
 /// The kind's name, as written in `kind = "..."` and in JSON.
@@ -82,6 +86,8 @@ pub enum KindName {
     Cors,
     Dns,
     Upload,
+    Tls,
+    Smtp,
 }
 
 impl KindName {
@@ -91,6 +97,8 @@ impl KindName {
             KindName::Cors => "cors",
             KindName::Dns => "dns",
             KindName::Upload => "upload",
+            KindName::Tls => "tls",
+            KindName::Smtp => "smtp",
         }
     }
 }
@@ -213,6 +221,38 @@ pub enum AddressSet {
     Exactly(BTreeSet<IpAddr>),
 }
 
+/// A TLS handshake on any port (`kind = "tls"`): IMAPS, a database, an
+/// MQTT broker. No application protocol is spoken. [`Check::url`] is
+/// `tls://host:port`, what outcomes show as the target.
+#[derive(Debug, Clone)]
+pub struct TlsPortCheck {
+    /// Where to connect (a name or an IP address, without brackets).
+    pub host: String,
+    pub port: u16,
+    /// Sent as SNI and verified against: `server_name`, else `host`.
+    pub server_name: String,
+}
+
+/// An SMTP server's TLS (`kind = "smtp"`): [`Check::url`] is
+/// `smtp://host[:port]` (STARTTLS, port 25 by default) or
+/// `smtps://host[:port]` (TLS from the first byte, port 465).
+#[derive(Debug, Clone)]
+pub struct SmtpCheck {
+    pub host: String,
+    pub port: u16,
+    pub tls: SmtpTlsMode,
+}
+
+/// How an SMTP check reaches TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpTlsMode {
+    /// Greeting and EHLO in clear text, then STARTTLS. `required = false`
+    /// accepts a server that does not offer it (then no chain is judged).
+    Starttls { required: bool },
+    /// TLS from the first byte (smtps://).
+    Implicit,
+}
+
 /// A browser's presigned upload, end to end: presign a PUT, preflight it
 /// from `origin`, PUT, read the CORS headers of the PUT's answer, delete.
 /// [`Check::url`] is where objects live as browsers reach them (object URL
@@ -276,6 +316,9 @@ pub struct TlsExpect {
     pub ari_grace: Duration,
     /// Fetch the CRLs of the served certificates.
     pub revocation: bool,
+    /// The handshake must negotiate a post-quantum hybrid key exchange
+    /// (`tls.pq`).
+    pub require_pq: bool,
 }
 
 impl Default for TlsExpect {
@@ -289,6 +332,7 @@ impl Default for TlsExpect {
             acme_directory: None,
             ari_grace: DEFAULT_ARI_GRACE,
             revocation: true,
+            require_pq: false,
         }
     }
 }

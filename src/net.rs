@@ -41,9 +41,24 @@ pub enum CaFileError {
 /// Cipher suites are offered in the order browsers offer them (AES-128-GCM
 /// first): a probe should negotiate what a visitor negotiates, and the
 /// SHA-256 key schedule is measurably cheaper than SHA-384 per handshake.
+///
+/// Key exchange groups are offered as browsers offer them too, the
+/// post-quantum hybrid X25519MLKEM768 first: rustls then sends its key
+/// share along with a plain X25519 one (the same X25519 key, no extra
+/// work), so a server that supports the hybrid picks it without a retry,
+/// and a probe's `key_exchange` says what a visitor's browser gets. With
+/// the hybrid last (this build's default), a client sends only an X25519
+/// share and servers settle for it, hiding whether they could do better.
 pub fn crypto_provider() -> Arc<CryptoProvider> {
     use rustls::crypto::aws_lc_rs::cipher_suite::*;
+    use rustls::crypto::aws_lc_rs::kx_group;
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.kx_groups = vec![
+        kx_group::X25519MLKEM768,
+        kx_group::X25519,
+        kx_group::SECP256R1,
+        kx_group::SECP384R1,
+    ];
     provider.cipher_suites = vec![
         TLS13_AES_128_GCM_SHA256,
         TLS13_AES_256_GCM_SHA384,

@@ -45,6 +45,8 @@ pub struct Outcome {
     pub dns: Option<Box<DnsReport>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload: Option<Box<UploadReport>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smtp: Option<Box<SmtpReport>>,
 }
 
 impl Outcome {
@@ -79,6 +81,7 @@ impl Outcome {
             cors: None,
             dns: None,
             upload: None,
+            smtp: None,
         }
     }
 
@@ -185,6 +188,19 @@ pub enum Assertion {
     /// A served certificate is listed on its CRL.
     #[serde(rename = "tls.revoked")]
     TlsRevoked,
+    /// `[check.tls] require_pq`: the handshake did not negotiate a
+    /// post-quantum hybrid key exchange (such as X25519MLKEM768).
+    #[serde(rename = "tls.pq")]
+    TlsPq,
+    /// The SMTP server's greeting: none, not `220`, or not SMTP at all.
+    #[serde(rename = "smtp.banner")]
+    SmtpBanner,
+    /// The server refused `EHLO` or answered it with something not SMTP.
+    #[serde(rename = "smtp.ehlo")]
+    SmtpEhlo,
+    /// STARTTLS required but not offered, or refused when asked for.
+    #[serde(rename = "smtp.starttls")]
+    SmtpStarttls,
     /// A peer vantage's state in the bucket is older than `stale_after`
     /// (vigie's own pseudo-check `vigie:vantage:<peer>`, never a probe's).
     #[serde(rename = "vantage.silent")]
@@ -265,6 +281,10 @@ impl Assertion {
             Assertion::TlsChainIncomplete => "tls.chain_incomplete",
             Assertion::TlsRenewalWindow => "tls.renewal_window",
             Assertion::TlsRevoked => "tls.revoked",
+            Assertion::TlsPq => "tls.pq",
+            Assertion::SmtpBanner => "smtp.banner",
+            Assertion::SmtpEhlo => "smtp.ehlo",
+            Assertion::SmtpStarttls => "smtp.starttls",
             Assertion::VantageSilent => "vantage.silent",
             Assertion::CorsPreflight => "cors.preflight",
             Assertion::CorsOrigin => "cors.origin",
@@ -351,6 +371,11 @@ pub struct TlsReport {
     pub version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cipher_suite: Option<String>,
+    /// The negotiated key exchange group as IANA names it
+    /// (`X25519MLKEM768`, `X25519`, `secp256r1`); absent when the
+    /// handshake did not complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_exchange: Option<String>,
     pub trusted: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_error: Option<VerifyError>,
@@ -644,6 +669,38 @@ impl UploadStep {
             UploadStep::Delete => Assertion::UploadDelete,
         }
     }
+}
+
+impl TlsReport {
+    /// Whether the negotiated group is a post-quantum hybrid: every such
+    /// group IANA lists (`X25519MLKEM768`, `SecP256r1MLKEM768`,
+    /// `SecP384r1MLKEM1024`) carries ML-KEM in its name.
+    pub fn post_quantum(&self) -> bool {
+        self.key_exchange
+            .as_deref()
+            .is_some_and(|group| group.to_ascii_uppercase().contains("MLKEM"))
+    }
+}
+
+/// What an SMTP server said before the TLS handshake (`kind = "smtp"`).
+/// Not stored in the history: its verdicts are (`smtp.*` failures), and
+/// the chain is, as for https.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SmtpReport {
+    /// `starttls` (smtp://) or `tls` (smtps://, TLS from the first byte).
+    pub tls: String,
+    /// The greeting's first line, escaped and capped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub banner: Option<String>,
+    /// From connected to the greeting read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub banner_ms: Option<f64>,
+    /// From `EHLO` sent to its answer read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ehlo_ms: Option<f64>,
+    /// Whether the EHLO answer offered STARTTLS (smtp:// only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starttls_offered: Option<bool>,
 }
 
 /// What an upload check's steps met (filled by the upload probe). Never

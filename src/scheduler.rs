@@ -462,6 +462,7 @@ mod tests {
             cors: None,
             dns: None,
             upload: None,
+            smtp: None,
         }
     }
 

@@ -87,8 +87,15 @@ pub fn serve_if_asked() -> bool {
 }
 
 /// The target process: N TLS listeners serving the chain in `dir`; prints
-/// one port per line, runs until stdin closes.
+/// one port per line, runs until stdin closes. With
+/// `VIGIE_BENCH_CLASSICAL_KX` set, the targets support no post-quantum key
+/// exchange (a server not yet upgraded), so that what offering the hybrid
+/// costs is told apart from what negotiating it costs.
 fn serve(dir: &Path, n: usize) {
+    let opts = crate::common::servers::TlsOpts {
+        classical_kx_only: std::env::var_os("VIGIE_BENCH_CLASSICAL_KX").is_some(),
+        ..crate::common::servers::TlsOpts::default()
+    };
     let mut chain = Vec::new();
     for i in 0.. {
         match std::fs::read(dir.join(format!("chain{i}.der"))) {
@@ -107,7 +114,7 @@ fn serve(dir: &Path, n: usize) {
                 crate::common::servers::TlsServer::start(
                     chain.clone(),
                     PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())),
-                    crate::common::servers::TlsOpts::default(),
+                    opts,
                 )
             })
             .collect();

@@ -53,6 +53,7 @@ use crate::clock::{Clock, SystemClock};
 use credentials::CredentialDirs;
 
 pub use error::{ConfigError, ConfigErrors};
+pub use resolve::RELAY_CHECK;
 
 use error::Diagnostics;
 use source::Source;
@@ -183,6 +184,8 @@ pub struct SmtpConfig {
     pub password_file: Option<PathBuf>,
     /// Extra trust for a private relay.
     pub ca_file: Option<PathBuf>,
+    /// Add the check of this relay's TLS ([`resolve::RELAY_CHECK`]).
+    pub watch: bool,
 }
 
 /// How the SMTP connection is protected.
@@ -480,6 +483,17 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
         }
         if checks.is_empty() && !diag.has_errors() {
             no_checks(&src, &raw, &config.checks_dir, &skipped, &mut diag);
+        }
+        // The relay that carries vigie's own pages is watched like any
+        // target: its certificate can expire unnoticed, since mail
+        // servers keep accepting expired ones.
+        if let Some(smtp) = &config.smtp {
+            let acme_directory = config.acme_directory.as_ref();
+            checks.extend(resolve::relay_check(
+                smtp,
+                config.default_timeout,
+                acme_directory,
+            ));
         }
         config.checks = share(checks);
     }

@@ -111,6 +111,7 @@ pub(crate) struct RawSmtp {
     pub password_file: Option<Spanned<String>>,
     pub password_credential: Option<Spanned<String>>,
     pub ca_file: Option<Spanned<String>>,
+    pub watch: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -291,6 +292,11 @@ pub(crate) struct RawCheck {
     pub access_key_id_credential: Option<Spanned<String>>,
     pub secret_access_key_file: Option<Spanned<String>>,
     pub secret_access_key_credential: Option<Spanned<String>>,
+    // kind = "tls"
+    pub address: Option<Spanned<String>>,
+    pub server_name: Option<Spanned<String>>,
+    // kind = "smtp"
+    pub require_starttls: Option<Spanned<bool>>,
 }
 
 /// `[check.expect]` of an http or a dns check (one table for both, for the
@@ -337,6 +343,7 @@ pub(crate) struct RawTls {
     pub acme_directory: Option<Spanned<String>>,
     pub ari_grace: Option<Spanned<DurationText>>,
     pub revocation: Option<Spanned<bool>>,
+    pub require_pq: Option<Spanned<bool>>,
 }
 
 /// Declares a string newtype whose only purpose is a better "expected ..."

@@ -193,6 +193,7 @@ mod tests {
             cors: None,
             dns: None,
             upload: None,
+            smtp: None,
         }
     }
 

@@ -126,6 +126,7 @@ mod tests {
             server_name: "www.example.test".into(),
             version: None,
             cipher_suite: None,
+            key_exchange: None,
             trusted: true,
             verify_error: None,
             hostname_matches: true,

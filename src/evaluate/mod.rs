@@ -10,6 +10,7 @@ mod ca;
 pub mod caa;
 mod cors;
 mod dns;
+mod key_exchange;
 mod lifetime;
 pub mod upload;
 
@@ -30,6 +31,7 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
     let mut floor = Status::Up;
     if let Some(tls) = &outcome.tls {
         judge_tls(&check.tls, tls, now, &mut failures);
+        key_exchange::judge(&check.tls, tls, &mut failures);
         floor = ca::judge(&check.tls, tls, now, &mut failures);
     }
     if let Some(err) = &outcome.probe_error {
@@ -58,6 +60,10 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
                 upload::judge(upload, report, &mut failures);
             }
         }
+        // Their verdict is the chain's, judged above, and the probe's
+        // error: a tls check speaks no protocol, and an smtp check's
+        // conversation fails as a probe error (`smtp.*`).
+        CheckKind::Tls(_) | CheckKind::Smtp(_) => {}
     }
     outcome.status = failures
         .iter()
@@ -76,6 +82,9 @@ fn probe_failure(check: &Check, err: &ProbeError) -> Failure {
         Assertion::Timeout => format!("an answer within {}", crate::when::std_span(check.timeout)),
         Assertion::TlsHandshake => "a TLS handshake".to_string(),
         Assertion::HttpProtocol => "a valid HTTP response".to_string(),
+        Assertion::SmtpBanner => "a 220 greeting from an SMTP server".to_string(),
+        Assertion::SmtpEhlo => "a 250 answer to EHLO".to_string(),
+        Assertion::SmtpStarttls => "STARTTLS offered and accepted".to_string(),
         Assertion::HttpRedirect => format!(
             "at most {} redirects, without a loop",
             crate::check::MAX_REDIRECTS
@@ -509,6 +518,7 @@ mod tests {
                 server_name: "www.example.test".into(),
                 version: Some("TLSv1.3".into()),
                 cipher_suite: None,
+                key_exchange: None,
                 trusted: true,
                 verify_error: None,
                 hostname_matches,
@@ -520,6 +530,7 @@ mod tests {
             cors: None,
             dns: None,
             upload: None,
+            smtp: None,
         }
     }
 

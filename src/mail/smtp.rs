@@ -917,6 +917,7 @@ mod tests {
             username: None,
             password_file: None,
             ca_file: None,
+            watch: false,
         };
         let transport = SmtpTransport::new(&config, None).unwrap();
         assert_eq!(transport.server(), "smtp [::1]:25");

@@ -35,12 +35,12 @@ use url::{Host, Url};
 use super::address::{self, AddressClass, RedirectPolicy};
 use super::chains::{self, Chains};
 use super::shown;
-use super::tls::{self, Trust};
+use super::tls::{self, Carrying, Trust};
 use crate::cert;
 use crate::check::Check;
 use crate::clock::Clock;
 use crate::net::CaFileError;
-use crate::outcome::{Assertion, ProbeError, TlsReport};
+use crate::outcome::{Assertion, ProbeError, SmtpReport, TlsReport};
 use crate::redact::redact;
 use crate::tls_words;
 
@@ -191,13 +191,23 @@ impl Client {
         let port = hop.url.port_or_known_default().unwrap_or(443);
         trace.hops.push(redact(hop.url));
         let target = hop.connect_to.or(literal);
-        let tcp = self.connect(&host, port, target, hop, trace).await?;
+        let tcp = self
+            .connect(
+                &host,
+                port,
+                target,
+                hop.redirect.as_ref().map(|r| (r, hop.url)),
+                trace,
+            )
+            .await?;
         if trace.first_peer.is_none() {
             trace.first_peer = tcp.peer_addr().ok().map(|addr| addr.ip());
         }
         match hop.url.scheme() {
             "https" => {
-                let tls = self.handshake(tcp, &host, hop.trust, trace).await?;
+                let tls = self
+                    .handshake(tcp, &host, hop.trust, Carrying::Http, trace)
+                    .await?;
                 exchange(tls, request, cap, trace).await
             }
             _ => {
@@ -209,12 +219,43 @@ impl Client {
         }
     }
 
+    /// A TCP connection to `host:port` (or to `connect_to`, keeping `host`
+    /// for the TLS name), for the probes that speak something other than
+    /// HTTP (`tls`, `smtp`); the address it reached is the probe's first
+    /// peer, as for an https check.
+    pub async fn open(
+        &self,
+        host: &str,
+        port: u16,
+        connect_to: Option<IpAddr>,
+        trace: &mut Trace,
+    ) -> Result<TcpStream, ProbeError> {
+        let target = connect_to.or_else(|| host.parse().ok());
+        let tcp = self.connect(host, port, target, None, trace).await?;
+        trace.first_peer = tcp.peer_addr().ok().map(|addr| addr.ip());
+        Ok(tcp)
+    }
+
+    /// The TLS handshake on `tcp` for a protocol that is not HTTP (no ALPN
+    /// offered), verified for `server_name`: its facts go to `trace.tls`
+    /// exactly as an https hop's, so the chain is judged the same way.
+    pub async fn secure(
+        &self,
+        tcp: TcpStream,
+        server_name: &str,
+        trust: &Trust,
+        trace: &mut Trace,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ProbeError> {
+        self.handshake(tcp, server_name, trust, Carrying::Other, trace)
+            .await
+    }
+
     async fn connect(
         &self,
         host: &str,
         port: u16,
         target: Option<IpAddr>,
-        hop: &Hop<'_>,
+        redirect: Option<(&Redirect, &Url)>,
         trace: &mut Trace,
     ) -> Result<TcpStream, ProbeError> {
         let mut addrs: Vec<SocketAddr> = match target {
@@ -224,7 +265,7 @@ impl Client {
                 resolve(host, port).await?
             }
         };
-        if let Some(redirect) = &hop.redirect {
+        if let Some((redirect, url)) = redirect {
             // Every address is judged, not the name: a public name may
             // resolve to a private address.
             let mut refusal = None;
@@ -242,7 +283,7 @@ impl Client {
                     message: format!(
                         "redirect {} to {} refused: {why}",
                         redirect.number,
-                        redact(hop.url)
+                        redact(url)
                     ),
                 });
             }
@@ -273,6 +314,7 @@ impl Client {
         tcp: TcpStream,
         host: &str,
         trust: &Trust,
+        carrying: Carrying,
         trace: &mut Trace,
     ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, ProbeError> {
         let server_name = ServerName::try_from(host.to_string()).map_err(|_| ProbeError {
@@ -281,7 +323,7 @@ impl Client {
         })?;
         let peer = tcp.peer_addr().ok();
         trace.phase = Phase::Handshaking(peer);
-        let connector = tokio_rustls::TlsConnector::from(trust.client_config());
+        let connector = tokio_rustls::TlsConnector::from(trust.client_config(carrying));
         let (result, seen) = tls::recording(connector.connect(server_name, tcp)).await;
         // Certificate facts are as of the probe's start: `hours_left` is
         // then derivable from `started_at` (the store does so on read).
@@ -324,6 +366,7 @@ impl Client {
                 server_name: host.to_string(),
                 version: None,
                 cipher_suite: None,
+                key_exchange: None,
                 trusted: verify_error.is_none(),
                 hostname_matches,
                 ari: None,
@@ -342,6 +385,11 @@ impl Client {
                         r.cipher_suite = conn
                             .negotiated_cipher_suite()
                             .map(|s| format!("{:?}", s.suite()));
+                        // rustls spells groups as IANA does (`X25519MLKEM768`,
+                        // `secp256r1`).
+                        r.key_exchange = conn
+                            .negotiated_key_exchange_group()
+                            .map(|group| format!("{:?}", group.name()));
                         r
                     });
                 }
@@ -407,6 +455,8 @@ pub struct Trace {
     /// The certificates of the first https hop as served (DER, leaf
     /// first), for what the CA says about them (`probe::ca`).
     pub served: Vec<CertificateDer<'static>>,
+    /// What an SMTP server said so far (`probe::smtp`).
+    pub smtp: Option<SmtpReport>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -418,6 +468,9 @@ pub enum Phase {
     Handshaking(Option<SocketAddr>),
     AwaitingHeaders,
     ReadingBody(u64),
+    /// Waiting for what a protocol other than HTTP says next (the SMTP
+    /// greeting).
+    Awaiting(&'static str),
 }
 
 impl fmt::Display for Phase {
@@ -430,6 +483,7 @@ impl fmt::Display for Phase {
             Phase::Handshaking(None) => f.write_str("during the TLS handshake"),
             Phase::AwaitingHeaders => f.write_str("waiting for the response headers"),
             Phase::ReadingBody(bytes) => write!(f, "reading the body ({bytes} bytes received)"),
+            Phase::Awaiting(what) => write!(f, "waiting for {what}"),
         }
     }
 }

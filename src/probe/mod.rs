@@ -18,7 +18,9 @@ pub mod crl;
 pub mod dns;
 pub mod http;
 pub mod shown;
+pub mod smtp;
 pub mod tls;
+pub mod tls_port;
 pub mod upload;
 
 use std::sync::Arc;
@@ -43,6 +45,8 @@ enum Facts {
     Cors(CorsReport),
     Dns(DnsReport),
     Upload(UploadReport),
+    /// The kinds whose facts are all in the trace (`tls`, `smtp`).
+    Traced,
 }
 
 impl Prober {
@@ -100,12 +104,14 @@ impl Prober {
                 .await;
         }
         let (mut http, mut cors, mut dns, mut upload) = (None, None, None, None);
+        let smtp = trace.smtp.take().map(Box::new);
         let mut probe_error = None;
         match facts {
             Ok(Facts::Http(report)) => http = Some(report),
             Ok(Facts::Cors(report)) => cors = Some(Box::new(report)),
             Ok(Facts::Dns(report)) => dns = Some(Box::new(report)),
             Ok(Facts::Upload(report)) => upload = Some(Box::new(report)),
+            Ok(Facts::Traced) => {}
             Err(err) => probe_error = Some(bounded(err)),
         }
         Outcome {
@@ -122,6 +128,7 @@ impl Prober {
             cors,
             dns,
             upload,
+            smtp,
         }
     }
 
@@ -138,6 +145,12 @@ impl Prober {
             CheckKind::Upload(upload) => upload::probe(&self.client, check, upload, &trust, trace)
                 .await
                 .map(Facts::Upload),
+            CheckKind::Tls(port) => tls_port::probe(&self.client, check, port, &trust, trace)
+                .await
+                .map(|()| Facts::Traced),
+            CheckKind::Smtp(smtp) => smtp::probe(&self.client, check, smtp, &trust, trace)
+                .await
+                .map(|()| Facts::Traced),
         }
     }
 }

@@ -34,6 +34,9 @@ pub struct Trust {
     /// records into the task-local slot of the handshake being polled (see
     /// [`recording`]), so nothing in it is per connection.
     config: Arc<rustls::ClientConfig>,
+    /// The same without ALPN, for TLS that carries something else than
+    /// HTTP (see [`Carrying`]).
+    bare: Arc<rustls::ClientConfig>,
     /// Subjects of the trust anchors, to tell "intermediate not served" from
     /// "issued by a CA nobody trusts".
     anchor_subjects: HashSet<Vec<u8>>,
@@ -79,8 +82,12 @@ impl Trust {
             WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                 .build()
                 .map_err(|err| rustls::Error::General(err.to_string()))?;
+        let config = client_config(provider, verifier);
+        let mut bare = config.clone();
+        bare.alpn_protocols.clear();
         Ok(Self {
-            config: Arc::new(client_config(provider, verifier)),
+            config: Arc::new(config),
+            bare: Arc::new(bare),
             anchor_subjects,
             anchor_keys,
         })
@@ -96,14 +103,27 @@ impl Trust {
     /// shown when the handshake runs inside [`recording`], and it has no
     /// session cache, so every probe does a full handshake and sees the
     /// chain actually served.
-    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
-        self.config.clone()
+    pub fn client_config(&self, carrying: Carrying) -> Arc<rustls::ClientConfig> {
+        match carrying {
+            Carrying::Http => self.config.clone(),
+            Carrying::Other => self.bare.clone(),
+        }
     }
 
     /// Is a trust anchor named `subject_der` (the Name's contents)?
     pub fn is_anchor(&self, subject_der: &[u8]) -> bool {
         self.anchor_subjects.contains(subject_der)
     }
+}
+
+/// What a probe's TLS connection carries, which decides the ALPN it
+/// offers: `http/1.1` for HTTP, nothing otherwise. A server with its own
+/// ALPN list (MQTT, a database, a mail server) may refuse a handshake
+/// offering only a protocol it does not speak (RFC 7301, section 3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrying {
+    Http,
+    Other,
 }
 
 /// `contents` wrapped in a DER SEQUENCE header: webpki keeps an anchor's

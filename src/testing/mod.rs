@@ -48,6 +48,7 @@ pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
             server_name: format!("{name}.example.com"),
             version: Some("TLSv1.3".to_string()),
             cipher_suite: Some("TLS13_AES_256_GCM_SHA384".to_string()),
+            key_exchange: None,
             trusted: true,
             verify_error: None,
             hostname_matches: true,
@@ -59,5 +60,6 @@ pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
         cors: None,
         dns: None,
         upload: None,
+        smtp: None,
     }
 }

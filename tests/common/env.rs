@@ -158,8 +158,13 @@ pub fn check_toml(name: &str, url: &str, extra: &str) -> String {
 
 /// Runs one check against `url` and returns its outcome.
 pub async fn probe(url: &str, extra: &str) -> Outcome {
+    run_one(&check_toml("t", url, extra)).await
+}
+
+/// Runs the one `[[check]]` of `toml` and returns its outcome.
+pub async fn run_one(toml: &str) -> Outcome {
     let env = Env::new();
-    env.write_checks("test.toml", &check_toml("t", url, extra));
+    env.write_checks("test.toml", toml);
     env.run_all().await.remove(0)
 }
 

@@ -39,7 +39,7 @@ pub use pki::{
 #[allow(unused_imports)]
 pub use servers::{
     refused_addr, Garbage, Handler, PlainHttpServer, RecordedRequest, Resetter, Tarpit, TlsOpts,
-    TlsProxy, TlsServer,
+    TlsPortServer, TlsProxy, TlsServer, IMAP_GREETING,
 };
 
 /// Poll `cond` every 10 ms until it is true (returns true) or `timeout` passes (returns false).

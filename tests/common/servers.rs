@@ -106,6 +106,39 @@ where
     })
 }
 
+/// [`spawn_accept_loop`] with a TLS handshake on each connection: a failed
+/// one is counted in `state`, a completed one counted with its protocol
+/// version and handed to `serve`.
+fn spawn_tls_loop<F, Fut>(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    state: &Arc<State>,
+    serve: F,
+) -> JoinHandle<()>
+where
+    F: Fn(tokio_rustls::server::TlsStream<TcpStream>, Arc<State>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let st = state.clone();
+    let serve = Arc::new(serve);
+    spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
+        let acceptor = acceptor.clone();
+        let state = st.clone();
+        let serve = serve.clone();
+        async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                state.handshake_failures.fetch_add(1, Ordering::SeqCst);
+                return;
+            };
+            state.handshakes.fetch_add(1, Ordering::SeqCst);
+            if let Some(v) = tls.get_ref().1.protocol_version() {
+                state.versions.lock().unwrap().push(v);
+            }
+            serve(tls, state).await;
+        }
+    })
+}
+
 /// One HTTP request as the server saw it.
 #[derive(Clone, Debug)]
 pub struct RecordedRequest {
@@ -174,6 +207,9 @@ pub struct TlsOpts {
     pub tls12_only: bool,
     /// Offer TLS 1.3 only (ignored if `tls12_only`).
     pub tls13_only: bool,
+    /// Support no post-quantum key exchange (the provider's groups without
+    /// X25519MLKEM768): a server not yet upgraded.
+    pub classical_kx_only: bool,
 }
 
 /// Serves one chain whatever the SNI; records every SNI received.
@@ -203,7 +239,23 @@ fn tls_acceptor(
     opts: TlsOpts,
     state: &Arc<State>,
 ) -> tokio_rustls::TlsAcceptor {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    tokio_rustls::TlsAcceptor::from(Arc::new(tls_server_config(chain, key, opts, state)))
+}
+
+/// The [`tls_acceptor`]'s configuration.
+fn tls_server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    opts: TlsOpts,
+    state: &Arc<State>,
+) -> ServerConfig {
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    if opts.classical_kx_only {
+        provider
+            .kx_groups
+            .retain(|group| group.name() != rustls::NamedGroup::X25519MLKEM768);
+    }
+    let provider = Arc::new(provider);
     let signing_key = provider
         .key_provider
         .load_private_key(key)
@@ -227,7 +279,7 @@ fn tls_acceptor(
     config.session_storage = Arc::new(NoServerSessionStorage {});
     config.send_tls13_tickets = 0;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    config
 }
 
 /// Answers every request of a [`TlsServer::start_with`] server: gets the
@@ -306,24 +358,8 @@ impl TlsServer {
 
         let listener = bind_on(ip);
         let addr = listener.local_addr().expect("local_addr");
-        let st = state.clone();
-        let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
-            let acceptor = acceptor.clone();
-            let state = st.clone();
-            async move {
-                match acceptor.accept(tcp).await {
-                    Ok(tls) => {
-                        state.handshakes.fetch_add(1, Ordering::SeqCst);
-                        if let Some(v) = tls.get_ref().1.protocol_version() {
-                            state.versions.lock().unwrap().push(v);
-                        }
-                        serve_http(TokioIo::new(tls), state).await;
-                    }
-                    Err(_) => {
-                        state.handshake_failures.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            }
+        let task = spawn_tls_loop(listener, acceptor, &state, |tls, state| {
+            serve_http(TokioIo::new(tls), state)
         });
         TlsServer { addr, state, task }
     }
@@ -373,6 +409,60 @@ impl Drop for TlsServer {
     }
 }
 
+// ------------------------------------------------------ TLS that is not HTTP
+
+/// What [`TlsPortServer`] writes once the handshake is done: an IMAP
+/// server's greeting.
+pub const IMAP_GREETING: &str = "* OK [CAPABILITY IMAP4rev1] ready\r\n";
+
+/// TLS on 127.0.0.1 that carries no HTTP, as an IMAPS port does: the same
+/// rustls setup as [`TlsServer`] but with its own ALPN list (`imap`, so a
+/// client offering only `http/1.1` is refused), writes [`IMAP_GREETING`]
+/// after the handshake and closes.
+#[derive(Debug)]
+pub struct TlsPortServer {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+    task: JoinHandle<()>,
+}
+
+impl TlsPortServer {
+    pub fn start(leaf: &Leaf) -> TlsPortServer {
+        let state = Arc::new(State::default());
+        let mut config =
+            tls_server_config(leaf.chain.clone(), leaf.key(), TlsOpts::default(), &state);
+        config.alpn_protocols = vec![b"imap".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = bind_loopback();
+        let addr = listener.local_addr().expect("local_addr");
+        let task = spawn_tls_loop(listener, acceptor, &state, |mut tls, _| async move {
+            let _ = tls.write_all(IMAP_GREETING.as_bytes()).await;
+            let _ = tls.shutdown().await;
+        });
+        TlsPortServer { addr, state, task }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// TLS handshakes completed so far.
+    pub fn handshakes(&self) -> usize {
+        self.state.handshakes.load(Ordering::SeqCst)
+    }
+
+    /// SNI of the latest ClientHello.
+    pub fn last_sni(&self) -> Option<String> {
+        self.state.sni.lock().unwrap().last().cloned().flatten()
+    }
+}
+
+impl Drop for TlsPortServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 // ---------------------------------------------------------------- TLS proxy
 
 /// Terminates TLS on 127.0.0.1 (same rustls setup as [`TlsServer`]: the
@@ -402,29 +492,13 @@ impl TlsProxy {
         let acceptor = tls_acceptor(leaf.chain.clone(), leaf.key(), opts, &state);
         let listener = bind_loopback();
         let addr = listener.local_addr().expect("local_addr");
-        let st = state.clone();
-        let task = spawn_accept_loop(listener, state.connections.clone(), move |tcp| {
-            let acceptor = acceptor.clone();
-            let state = st.clone();
-            async move {
-                let mut tls = match acceptor.accept(tcp).await {
-                    Ok(tls) => tls,
-                    Err(_) => {
-                        state.handshake_failures.fetch_add(1, Ordering::SeqCst);
-                        return;
-                    }
-                };
-                state.handshakes.fetch_add(1, Ordering::SeqCst);
-                if let Some(v) = tls.get_ref().1.protocol_version() {
-                    state.versions.lock().unwrap().push(v);
-                }
-                // Upstream down: close the client connection (it sees EOF).
-                let Ok(mut up) = TcpStream::connect(upstream).await else {
-                    return;
-                };
-                // Errors (either side gone) end the connection; nothing to report.
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
-            }
+        let task = spawn_tls_loop(listener, acceptor, &state, move |mut tls, _| async move {
+            // Upstream down: close the client connection (it sees EOF).
+            let Ok(mut up) = TcpStream::connect(upstream).await else {
+                return;
+            };
+            // Errors (either side gone) end the connection; nothing to report.
+            let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
         });
         TlsProxy {
             addr,

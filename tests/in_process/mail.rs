@@ -738,6 +738,7 @@ fn kill9_child_process() {
             username: None,
             password_file: None,
             ca_file: None,
+            watch: false,
         };
         let delivery = Delivery::smtp(
             SmtpTransport::new(&smtp, None).unwrap(),

@@ -4,7 +4,7 @@
 
 use crate::common::env::{assertions, failure, pretty, probe};
 use crate::common::*;
-use vigie::outcome::{Status, VerifyError};
+use vigie::outcome::{Assertion, Status, VerifyError};
 
 async fn probe_leaf(leaf: &Leaf, extra: &str) -> vigie::outcome::Outcome {
     let server = TlsServer::start_leaf(leaf, TlsOpts::default());
@@ -492,4 +492,64 @@ fn a_url_without_a_scheme_must_start_with_https() {
         errors.ends_with("checks/bare.toml:4:7: `url`: must start with https:// (or http://)"),
         "{errors}"
     );
+}
+
+/// vigie offers X25519MLKEM768 first, as browsers do: a server that
+/// supports it negotiates it, one that does not falls back to X25519, and
+/// each outcome says which. `require_pq` turns the fallback into `tls.pq`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_key_exchange_group_is_recorded_and_pq_can_be_required() {
+    let require = "[check.tls]\nrequire_pq = true\n";
+    let upgraded = TlsServer::start_leaf(&valid_leaf(), TlsOpts::default());
+    let outcome = probe(&upgraded.url("/"), require).await;
+    assert_eq!(outcome.status, Status::Up, "{}", pretty(&outcome));
+    let tls = outcome.tls.as_ref().expect("tls report");
+    assert_eq!(tls.key_exchange.as_deref(), Some("X25519MLKEM768"));
+    assert_eq!(tls.version.as_deref(), Some("TLSv1.3"));
+    assert!(tls.post_quantum());
+
+    let classical = TlsServer::start_leaf(
+        &valid_leaf(),
+        TlsOpts {
+            classical_kx_only: true,
+            ..TlsOpts::default()
+        },
+    );
+    let outcome = probe(&classical.url("/"), "").await;
+    assert_eq!(
+        outcome.status,
+        Status::Up,
+        "not required: {}",
+        pretty(&outcome)
+    );
+    let tls = outcome.tls.as_ref().expect("tls report");
+    assert_eq!(tls.key_exchange.as_deref(), Some("X25519"));
+    assert!(!tls.post_quantum());
+
+    let outcome = probe(&classical.url("/"), require).await;
+    assert_eq!(outcome.status, Status::Down, "{}", pretty(&outcome));
+    assert_eq!(assertions(&outcome), vec![Assertion::TlsPq]);
+    let f = failure(&outcome, "tls.pq");
+    assert_eq!(f.observed, "X25519");
+    assert!(
+        f.message
+            .contains("negotiated X25519, not a post-quantum hybrid")
+            && f.message.contains("enable X25519MLKEM768"),
+        "{}",
+        f.message
+    );
+}
+
+/// A handshake that failed negotiated nothing: `require_pq` adds no second
+/// failure to the certificate's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_handshake_is_not_also_a_pq_failure() {
+    let outcome = probe_leaf(&expired_leaf(), "[check.tls]\nrequire_pq = true\n").await;
+    assert_eq!(outcome.status, Status::Down);
+    assert!(
+        !assertions(&outcome).contains(&Assertion::TlsPq),
+        "{}",
+        pretty(&outcome)
+    );
+    assert!(assertions(&outcome).contains(&Assertion::TlsExpiry));
 }

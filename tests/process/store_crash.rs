@@ -123,6 +123,7 @@ fn outcome(seq: u64) -> Outcome {
             server_name: "site.example".to_string(),
             version: Some("TLSv1.3".to_string()),
             cipher_suite: Some("TLS13_AES_128_GCM_SHA256".to_string()),
+            key_exchange: None,
             trusted: true,
             verify_error: None,
             hostname_matches: true,
@@ -134,6 +135,7 @@ fn outcome(seq: u64) -> Outcome {
         cors: None,
         dns: None,
         upload: None,
+        smtp: None,
     }
 }
 

@@ -141,6 +141,10 @@ pub struct CertRow {
     /// CRL answers that are not "good": revoked, unavailable, stale, invalid.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub revocation: Vec<crate::outcome::CrlReport>,
+    /// The key exchange group the latest handshake negotiated
+    /// (`X25519MLKEM768`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_exchange: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -384,6 +388,7 @@ fn cert_row(outcome: &Outcome, now: OffsetDateTime) -> Option<CertRow> {
             .filter(|r| r.status != crate::outcome::CrlStatus::Good)
             .cloned()
             .collect(),
+        key_exchange: tls.key_exchange.clone(),
     })
 }
 
@@ -480,8 +485,12 @@ mod tests {
             leaf.not_after = datetime!(2027-06-01 00:00 UTC);
             leaf.not_before = datetime!(2026-06-01 00:00 UTC);
         });
+        let mut site = up("site", now - HOUR);
+        if let Some(tls) = site.tls.as_mut() {
+            tls.key_exchange = Some("X25519MLKEM768".to_string());
+        }
         let latest = vec![
-            up("site", now - HOUR),
+            site,
             app,
             api,
             old,

@@ -193,6 +193,7 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
                     z.minute(row.not_after),
                     renewal_cell(row.renewal),
                     issuer_cell(row),
+                    row.key_exchange.clone().unwrap_or_else(|| "-".to_string()),
                 ]
             })
             .collect();
@@ -207,13 +208,22 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
                     "-".to_string(),
                     "unknown".to_string(),
                     format!("no certificate seen: {}", u.reason),
+                    "-".to_string(),
                 ]
             }));
         }
         blocks.push(Block::Table {
-            head: ["check", "host", "days", "not after", "renewal", "issuer"]
-                .map(String::from)
-                .to_vec(),
+            head: [
+                "check",
+                "host",
+                "days",
+                "not after",
+                "renewal",
+                "issuer",
+                "key exchange",
+            ]
+            .map(String::from)
+            .to_vec(),
             rows: cells,
             marked,
         });

@@ -66,13 +66,14 @@ pub fn check_row(
     let (good_24h, known_24h) = hours
         .iter()
         .fold((0, 0), |(g, k), r| (g + r.up + r.warn, k + r.known()));
-    let certificate = latest
-        .and_then(|o| o.tls.as_ref())
-        .and_then(|tls| tls.chain.first())
-        .map(|leaf| CertSummary {
+    let tls = latest.and_then(|o| o.tls.as_ref());
+    let certificate = tls
+        .and_then(|tls| tls.chain.first().map(|leaf| (tls, leaf)))
+        .map(|(tls, leaf)| CertSummary {
             days_left: leaf.days_left,
             issuer: leaf.issuer.clone(),
             staging: is_staging(&leaf.issuer),
+            key_exchange: tls.key_exchange.clone(),
         });
     Ok(CheckRow {
         name: check.name.clone(),

@@ -177,6 +177,10 @@ fn check_card(check: &CheckRow, now: OffsetDateTime) -> Markup {
                     (days_left(cert.days_left)) ", " (cert.issuer)
                     @if cert.staging { strong.flag { " STAGING issuer: browsers do not trust it" } }
                 }
+                @if let Some(group) = &cert.key_exchange {
+                    dt { "key exchange" }
+                    dd { (group) }
+                }
             }
         }
     }
@@ -491,10 +495,28 @@ mod tests {
             days_left: -2,
             issuer: "CN=Test CA".into(),
             staging: false,
+            key_exchange: None,
         });
         let html = overview_of(expired);
         assert!(html.contains("expired 2 days ago, CN=Test CA"), "{html}");
         assert!(!html.contains("-2 days"), "{html}");
+        assert!(!html.contains("key exchange"), "{html}");
+    }
+
+    #[test]
+    fn a_card_shows_the_negotiated_key_exchange_group() {
+        let mut served = row(Some(Status::Up));
+        served.certificate = Some(super::super::view::CertSummary {
+            days_left: 60,
+            issuer: "CN=Test CA".into(),
+            staging: false,
+            key_exchange: Some("X25519MLKEM768".into()),
+        });
+        let html = overview_of(served);
+        assert!(
+            html.contains("<dt>key exchange</dt><dd>X25519MLKEM768</dd>"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct CertSummary {
     pub days_left: i64,
     pub issuer: String,
     pub staging: bool,
+    /// The negotiated key exchange group (`X25519MLKEM768`), when known.
+    pub key_exchange: Option<String>,
 }
 
 /// A group of checks sharing a label value.

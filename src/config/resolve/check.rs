@@ -20,7 +20,7 @@ use super::base_dir;
 use super::browser::{header_names, parse_origin};
 use super::cx::Cx;
 use super::upload;
-use super::{dns, keys};
+use super::{dns, keys, tls_kinds};
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
     TlsExpect, DEFAULT_ARI_GRACE, DEFAULT_CRITICAL_DAYS,
@@ -94,15 +94,21 @@ fn check(
     let kind_name = cx
         .required(d, "kind", raw.kind.as_ref(), &context)
         .and_then(|k| kind_name(cx, k));
-    // A dns check has no URL of its own (it asks `query`); every other kind
-    // needs one.
-    let url = match (kind_name, &raw.url) {
+    // A dns check has no URL of its own (it asks `query`), nor has a tls
+    // check (it connects to `address`); an smtp check's URL is read with
+    // its kind; every other kind needs a web URL.
+    let mut url = match (kind_name, &raw.url) {
         (Some(KindName::Dns), Some(u)) => {
             let message = "a dns check has no url: it asks `query` (write the name there)";
             cx.error(&u.span(), "url", message);
             None
         }
-        (Some(KindName::Dns), None) => None,
+        (Some(KindName::Tls), Some(u)) => {
+            let message = "a tls check has no url: write `address = \"host:port\"`";
+            cx.error(&u.span(), "url", message);
+            None
+        }
+        (Some(KindName::Dns | KindName::Tls | KindName::Smtp), _) => None,
         _ => cx
             .required(d, "url", raw.url.as_ref(), &context)
             .and_then(|u| cx.web_url("url", u)),
@@ -146,6 +152,16 @@ fn check(
         }
         KindName::Dns => CheckKind::Dns(dns::dns(cx, d, &context)?),
         KindName::Upload => CheckKind::Upload(upload::upload(cx, d, url.as_ref(), &context)?),
+        KindName::Tls => {
+            let (tls, own_url) = tls_kinds::tls_port(cx, d, &context)?;
+            url = Some(own_url);
+            CheckKind::Tls(tls)
+        }
+        KindName::Smtp => {
+            let (smtp, own_url) = tls_kinds::smtp(cx, d, &context)?;
+            url = Some(own_url);
+            CheckKind::Smtp(smtp)
+        }
     };
     let url = match &kind {
         CheckKind::Dns(dns) => dns::dns_url(&dns.query),
@@ -310,6 +326,7 @@ fn tls(cx: &mut Cx<'_>, raw: Option<&RawTls>, defaults: &CheckDefaults) -> TlsEx
             MAX_ARI_GRACE,
         ),
         revocation: raw.revocation.as_ref().is_none_or(|r| *r.get_ref()),
+        require_pq: raw.require_pq.as_ref().is_some_and(|r| *r.get_ref()),
     }
 }
 

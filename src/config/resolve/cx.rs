@@ -381,7 +381,12 @@ impl<'a> Cx<'a> {
     /// [`Cx::url`]; a URL written without its scheme ("example.com/")
     /// is told to start with `scheme` rather than the `url` crate's
     /// "relative URL without a base".
-    fn url_with_scheme(&mut self, key: &str, value: &Spanned<String>, scheme: &str) -> Option<Url> {
+    pub(super) fn url_with_scheme(
+        &mut self,
+        key: &str,
+        value: &Spanned<String>,
+        scheme: &str,
+    ) -> Option<Url> {
         let url = match Url::parse(value.get_ref()) {
             Ok(url) => url,
             Err(url::ParseError::RelativeUrlWithoutBase) => {

@@ -1,4 +1,4 @@
-//! Which kind (of http, cors, dns and upload) owns which key of a
+//! Which kind (of http, cors, dns, upload, tls and smtp) owns which key of a
 //! `[[check]]`, so a key written on the wrong kind is reported instead of
 //! silently asserting nothing.
 
@@ -18,22 +18,44 @@ type Owned = (String, Option<Range<usize>>, &'static [KindName]);
 /// and the kinds it belongs to. `expect` is judged key by key, since http
 /// and dns checks share the table but not its keys.
 fn owned_keys(d: &Decoded<RawCheck>) -> Vec<(String, Range<usize>, &'static [KindName])> {
-    use KindName::{Cors, Dns, Http, Upload};
+    use KindName::{Cors, Dns, Http, Smtp, Tls, Upload};
     const HTTP: &[KindName] = &[Http];
+    const TLS: &[KindName] = &[Tls];
+    const SMTP: &[KindName] = &[Smtp];
+    // Every kind that makes a TLS connection of its own choosing.
+    const CONNECTS: &[KindName] = &[Http, Cors, Upload, Tls, Smtp];
     const CORS: &[KindName] = &[Cors];
     const DNS: &[KindName] = &[Dns];
     const UPLOAD: &[KindName] = &[Upload];
     const BROWSER: &[KindName] = &[Cors, Upload];
-    const WEB: &[KindName] = &[Http, Cors, Upload];
     let raw = &d.value;
     let span = |v: Option<Range<usize>>| v;
     let mut keys: Vec<Owned> = vec![
         (
             "resolve".into(),
             span(raw.resolve.as_ref().map(|v| v.span())),
-            WEB,
+            CONNECTS,
         ),
-        ("tls".into(), raw.tls.as_ref().map(|_| d.span.clone()), WEB),
+        (
+            "tls".into(),
+            raw.tls.as_ref().map(|_| d.span.clone()),
+            CONNECTS,
+        ),
+        (
+            "address".into(),
+            raw.address.as_ref().map(|v| v.span()),
+            TLS,
+        ),
+        (
+            "server_name".into(),
+            raw.server_name.as_ref().map(|v| v.span()),
+            TLS,
+        ),
+        (
+            "require_starttls".into(),
+            raw.require_starttls.as_ref().map(|v| v.span()),
+            SMTP,
+        ),
         (
             "follow_redirects".into(),
             raw.follow_redirects.as_ref().map(|v| v.span()),

@@ -23,6 +23,7 @@ mod cx;
 mod dns;
 mod keys;
 mod notify;
+mod tls_kinds;
 mod upload;
 
 pub(crate) use upload::key_segment;
@@ -64,6 +65,8 @@ use check::is_name_char;
 use cx::Cx;
 
 pub(crate) use check::{checks, CheckDefaults, Names};
+pub(crate) use tls_kinds::relay_check;
+pub use tls_kinds::RELAY_CHECK;
 
 const DEFAULT_STATE_DIR: &str = "state";
 const DEFAULT_CHECKS_DIR: &str = "checks";
@@ -619,6 +622,7 @@ fn smtp(cx: &mut Cx<'_>, d: &Decoded<RawSmtp>) -> Option<SmtpConfig> {
             raw.password_credential.as_ref(),
         ),
         ca_file: raw.ca_file.as_ref().and_then(|f| cx.file("ca_file", f)),
+        watch: raw.watch.as_ref().is_none_or(|w| *w.get_ref()),
     })
 }
 
