@@ -423,6 +423,32 @@ mod tests {
     }
 
     #[test]
+    fn an_update_is_unshipped_until_shipped_and_a_restored_one_never_is() {
+        let since = datetime!(2026-12-01 10:00 UTC);
+        for (updates, _dir) in both() {
+            let kept = updates.add(&update("site", since, since, "a")).unwrap();
+            assert_eq!(updates.unshipped().unwrap(), vec![kept.clone()]);
+            updates.shipped(&kept).unwrap();
+            assert!(updates.unshipped().unwrap().is_empty());
+
+            let from_bucket = update("site", since, since + time::Duration::minutes(1), "b");
+            assert!(updates.restore(&from_bucket).unwrap());
+            assert!(!updates.restore(&from_bucket).unwrap(), "twice: nothing");
+            assert!(updates.unshipped().unwrap().is_empty());
+            assert_eq!(updates.of_incident("site", since).unwrap().len(), 2);
+
+            let old = updates.add(&update("site", since, since, "c")).unwrap();
+            assert_eq!(
+                updates
+                    .forget_before(since + time::Duration::hours(1))
+                    .unwrap(),
+                3
+            );
+            assert!(updates.unshipped().unwrap().is_empty(), "{old:?} went");
+        }
+    }
+
+    #[test]
     fn empty_text_and_too_many_updates_are_refused() {
         let since = datetime!(2026-12-01 10:00 UTC);
         let updates = IncidentUpdates::in_memory();
