@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::reply::{error, refused_body};
+use super::reply::{error, json_body};
 use super::{auth, body, ApiState};
 use crate::alert::{AlertRequest, Silence};
 
@@ -72,18 +72,10 @@ pub(super) async fn add_silence(State(state): State<ApiState>, request: Request)
         return refused;
     }
     let what = "POST /api/v1/silences";
-    let bytes = match body::read(request.into_body(), body::SILENCE_LIMIT, what).await {
-        Ok(bytes) => bytes,
-        Err(refused) => return refused_body(refused),
-    };
-    let body: SilenceRequest = match serde_json::from_slice(&bytes) {
+    let shape = r#"a silence ({"pattern", "for", "reason"})"#;
+    let body: SilenceRequest = match json_body(request, body::SILENCE_LIMIT, what, shape).await {
         Ok(body) => body,
-        Err(err) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("the body is not a silence ({{\"pattern\", \"for\", \"reason\"}}): {err}"),
-            )
-        }
+        Err(refused) => return refused,
     };
     let duration = match humantime::parse_duration(&body.duration) {
         Ok(d) => d,

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::reply::{error, refused_body};
+use super::reply::{error, json_body};
 use super::{alerts, auth, body, ApiState};
 use crate::alert::{known, AlertRequest, IncidentId, KnownIncident};
 use crate::incident_update::{IncidentUpdate, UpdateState};
@@ -228,20 +228,10 @@ pub(super) async fn add(
         return refused;
     }
     let what = "POST /api/v1/incidents/{key}/updates";
-    let bytes = match body::read(request.into_body(), body::UPDATE_LIMIT, what).await {
-        Ok(bytes) => bytes,
-        Err(refused) => return refused_body(refused),
-    };
-    let body: UpdateRequest = match serde_json::from_slice(&bytes) {
+    let shape = r#"an incident update ({"state": "identified", "text": "Markdown"})"#;
+    let body: UpdateRequest = match json_body(request, body::UPDATE_LIMIT, what, shape).await {
         Ok(body) => body,
-        Err(err) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!(
-                    "the body is not an incident update ({{\"state\": \"identified\", \"text\": \"Markdown\"}}): {err}"
-                ),
-            )
-        }
+        Err(refused) => return refused,
     };
     let update_state = match body.state.as_deref().map(str::parse).transpose() {
         Ok(parsed) => parsed.unwrap_or_default(),
