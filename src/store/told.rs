@@ -276,9 +276,13 @@ impl ToldLedger {
 
     /// Every incident the ledger holds (a week of them), each once, as
     /// closed: whether one is still open is the alert state's to say.
+    /// Warn episodes are not incidents and are left out.
     pub fn incidents(&self) -> Result<Vec<KnownIncident>, StoreError> {
         let mut found: BTreeMap<Vec<u8>, KnownIncident> = BTreeMap::new();
         let mut note = |key: &[u8], told: &Told| {
+            if told.kind.is_warn() {
+                return;
+            }
             let Some(zero) = key.iter().position(|b| *b == 0) else {
                 return;
             };
