@@ -17,7 +17,7 @@ pub enum IncidentError {
     #[error(transparent)]
     Daemon(#[from] DaemonError),
     #[error(
-        "no daemon answers at {at} or on its local socket: incident updates are written through the running daemon; start it (`systemctl start vigie`) and try again"
+        "no daemon answers at {at} or on its local socket: incidents and their updates are read and written through the running daemon; start it (`systemctl start vigie`) and try again"
     )]
     NoDaemon { at: String },
     #[error("the daemon's answer is not what `vigie incident` expects: {0}")]
