@@ -79,7 +79,8 @@
 //! - [`push`]: the push channels (webhook, ntfy, PagerDuty, Slack): their
 //!   documents and requests, and the sender draining the push outbox.
 //! - [`replicate`]: the history to S3-compatible storage in segments
-//!   (`bucket`, `listing`, `segment`) and `restore` from them.
+//!   (`bucket`, `listing`, `segment`), incident updates beside them
+//!   (`updates`), and `restore` from them.
 //! - [`scheduler`]: every check on its schedule under the concurrency
 //!   bound, outcomes handed to the recorder.
 //!
@@ -90,7 +91,8 @@
 //! Floor 8:
 //! - [`api`]: the local HTTP API: `serve` (the listener and its bounds),
 //!   `router`, `auth`, a file per endpoint group (`health`, `checks`,
-//!   `history`, `alerts`, `metrics/`), `pages/` (the status pages), `local`
+//!   `history`, `alerts`, `incidents`, `metrics/`), `pages/` (the status
+//!   pages), `local`
 //!   (the control socket).
 //!
 //! Floor 9, the wiring, imported by nothing:
@@ -98,7 +100,7 @@
 //!   function (`tasks.rs`, `api_server.rs`), runs it under the supervisor,
 //!   reloads (`reload.rs`, `controls.rs`) and stops them in order.
 //! - [`cli`]: the client side of `history`, `report`, `silence`,
-//!   `restore`, and the table and JSON of `vigie check`.
+//!   `incident`, `restore`, and the table and JSON of `vigie check`.
 
 pub mod address;
 pub mod alert;

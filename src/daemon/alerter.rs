@@ -387,6 +387,11 @@ impl Alerter {
             if let Err(err) = self.store.told().sweep(now) {
                 tracing::error!(error = %err, "cannot delete old told entries");
             }
+            // Updates go with the day bars that show their incident.
+            let cutoff = crate::clock::since(now, config.history.rollup_retention);
+            if let Err(err) = self.store.incident_updates().forget_before(cutoff) {
+                tracing::error!(error = %err, "cannot delete old incident updates");
+            }
         }
         // A canary round that never came (the task died or hangs) must not
         // keep failures from being judged.
@@ -474,6 +479,9 @@ impl Alerter {
                         .cloned()
                         .collect(),
                 );
+            }
+            AlertRequest::OpenIncidents(reply) => {
+                let _ = reply.send(crate::alert::known::open_incidents(self.engine.states()));
             }
         }
     }
@@ -1076,5 +1084,50 @@ mod tests {
             [("site".to_string(), EventKind::Down)],
             "claimed once: recorded as sent by the other vantage"
         );
+    }
+
+    /// The API learns the open incident's key from the alerter, and the
+    /// hourly sweep forgets the updates of incidents older than the day
+    /// bars while keeping recent ones.
+    #[tokio::test(start_paused = true)]
+    async fn the_open_incident_is_told_to_the_api_and_old_updates_are_swept_hourly() {
+        use crate::alert::IncidentId;
+        use crate::incident_update::{IncidentUpdate, UpdateState};
+        let alerter = Harness::start(&Witness::default());
+        alerter.result(false).await;
+        alerter.result(false).await;
+        let (reply, answer) = oneshot::channel();
+        alerter
+            .requests
+            .send(AlertRequest::OpenIncidents(reply))
+            .await
+            .unwrap();
+        let open = answer.await.unwrap();
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert_eq!((open[0].check.as_str(), open[0].open), ("site", true));
+        assert!(open[0].key.as_str().starts_with("site@"), "{open:?}");
+
+        let updates = alerter.store.incident_updates();
+        let now = alerter.clock.now();
+        let written = |since: OffsetDateTime, text: &str| IncidentUpdate {
+            check: "site".to_string(),
+            incident: IncidentId::new("site", since),
+            since,
+            at: since,
+            state: UpdateState::Resolved,
+            text: text.to_string(),
+        };
+        let day = time::Duration::days(1);
+        updates.add(&written(now - 401 * day, "old")).unwrap();
+        updates.add(&written(now - day, "recent")).unwrap();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        tokio::time::sleep(2 * TICK).await;
+        let kept: Vec<String> = updates
+            .of_check("site")
+            .unwrap()
+            .into_iter()
+            .map(|u| u.text)
+            .collect();
+        assert_eq!(kept, ["recent"], "400 days of day bars by default");
     }
 }

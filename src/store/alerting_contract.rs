@@ -322,9 +322,27 @@ fn who_was_told_is_queued_with_the_page_and_marked_as_it_is_delivered(store: &Al
         .collect();
     assert_eq!(kinds.last(), Some(&EventKind::Resolved), "{kinds:?}");
 
+    // The ledger names its incidents once each, by key; a warn episode
+    // is not one.
+    let warn = told_event("app", EventKind::Warn, T0, T0 + HOUR);
+    let telling = Telling {
+        mail: Vec::new(),
+        pushes: vec![vec![warn]],
+    };
+    store
+        .commit_routed(&[], None, &[push("phone", 2)], &telling, T0 + HOUR)
+        .unwrap();
+    let site = crate::alert::KnownIncident {
+        key: crate::alert::IncidentId::from_key("site@x"),
+        check: "site".to_string(),
+        since: T0,
+        open: false,
+    };
+    assert_eq!(told.incidents().unwrap(), [site]);
+
     // Eight days on, the incident's entries go.
     assert_eq!(told.sweep(T0 + 7 * DAY).unwrap(), 0);
-    assert_eq!(told.sweep(T0 + 8 * DAY + HOUR).unwrap(), 4);
+    assert_eq!(told.sweep(T0 + 8 * DAY + HOUR).unwrap(), 5);
     assert!(told.of_incident("site", T0).unwrap().is_empty());
 }
 

@@ -220,7 +220,7 @@ fn the_package_installs_upgrades_keeping_edits_and_purges_cleanly() {
     let (bash, zsh) = (bash.unwrap(), zsh.unwrap());
     assert!(bash.contains("complete -F _vigie"), "{bash}");
     assert!(zsh.starts_with("#compdef vigie"), "{zsh}");
-    for command in ["restore", "validate", "history", "silence"] {
+    for command in ["restore", "validate", "history", "silence", "incident"] {
         assert!(bash.contains(command) && zsh.contains(command), "{command}");
     }
 
