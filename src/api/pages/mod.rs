@@ -14,9 +14,11 @@
 
 mod build;
 mod chart;
+mod incidents;
 mod login;
 mod render;
 mod streaks;
+mod update_form;
 mod view;
 
 use std::collections::HashMap;
@@ -25,7 +27,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use maud::Markup;
 use serde::Serialize;
@@ -49,9 +51,13 @@ pub(super) fn router(state: ApiState) -> Router<ApiState> {
         .route("/", get(overview))
         .route("/checks/{name}", get(check))
         .route("/incidents", get(incidents))
+        .route("/incidents/{key}", get(update_form::incident))
         // One cache of failure streaks for the router's life.
         .layer(Extension(Arc::new(StreakCache::default())))
         .layer(middleware::from_fn_with_state(state, require_session))
+        // The one change a session may make, with its own guard against
+        // forgery (`update_form.rs`), outside the pages' read-only rule.
+        .route("/incidents/{key}/updates", post(update_form::post_update))
         .route("/login", get(login_form).post(login))
         .route("/assets/vigie.css", get(css))
         .route("/assets/vigie.js", get(js))
@@ -258,6 +264,8 @@ async fn check(
     let store = state.store.clone();
     let newest = state.latest.get(&name);
     let told = state.told.clone();
+    let updates = state.updates.clone();
+    let policies = incidents::policies(&config);
     let built = tokio::task::spawn_blocking(move || {
         let latest = newest.as_deref();
         let row = build::check_row(store.as_ref(), &check, latest, now)?;
@@ -274,9 +282,13 @@ async fn check(
             build::failures(latest),
             {
                 let streaks = cache.streaks(store.as_ref(), &name, newest, now)?;
-                let mut list = streaks.list.clone();
-                with_told(&mut list, told.as_ref())?;
-                (list, streaks.capped)
+                let records = incidents::Records {
+                    store: store.as_ref(),
+                    told: told.as_ref(),
+                    updates: updates.as_ref(),
+                    policies: &policies,
+                };
+                (records.sort(streaks.list.clone())?, streaks.capped)
             },
             build::leaves(store.as_ref(), &name, current.as_deref())?,
         ))
@@ -299,7 +311,8 @@ async fn check(
                 now,
                 series,
                 failures,
-                incidents: &streaks.0,
+                incidents: &streaks.0 .0,
+                blips: &streaks.0 .1,
                 capped: streaks.1,
                 leaves,
             };
@@ -336,6 +349,8 @@ async fn incidents(
         .collect();
     cache.retain(|name| checks.iter().any(|(n, _)| n == name));
     let told = state.told.clone();
+    let updates = state.updates.clone();
+    let policies = incidents::policies(&config);
     let found = tokio::task::spawn_blocking(move || {
         let mut all = Vec::new();
         let mut capped = false;
@@ -347,14 +362,28 @@ async fn incidents(
         all.sort_by_key(|i| std::cmp::Reverse((i.end.is_none(), i.start)));
         capped |= all.len() > streaks::SHOWN;
         all.truncate(streaks::SHOWN);
-        with_told(&mut all, told.as_ref())?;
-        Ok::<_, crate::store::StoreError>((all, capped))
+        let records = incidents::Records {
+            store: store.as_ref(),
+            told: told.as_ref(),
+            updates: updates.as_ref(),
+            policies: &policies,
+        };
+        let (incidents, blips) = records.sort(all)?;
+        Ok::<_, crate::store::StoreError>((incidents, blips, capped))
     })
     .await;
     match found {
-        Ok(Ok((all, capped))) => page(
+        Ok(Ok((incidents, blips, capped))) => page(
             StatusCode::OK,
-            render::incidents_page(&all, capped, &silences, &windows, now, &footer(&state, now)),
+            render::incidents_page(
+                &incidents,
+                &blips,
+                capped,
+                &silences,
+                &windows,
+                now,
+                &footer(&state, now),
+            ),
         ),
         Ok(Err(err)) => store_failed(err),
         Err(_) => (
@@ -363,20 +392,6 @@ async fn incidents(
         )
             .into_response(),
     }
-}
-
-/// Fills in the channels told about each streak's incident, when the
-/// daemon's ledger is there (the pages of `/checks/{name}` and
-/// `/incidents` alike).
-fn with_told(
-    incidents: &mut [view::Incident],
-    told: Option<&crate::store::ToldLedger>,
-) -> Result<(), crate::store::StoreError> {
-    let Some(told) = told else { return Ok(()) };
-    for incident in incidents {
-        incident.told = told.of_incident(&incident.check, incident.start)?;
-    }
-    Ok(())
 }
 
 /// Maintenance windows open now or opening within 7 days.
