@@ -19,9 +19,15 @@ use crate::alert::IncidentId;
 
 /// Where the people working on an incident are, in the words status
 /// pages use (Statuspage, Uptime Kuma, Gatus).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+///
+/// An update that names no state is `investigating`: the state an
+/// incident is in until someone knows more.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum UpdateState {
+    #[default]
     Investigating,
     Identified,
     Monitoring,

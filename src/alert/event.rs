@@ -48,8 +48,22 @@ impl IncidentId {
         ))
     }
 
+    /// An id as a stored record or a request spells it; not checked
+    /// against any incident.
+    pub fn from_key(key: &str) -> Self {
+        Self(key.to_string())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The check it is about: everything before the first `@` (check
+    /// names never hold one).
+    pub fn check(&self) -> &str {
+        self.0
+            .split_once('@')
+            .map_or(self.0.as_str(), |(check, _)| check)
     }
 }
 

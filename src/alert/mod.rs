@@ -25,6 +25,8 @@
 //! - `requests`, `status`: the line to the API: what it asks of the
 //!   alerter ([`AlertRequest`]) and what the alerter publishes
 //!   ([`AlertStatus`]); plain data and channels, no I/O.
+//! - `known`: [`KnownIncident`], the incidents an update can name by key
+//!   (open ones and recently told ones, merged).
 //! - `report`: the daily certificate report: its data and JSON (`mod.rs`),
 //!   certificate change detection (`changes.rs`), text/HTML/mail
 //!   (`render.rs`).
@@ -36,6 +38,7 @@ mod blind;
 mod engine;
 mod event;
 mod group;
+pub mod known;
 mod layout;
 mod policy;
 pub mod render;
@@ -55,6 +58,7 @@ pub use blind::{canary_failed, connectivity, gate, network_observation, Connecti
 pub use engine::{Engine, Outbound};
 pub use event::{Event, EventKind, Held, IncidentId, Snapshot, NETWORK_CHECK};
 pub use group::{Grouper, Notification};
+pub use known::KnownIncident;
 pub(crate) use layout::escape as escape_html;
 pub use policy::{Overrides, Policy};
 pub use render::Email;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::known::KnownIncident;
 use super::report::Report;
 use super::silence::Silence;
 use super::status::AlertStatus;
@@ -19,6 +20,8 @@ pub enum AlertRequest {
     AddSilence(Silence, oneshot::Sender<Result<(), String>>),
     RemoveSilence(String, oneshot::Sender<Result<bool, String>>),
     Silences(oneshot::Sender<Vec<Silence>>),
+    /// The incidents open now, for an update that names one by key.
+    OpenIncidents(oneshot::Sender<Vec<KnownIncident>>),
 }
 
 /// The API's line to the alerter.

@@ -14,17 +14,15 @@ use super::reply::{error, refused_body};
 use super::{auth, body, ApiState};
 use crate::alert::{AlertRequest, Silence};
 
+/// What the API says when the alerter does not answer.
+pub(super) const ALERTING_GONE: &str = "alerting is not running (the daemon is stopping?)";
+
 /// Asks the alerter; `None` when it is gone (the daemon is stopping).
 pub(super) async fn ask<T>(
     state: &ApiState,
     request: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> AlertRequest,
 ) -> Result<T, Response> {
-    let unavailable = || {
-        error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "alerting is not running (the daemon is stopping?)",
-        )
-    };
+    let unavailable = || error(StatusCode::SERVICE_UNAVAILABLE, ALERTING_GONE);
     let alerts = state.alerts.as_ref().ok_or_else(unavailable)?;
     let (reply, answer) = tokio::sync::oneshot::channel();
     alerts
@@ -62,16 +60,9 @@ pub struct SilenceRequest {
 }
 
 /// Silencing changes who is woken up: over TCP it needs the token even on
-/// loopback, where any local user could otherwise mute the pager; over the
-/// local socket, the peer's credentials stand for it.
+/// loopback, where any local user could otherwise mute the pager.
 fn refuse_mutation(state: &ApiState, request: &Request) -> Option<Response> {
-    if auth::is_local(request) || state.token.current().is_some() {
-        return None;
-    }
-    Some(error(
-        StatusCode::FORBIDDEN,
-        "silences over TCP need the token: set [api] token_file (the CLI reads it from the same config), or run the command on this machine, where it uses the local socket (as root, the daemon's user, or a member of the group vigie)",
-    ))
+    auth::refuse_change(state, request, "silences")
 }
 
 pub(super) async fn add_silence(State(state): State<ApiState>, request: Request) -> Response {

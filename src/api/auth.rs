@@ -104,6 +104,21 @@ pub(super) fn is_local(request: &Request) -> bool {
     request.extensions().get::<Peer>().is_some_and(|p| p.local)
 }
 
+/// The rule of the endpoints that change something (`what`: silences,
+/// incident updates): over TCP they need the token even on loopback, where
+/// any local user could otherwise ask; over the local socket, the peer's
+/// credentials stand for it. `require_token` has already checked a token
+/// that was sent; this refuses when none is configured at all.
+pub(super) fn refuse_change(state: &ApiState, request: &Request, what: &str) -> Option<Response> {
+    if is_local(request) || state.token.current().is_some() {
+        return None;
+    }
+    Some(error(
+        StatusCode::FORBIDDEN,
+        &format!("{what} over TCP need the token: set [api] token_file (the CLI reads it from the same config), or run the command on this machine, where it uses the local socket (as root, the daemon's user, or a member of the group vigie)"),
+    ))
+}
+
 /// The JSON endpoints' rule: with a token in force, every one but
 /// `/healthz` needs it, or, for reading, a browser session.
 pub(super) async fn require_token(

@@ -1,6 +1,7 @@
 //! Request bodies, read whole only within a per-route limit and the
-//! request's deadline. Only two routes take a body: `/login` (a form with
-//! the token) and `POST /api/v1/silences` (a small JSON document); every
+//! request's deadline. Only a few routes take a body: `/login` (a form with
+//! the token), `POST /api/v1/silences` and
+//! `POST /api/v1/incidents/{key}/updates` (small JSON documents); every
 //! other handler never reads one, so hyper never reads it either. Each
 //! handler that does reads it here, after it has checked who is asking,
 //! so an unauthenticated client never makes the daemon read a byte.
@@ -17,6 +18,9 @@ pub(super) const LOGIN_LIMIT: usize = 4 * 1024;
 /// `POST /api/v1/silences`: a pattern of at most 256 bytes and a reason of
 /// at most 1024, JSON-escaped (up to six bytes a character), fit.
 pub(super) const SILENCE_LIMIT: usize = 16 * 1024;
+/// `POST /api/v1/incidents/{key}/updates`: a state and a text of at most
+/// [`MAX_TEXT`](crate::incident_update::MAX_TEXT) bytes, JSON-escaped, fit.
+pub(super) const UPDATE_LIMIT: usize = 6 * crate::incident_update::MAX_TEXT + 1024;
 
 /// Why a body was not read, as the answer to give.
 #[derive(Debug)]

@@ -1,14 +1,16 @@
 //! The local HTTP API: `/healthz`, `/metrics`, `/api/v1/checks`,
-//! `/api/v1/history/{name}`, `/api/v1/report` and `/api/v1/silences`. It
-//! reads the store, the scheduler's slots and the health verdict; it never
-//! probes and writes nothing itself: silences and the report are asked of
-//! the alerter ([`AlertRequest`]), which owns them.
+//! `/api/v1/history/{name}`, `/api/v1/report`, `/api/v1/silences` and
+//! `/api/v1/incidents`. It reads the store, the scheduler's slots and the
+//! health verdict; it never probes. Silences and the report are asked of
+//! the alerter ([`AlertRequest`]), which owns them; the one thing it
+//! writes itself is an incident update, which nothing else owns.
 //!
 //! - `router`: which path goes where, behind the host check and the token.
 //! - `auth`, `session`, `throttle`, `host`: who may ask (token, browser
 //!   sessions, login throttle, known host names); `local`: the local
 //!   socket's peer credentials.
-//! - `health`, `checks`, `history`, `alerts` (report, silences), `metrics`
+//! - `health`, `checks`, `history`, `alerts` (report, silences),
+//!   `incidents` (incident keys and updates), `metrics`
 //!   (the registry of `/metrics` sources), `pages`: one file per endpoint
 //!   group.
 //! - `serve`, `connections`, `peer`, `deadline`, `body`, `tls`: the
@@ -30,6 +32,7 @@ mod deadline;
 mod health;
 mod history;
 mod host;
+mod incidents;
 pub mod local;
 mod metrics;
 mod pages;
@@ -46,6 +49,7 @@ pub use alerts::SilenceRequest;
 pub use auth::{read_token, Token, TokenFileError};
 pub use connections::{ServerSnapshot, ServerStats};
 pub use history::{HistoryView, DEFAULT_HISTORY_WINDOW, MAX_PAGE, MAX_UNPAGED_WINDOW};
+pub use incidents::{IncidentWithUpdates, UpdateRequest};
 pub use router::router;
 pub use serve::{serve, serve_local, Limits};
 pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};

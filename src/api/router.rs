@@ -6,7 +6,7 @@ use axum::middleware;
 use axum::routing::{delete, get};
 use axum::Router;
 
-use super::{alerts, auth, checks, health, history, host, metrics, pages, ApiState};
+use super::{alerts, auth, checks, health, history, host, incidents, metrics, pages, ApiState};
 
 /// The API's router over `state`.
 pub fn router(state: ApiState) -> Router {
@@ -21,6 +21,11 @@ pub fn router(state: ApiState) -> Router {
             get(alerts::silences).post(alerts::add_silence),
         )
         .route("/api/v1/silences/{pattern}", delete(alerts::remove_silence))
+        .route("/api/v1/incidents", get(incidents::list))
+        .route(
+            "/api/v1/incidents/{key}/updates",
+            get(incidents::updates).post(incidents::add),
+        )
         .route("/api/v1/uptime/{name}", get(pages::uptime_json))
         .route("/api/v1/certificates/{name}", get(pages::certificates_json))
         .layer(middleware::from_fn_with_state(

@@ -470,6 +470,9 @@ impl Alerter {
                         .collect(),
                 );
             }
+            AlertRequest::OpenIncidents(reply) => {
+                let _ = reply.send(crate::alert::known::open_incidents(self.engine.states()));
+            }
         }
     }
 

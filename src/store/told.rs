@@ -35,7 +35,7 @@ use time::OffsetDateTime;
 
 use super::error::StoreError;
 use super::millis::{bound_millis, serde_millis, serde_opt_millis, to_millisecond};
-use crate::alert::EventKind;
+use crate::alert::{EventKind, IncidentId, KnownIncident};
 use crate::clock::saturating_sub;
 
 pub(super) const ENTRIES_TREE: &str = "told";
@@ -272,6 +272,53 @@ impl ToldLedger {
                 .map(|(_, told)| told.clone())
                 .collect()),
         }
+    }
+
+    /// Every incident the ledger holds (a week of them), each once, as
+    /// closed: whether one is still open is the alert state's to say.
+    pub fn incidents(&self) -> Result<Vec<KnownIncident>, StoreError> {
+        let mut found: BTreeMap<Vec<u8>, KnownIncident> = BTreeMap::new();
+        let mut note = |key: &[u8], told: &Told| {
+            let Some(zero) = key.iter().position(|b| *b == 0) else {
+                return;
+            };
+            let prefix = &key[..(zero + 9).min(key.len())];
+            if found.contains_key(prefix) {
+                return;
+            }
+            let since = since_of(key)
+                .and_then(|ms| i64::try_from(ms).ok())
+                .and_then(crate::clock::from_unix_millis);
+            let (Ok(check), Some(since)) = (std::str::from_utf8(&key[..zero]), since) else {
+                return;
+            };
+            found.insert(
+                prefix.to_vec(),
+                KnownIncident {
+                    key: IncidentId::from_key(&told.incident),
+                    check: check.to_string(),
+                    since,
+                    open: false,
+                },
+            );
+        };
+        match &self.backend {
+            Backend::Sled { path, entries, .. } => {
+                for entry in entries.iter() {
+                    let (key, value) =
+                        entry.map_err(StoreError::io_at(path, "read told entries"))?;
+                    if let Ok(told) = serde_json::from_slice::<Told>(&value) {
+                        note(&key, &told);
+                    }
+                }
+            }
+            Backend::Memory(m) => {
+                for (key, told) in &lock(m).entries {
+                    note(key, told);
+                }
+            }
+        }
+        Ok(found.into_values().collect())
     }
 
     /// Deletes the entries of incidents that began more than [`KEPT`]
