@@ -306,7 +306,8 @@ pub fn transition(
         Observation::Judged(s) if s.status == Status::Down => {
             count_failure(&mut state, s);
             if state.incident.is_none()
-                && policy.opens_incident(u64::from(state.consecutive_failures)) {
+                && policy.opens_incident(u64::from(state.consecutive_failures))
+            {
                 open(&mut state, s, now, policy, hold, &mut events);
             }
         }

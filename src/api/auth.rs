@@ -87,7 +87,8 @@ pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// A GET or HEAD carrying an open session's cookie (a token must be in
 /// force: sessions exist only with one).
 pub(super) fn has_session(request: &Request, token: &Token) -> bool {
-    matches!(*request.method(), Method::GET | Method::HEAD) && session_csrf(request, token).is_some()
+    matches!(*request.method(), Method::GET | Method::HEAD)
+        && session_csrf(request, token).is_some()
 }
 
 /// The anti-forgery token of the open session `request`'s cookie names,

@@ -352,6 +352,9 @@ async fn the_pages_in_a_real_browser() {
         "the dark palette"
     );
     save(&browser, "overview-dark").await;
+    // Every card's state (DOWN with its reason, SILENCED, NO DATA) in
+    // light and dark, on a desktop and a phone.
+    save_views(&browser, &origin, "overview-states", "/").await;
 
     // Nothing came from another origin, and the console is clean.
     let resources = client
@@ -452,5 +455,319 @@ async fn the_json_behind_the_pages_and_the_page_headers() {
     assert_eq!(code, 200);
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
     assert!(page.contains("site"));
+    daemon.stop(Duration::from_secs(10)).await;
+}
+
+/// Saves `path` as `name` in light and dark, each at the desktop width and
+/// at 390 px (a phone), where nothing may be wider than the screen.
+async fn save_views(browser: &Browser, origin: &str, name: &str, path: &str) {
+    let client = &browser.client;
+    for dark in [false, true] {
+        let scheme = if dark { "dark" } else { "light" };
+        browser
+            .cdp(
+                "Emulation.setEmulatedMedia",
+                json!({ "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
+            )
+            .await;
+        for phone in [false, true] {
+            let size = if phone {
+                json!({ "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true })
+            } else {
+                json!({ "width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": false })
+            };
+            browser
+                .cdp("Emulation.setDeviceMetricsOverride", size)
+                .await;
+            client.goto(&format!("{origin}{path}")).await.unwrap();
+            if phone {
+                let wide = client
+                    .execute("return document.documentElement.scrollWidth;", vec![])
+                    .await
+                    .unwrap();
+                assert!(
+                    wide.as_u64().is_some_and(|w| w <= 390),
+                    "{path} is {wide} px wide on a 390 px screen"
+                );
+            }
+            let suffix = if phone { "-390" } else { "" };
+            save(browser, &format!("{name}-{scheme}{suffix}")).await;
+        }
+    }
+    browser
+        .cdp("Emulation.clearDeviceMetricsOverride", json!({}))
+        .await;
+    browser
+        .cdp(
+            "Emulation.setEmulatedMedia",
+            json!({ "features": [{ "name": "prefers-color-scheme", "value": "light" }] }),
+        )
+        .await;
+}
+
+/// The session cookie the browser holds.
+async fn session_cookie(browser: &Browser) -> String {
+    let cookie = browser
+        .client
+        .get_named_cookie("vigie_session")
+        .await
+        .unwrap();
+    format!("vigie_session={}", cookie.value())
+}
+
+/// POSTs a form to `url` as a browser would, with `cookie` and `origin`.
+async fn post_form(url: &str, cookie: &str, origin: Option<&str>, form: &str) -> (u16, String) {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut request = client
+        .post(url)
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form.to_string());
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    let response = request.send().await.unwrap();
+    let code = response.status().as_u16();
+    (code, response.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
+    let refused = refused_addr();
+    let api = free_addr();
+    let env = Env::with_config(
+        "[alerting]\nto = [\"oncall@example.test\"]\nfailure_threshold = 2\ngroup_window = \"1s\"\n",
+    );
+    let token_file = env.path().join("api-token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    env.append_config(&api_section(api, Some(&token_file)));
+    let down_url = format!("https://{HOST}:{}/", refused.port());
+    env.write_checks(
+        "checks.toml",
+        &[
+            check_toml("broken", &down_url, EVERY),
+            // Failing all along, but under its threshold: a blip.
+            check_toml(
+                "flaky",
+                &down_url,
+                &format!("{EVERY}\n[check.alert]\nfailure_threshold = 1000"),
+            ),
+        ]
+        .concat(),
+    );
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.token = Some(TOKEN.to_string());
+    daemon.wait_healthy(Duration::from_secs(30)).await;
+    // The incident is known, and mail was told of it.
+    let key = poll(
+        Duration::from_secs(30),
+        "broken's incident, told by mail",
+        async || {
+            let listed = daemon.get_json("/api/v1/incidents?check=broken").await?;
+            let key = listed["incidents"][0]["key"]
+                .as_str()
+                .ok_or(listed.to_string())?
+                .to_string();
+            let (_, page) = daemon.get("/incidents").await?;
+            match page.contains("<strong>DOWN</strong>: mail 20") {
+                true => Ok(key),
+                false => Err(page),
+            }
+        },
+    )
+    .await;
+    let (code, body) = daemon
+        .post(
+            &format!("/api/v1/incidents/{key}/updates"),
+            &json!({ "state": "identified", "text": "**DNS** is broken <script>alert(1)</script>" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code, 201, "{body}");
+
+    let origin = format!("http://{api}");
+    let browser = Browser::start().await;
+    let client = &browser.client;
+    client.goto(&format!("{origin}/login")).await.unwrap();
+    log_in(&browser, TOKEN).await;
+
+    // `/incidents`: the alerter's incident with who was told, its update
+    // rendered from Markdown with the script as text; the blip apart.
+    client.goto(&format!("{origin}/incidents")).await.unwrap();
+    let incidents = texts(&browser, "table.incidents tbody.incident").await;
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    assert!(incidents[0].contains("broken"), "{incidents:?}");
+    assert!(incidents[0].contains("DOWN: mail 20"), "{incidents:?}");
+    let blips = texts(&browser, "ul.blips li").await;
+    assert_eq!(blips.len(), 1, "{blips:?}");
+    assert!(blips[0].starts_with("flaky "), "{blips:?}");
+    assert!(blips[0].contains("open"), "{blips:?}");
+    let shown = |updates: Vec<String>| {
+        assert_eq!(updates.len(), 1, "{updates:?}");
+        assert!(
+            updates[0].starts_with("IDENTIFIED ")
+                && updates[0].ends_with("DNS is broken <script>alert(1)</script>"),
+            "{updates:?}"
+        );
+    };
+    shown(texts(&browser, "ol.updates li").await);
+    assert_eq!(texts(&browser, "ol.updates .text strong").await, ["DNS"]);
+    assert_eq!(count(&browser, "ol.updates script").await, 0);
+    save_views(&browser, &origin, "incidents-updates", "/incidents").await;
+
+    // The check's page: the same incident and update; the blip's page
+    // lists it under blips only.
+    client
+        .goto(&format!("{origin}/checks/broken"))
+        .await
+        .unwrap();
+    shown(texts(&browser, "ol.updates li").await);
+    client
+        .goto(&format!("{origin}/checks/flaky"))
+        .await
+        .unwrap();
+    assert_eq!(count(&browser, "table.incidents").await, 0);
+    assert_eq!(count(&browser, "ul.blips li").await, 1);
+    save_views(&browser, &origin, "check-updates", "/checks/broken").await;
+    save_views(&browser, &origin, "overview-incidents", "/").await;
+
+    // The incident's page: an update written in the form shows first.
+    client.goto(&format!("{origin}/incidents")).await.unwrap();
+    client
+        .find(Locator::Css("a.write"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let page_path = format!("/incidents/{key}");
+    assert_eq!(client.current_url().await.unwrap().path(), page_path);
+    client
+        .find(Locator::Css("select#state option[value=monitoring]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("textarea#text"))
+        .await
+        .unwrap()
+        .send_keys("Fixed by *restarting* the resolver")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("form.update button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let updates = poll(
+        Duration::from_secs(10),
+        "the update on the page",
+        async || {
+            let url = client.current_url().await.map_err(|e| e.to_string())?;
+            let updates = texts(&browser, "ol.updates li").await;
+            match (url.path() == page_path, updates.len()) {
+                (true, 2) => Ok(updates),
+                other => {
+                    let page = client.source().await.unwrap_or_default();
+                    Err(format!("{other:?} at {url}: {page}"))
+                }
+            }
+        },
+    )
+    .await;
+    assert!(
+        updates[0].starts_with("MONITORING ")
+            && updates[0].ends_with("Fixed by restarting the resolver"),
+        "newest first: {updates:?}"
+    );
+    assert!(updates[1].starts_with("IDENTIFIED "), "{updates:?}");
+    assert_eq!(
+        texts(&browser, "ol.updates li:first-child .text em").await,
+        ["restarting"]
+    );
+    save_views(&browser, &origin, "incident", &page_path).await;
+
+    // Too long a text: refused, the reason said, the text kept.
+    let long = "x".repeat(9000);
+    client
+        .execute(
+            "document.querySelector('textarea#text').value = arguments[0];",
+            vec![json!(long)],
+        )
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("form.update button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let problem = poll(Duration::from_secs(10), "the refusal", async || {
+        let said = texts(&browser, "form.update p.bad").await;
+        said.first().cloned().ok_or("no refusal yet".to_string())
+    })
+    .await;
+    assert!(problem.contains("more than the 8192 allowed"), "{problem}");
+    let kept = client
+        .execute(
+            "return document.querySelector('textarea#text').value.length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(kept, json!(9000));
+    // As it stands: a reload would show a fresh form.
+    save(&browser, "incident-refused").await;
+
+    // A forged post: the session's cookie without its anti-forgery token,
+    // or from another site, changes nothing.
+    let cookie = session_cookie(&browser).await;
+    let post_url = format!("{origin}/incidents/{key}/updates");
+    let (code, body) = post_form(
+        &post_url,
+        &cookie,
+        Some(&origin),
+        "state=resolved&text=forged",
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("anti-forgery token"), "{body}");
+    let csrf = client
+        .find(Locator::Css("form.update input[name=csrf]"))
+        .await
+        .unwrap()
+        .attr("value")
+        .await
+        .unwrap()
+        .unwrap();
+    let form = format!("csrf={csrf}&state=resolved&text=forged");
+    let (code, body) = post_form(&post_url, &cookie, Some("http://evil.example"), &form).await;
+    assert_eq!(code, 403, "{body}");
+    let (code, body) = post_form(&post_url, &cookie, None, &form).await;
+    assert_eq!(code, 403, "{body}");
+    // The same form from vigie's own origin is taken.
+    let (code, body) = post_form(&post_url, &cookie, Some(&origin), &form).await;
+    assert_eq!(code, 303, "{body}");
+    let listed = daemon
+        .get_json(&format!("/api/v1/incidents/{key}/updates"))
+        .await
+        .unwrap();
+    let states: Vec<&str> = listed["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["state"].as_str())
+        .collect();
+    assert_eq!(states, ["identified", "monitoring", "resolved"], "{listed}");
+
+    browser.close().await;
     daemon.stop(Duration::from_secs(10)).await;
 }

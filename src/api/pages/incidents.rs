@@ -50,8 +50,7 @@ impl Records<'_> {
                 streak.told = told.of_incident(&streak.check, streak.start)?;
             }
         }
-        let (mut incidents, blips) =
-            incidents_and_blips(streaks, |check| self.policies.get(check));
+        let (mut incidents, blips) = incidents_and_blips(streaks, |check| self.policies.get(check));
         for incident in &mut incidents {
             incident.key = Some(self.key(incident)?);
             if let Some(updates) = self.updates {
@@ -91,9 +90,8 @@ impl Records<'_> {
         newest: Option<OffsetDateTime>,
         now: OffsetDateTime,
     ) -> Result<Option<Incident>, StoreError> {
-        let Some(check) = check_of(key) else {
-            return Ok(None);
-        };
+        let id = IncidentId::from_key(key);
+        let check = id.check();
         if !self.policies.contains_key(check) {
             return Ok(None);
         }
@@ -103,11 +101,6 @@ impl Records<'_> {
             .into_iter()
             .find(|i| i.key.as_ref().map(IncidentId::as_str) == Some(key)))
     }
-}
-
-/// The check an incident key names: what comes before its `@`.
-pub fn check_of(key: &str) -> Option<&str> {
-    key.split_once('@').map(|(check, _)| check)
 }
 
 #[cfg(test)]
@@ -177,10 +170,7 @@ mod tests {
         assert_eq!(incidents[0].downs, 3);
         // The second failed probe of the streak crossed a threshold of 2.
         let key = "web@2026-12-07T10:00:50.000Z";
-        assert_eq!(
-            incidents[0].key.as_ref().map(IncidentId::as_str),
-            Some(key)
-        );
+        assert_eq!(incidents[0].key.as_ref().map(IncidentId::as_str), Some(key));
         let found = records
             .find(&StreakCache::default(), key, None, now)
             .unwrap();

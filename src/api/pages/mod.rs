@@ -52,12 +52,12 @@ pub(super) fn router(state: ApiState) -> Router<ApiState> {
         .route("/checks/{name}", get(check))
         .route("/incidents", get(incidents))
         .route("/incidents/{key}", get(update_form::incident))
-        // One cache of failure streaks for the router's life.
-        .layer(Extension(Arc::new(StreakCache::default())))
         .layer(middleware::from_fn_with_state(state, require_session))
         // The one change a session may make, with its own guard against
         // forgery (`update_form.rs`), outside the pages' read-only rule.
         .route("/incidents/{key}/updates", post(update_form::post_update))
+        // One cache of failure streaks for the router's life.
+        .layer(Extension(Arc::new(StreakCache::default())))
         .route("/login", get(login_form).post(login))
         .route("/assets/vigie.css", get(css))
         .route("/assets/vigie.js", get(js))
@@ -76,9 +76,13 @@ pub(super) fn page(code: StatusCode, markup: Markup) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // `same-origin`, not `no-referrer`: no address of vigie's ever reaches
+    // another site either way, but under `no-referrer` a browser sends
+    // `Origin: null` with the update form's POST, which the form's guard
+    // (`update_form.rs`) must be able to tell from vigie's own origin.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response

@@ -310,7 +310,7 @@ fn incident_table(
                             td data-label="end" { @match i.end { Some(end) => (minute(end)), None => strong { "open" } } }
                             td data-label="duration" { (span(i.end.unwrap_or(now) - i.start)) }
                             td data-label="first failure" { (i.cause) }
-                            td.told data-label="told" { (told(&i.told)) }
+                            td.told { (told(&i.told)) }
                         }
                         tr.updates {
                             td colspan=(if with_check { 6 } else { 5 }) {
@@ -738,7 +738,11 @@ mod tests {
             told: Vec::new(),
             key: Some(key.clone()),
             updates: vec![
-                update(9, UpdateState::Identified, "**DNS** <script>alert(1)</script>"),
+                update(
+                    9,
+                    UpdateState::Identified,
+                    "**DNS** <script>alert(1)</script>",
+                ),
                 update(2, UpdateState::Investigating, "looking"),
             ],
         };
@@ -747,7 +751,10 @@ mod tests {
         let investigating = html.find("INVESTIGATING").expect("the first update");
         assert!(identified < investigating, "newest first: {html}");
         assert!(html.contains("<strong>DNS</strong>"), "{html}");
-        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
         assert!(!html.contains("<script>"), "{html}");
         assert!(
             html.contains(r#"<a class="write" href="/incidents/web@2026-12-07T19:00:00.000Z">"#),

@@ -25,18 +25,15 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Extension;
 use time::OffsetDateTime;
 
+use super::super::incidents::add_update;
 use super::super::{auth, body, ApiState};
-use super::incidents::{self, check_of, Records};
+use super::incidents::{self, Records};
 use super::render::{self, incident_address, Form};
 use super::streaks::StreakCache;
 use super::view::Incident;
 use super::{footer, page, store_failed};
-use crate::incident_update::{IncidentUpdate, UpdateState, MAX_TEXT};
-use crate::store::UpdateRefused;
-
-/// The form's body: the text (at most [`MAX_TEXT`] bytes, up to three
-/// bytes each once form-encoded), the state and the anti-forgery token.
-const FORM_LIMIT: usize = 3 * MAX_TEXT + 1024;
+use crate::alert::IncidentId;
+use crate::incident_update::UpdateState;
 
 /// `GET /incidents/{key}`.
 pub(super) async fn incident(
@@ -73,11 +70,8 @@ pub(super) async fn post_update(
     Path(key): Path<String>,
     request: Request,
 ) -> Response {
-    if state.token.current().is_none() {
-        return refused(
-            "updates cannot be written through the listener without [api] token_file: \
-             set it and log in, or run `vigie incident note` on the daemon's machine",
-        );
+    if let Some(refused) = auth::refuse_change(&state, &request, "incident updates") {
+        return refused;
     }
     let Some(csrf) = auth::session_csrf(&request, &state.token) else {
         return refused("log in at /login first: this form needs a session");
@@ -88,13 +82,12 @@ pub(super) async fn post_update(
              open the incident's page and post from there",
         );
     }
-    let form = match body::read(request.into_body(), FORM_LIMIT, "an incident update").await {
+    let what = "POST /incidents/{key}/updates";
+    let form = match body::read(request.into_body(), body::UPDATE_LIMIT, what).await {
         Ok(bytes) => bytes,
         Err(too_large) => return (too_large.status, too_large.message).into_response(),
     };
-    let fields: HashMap<String, String> = url::form_urlencoded::parse(&form)
-        .into_owned()
-        .collect();
+    let fields: HashMap<String, String> = url::form_urlencoded::parse(&form).into_owned().collect();
     let field = |name: &str| fields.get(name).map_or("", String::as_str);
     if !auth::constant_time_eq(field("csrf").as_bytes(), csrf.as_bytes()) {
         return refused(
@@ -125,44 +118,15 @@ pub(super) async fn post_update(
         Ok(chosen) => *chosen,
         Err(why) => return again(why, StatusCode::UNPROCESSABLE_ENTITY),
     };
-    match add(&state, &incident, chosen, text, now).await {
-        Ok(()) => Redirect::to(&incident_address(&key)).into_response(),
-        Err(UpdateRefused::Store(err)) => store_failed(err),
-        Err(why) => again(&why.to_string(), StatusCode::UNPROCESSABLE_ENTITY),
+    match add_update(&state, &key, chosen, text).await {
+        Ok(_) => Redirect::to(&incident_address(&key)).into_response(),
+        // The text, or an incident with all the updates it keeps: the form
+        // says why and keeps what was written.
+        Err(refused) if refused.status.is_client_error() => {
+            again(&refused.message, StatusCode::UNPROCESSABLE_ENTITY)
+        }
+        Err(refused) => (refused.status, refused.message).into_response(),
     }
-}
-
-/// Keeps the update written about `incident`.
-async fn add(
-    state: &ApiState,
-    incident: &Incident,
-    chosen: UpdateState,
-    text: &str,
-    now: OffsetDateTime,
-) -> Result<(), UpdateRefused> {
-    let Some(updates) = state.updates.clone() else {
-        return Err(UpdateRefused::Text(
-            "this vigie keeps no incident updates (it runs without its alerter)".to_string(),
-        ));
-    };
-    let Some(key) = incident.key.clone() else {
-        return Err(UpdateRefused::Text("a blip takes no updates".to_string()));
-    };
-    let update = IncidentUpdate {
-        check: incident.check.clone(),
-        incident: key,
-        since: incident.start,
-        at: now,
-        state: chosen,
-        text: text.to_string(),
-    };
-    tokio::task::spawn_blocking(move || updates.add(&update).map(drop))
-        .await
-        .unwrap_or_else(|_| {
-            Err(UpdateRefused::Text(
-                "keeping the update panicked; see vigie's log".to_string(),
-            ))
-        })
 }
 
 /// The incident `key` names, with its told channels and updates; the
@@ -174,8 +138,9 @@ async fn find(
     now: OffsetDateTime,
 ) -> Result<Option<Incident>, Response> {
     let config = state.config.borrow().clone();
-    let newest = check_of(key)
-        .and_then(|check| state.latest.get(check))
+    let newest = state
+        .latest
+        .get(IncidentId::from_key(key).check())
         .map(|o| o.started_at);
     let store = state.store.clone();
     let told = state.told.clone();
