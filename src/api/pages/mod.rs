@@ -1,13 +1,15 @@
 //! The status pages, on the API's listener with the API's token rules:
 //! `/` (every check: status, 90-day bar, uptime, certificate), `/checks/{name}`
-//! (response times, the latest failures, failure streaks, the certificate
-//! timeline), `/incidents`, and `/login`; the JSON behind them is
+//! (response times, the latest failures, incidents and blips, the
+//! certificate timeline), `/incidents`, one incident's page
+//! `/incidents/{key}`, and `/login`; the JSON behind them is
 //! `/api/v1/uptime/{name}` and `/api/v1/certificates/{name}`.
 //!
 //! With a token configured, a browser logs in with the form at `/login`
 //! (never with the token in the address, which browser history would
-//! keep): a session cookie (`session.rs`), accepted for reading pages only
-//! (GET and HEAD), so a page cannot be made to change anything. Logins are
+//! keep): a session cookie (`session.rs`), accepted for reading pages
+//! (GET and HEAD) and for one change only, the incident update form's
+//! POST, which has its own guard against forgery (`update_form.rs`). Logins are
 //! throttled per client (`throttle.rs`); `login.rs` holds both. Every page
 //! carries a strict Content-Security-Policy: nothing loads from another
 //! origin, no inline script or style.
