@@ -67,6 +67,24 @@ fn sha256(der: &[u8]) -> String {
         .collect()
 }
 
+/// Clicks the element `css` selects.
+async fn click(browser: &Browser, css: &str) {
+    let element = browser.client.find(Locator::Css(css)).await.unwrap();
+    element.click().await.unwrap();
+}
+
+/// Starts vigie on `api` with [`TOKEN`] required, once `env`'s checks
+/// are written, and waits until it is healthy.
+async fn daemon_with_token(env: &Env, api: std::net::SocketAddr) -> Daemon {
+    let token_file = env.path().join("api-token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    env.append_config(&api_section(api, Some(&token_file)));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.token = Some(TOKEN.to_string());
+    daemon.wait_healthy(Duration::from_secs(30)).await;
+    daemon
+}
+
 /// Fills the login form the browser is on with `token` and sends it; waits
 /// for the overview.
 async fn log_in(browser: &Browser, token: &str) {
@@ -78,13 +96,7 @@ async fn log_in(browser: &Browser, token: &str) {
         .send_keys(token)
         .await
         .unwrap();
-    client
-        .find(Locator::Css("button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, "button[type=submit]").await;
     poll(
         Duration::from_secs(10),
         "the overview after login",
@@ -108,9 +120,6 @@ async fn the_pages_in_a_real_browser() {
 
     let api = free_addr();
     let env = Env::new();
-    let token_file = env.path().join("api-token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    env.append_config(&api_section(api, Some(&token_file)));
     let site_url = format!("https://{HOST}:{}/", gate.addr.port());
     // A check first due in about 12 hours: NO DATA all along the test.
     let later_hour = (time::OffsetDateTime::now_utc().hour() + 12) % 24;
@@ -140,9 +149,7 @@ async fn the_pages_in_a_real_browser() {
         ]
         .concat(),
     );
-    let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.token = Some(TOKEN.to_string());
-    daemon.wait_healthy(Duration::from_secs(30)).await;
+    let mut daemon = daemon_with_token(&env, api).await;
     let first_leaf = sha256(&before.cert);
     poll(
         Duration::from_secs(20),
@@ -541,9 +548,6 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
     let env = Env::with_config(
         "[alerting]\nto = [\"oncall@example.test\"]\nfailure_threshold = 2\ngroup_window = \"1s\"\n",
     );
-    let token_file = env.path().join("api-token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    env.append_config(&api_section(api, Some(&token_file)));
     let down_url = format!("https://{HOST}:{}/", refused.port());
     env.write_checks(
         "checks.toml",
@@ -558,9 +562,7 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         ]
         .concat(),
     );
-    let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.token = Some(TOKEN.to_string());
-    daemon.wait_healthy(Duration::from_secs(30)).await;
+    let mut daemon = daemon_with_token(&env, api).await;
     // The incident is known, and mail was told of it.
     let key = poll(
         Duration::from_secs(30),
@@ -636,22 +638,10 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
 
     // The incident's page: an update written in the form shows first.
     client.goto(&format!("{origin}/incidents")).await.unwrap();
-    client
-        .find(Locator::Css("a.write"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "a.write").await;
     let page_path = format!("/incidents/{key}");
     assert_eq!(client.current_url().await.unwrap().path(), page_path);
-    client
-        .find(Locator::Css("select#state option[value=monitoring]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "select#state option[value=monitoring]").await;
     client
         .find(Locator::Css("textarea#text"))
         .await
@@ -659,13 +649,7 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         .send_keys("Fixed by *restarting* the resolver")
         .await
         .unwrap();
-    client
-        .find(Locator::Css("form.update button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "form.update button[type=submit]").await;
     let updates = poll(
         Duration::from_secs(10),
         "the update on the page",
@@ -703,13 +687,7 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         )
         .await
         .unwrap();
-    client
-        .find(Locator::Css("form.update button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "form.update button[type=submit]").await;
     let problem = poll(Duration::from_secs(10), "the refusal", async || {
         let said = texts(&browser, "form.update p.bad").await;
         said.first().cloned().ok_or("no refusal yet".to_string())

@@ -105,29 +105,10 @@ impl Records<'_> {
 
 #[cfg(test)]
 mod tests {
-    use time::macros::datetime;
-    use time::Duration;
 
+    use super::super::streaks::tests::{at, result};
     use super::*;
-    use crate::outcome::{Assertion, Failure, Outcome, Status};
-    use crate::store::contract::up;
     use crate::store::MemoryStore;
-
-    const START: OffsetDateTime = datetime!(2026-12-07 10:00 UTC);
-
-    fn result(seconds: i64, down: bool) -> Outcome {
-        let mut outcome = up("web", START + Duration::seconds(seconds));
-        if down {
-            outcome.status = Status::Down;
-            outcome.failures = vec![Failure {
-                assertion: Assertion::HttpStatus,
-                expected: "200".into(),
-                observed: "503".into(),
-                message: "HTTP 503".into(),
-            }];
-        }
-        outcome
-    }
 
     fn policy(threshold: u32) -> Policy {
         let alerting = crate::config::AlertingConfig {
@@ -158,24 +139,24 @@ mod tests {
             updates: None,
             policies: &policies,
         };
-        let now = START + Duration::minutes(5);
+        let now = at(300);
         let streaks = StreakCache::default()
             .streaks(&store, "web", None, now)
             .unwrap();
         let (incidents, blips) = records.sort(streaks.list.clone()).unwrap();
         assert_eq!(blips.len(), 1, "{blips:?}");
-        assert_eq!(blips[0].start, START + Duration::seconds(10));
+        assert_eq!(blips[0].start, at(10));
         assert_eq!(blips[0].key, None);
         assert_eq!(incidents.len(), 1, "{incidents:?}");
         assert_eq!(incidents[0].downs, 3);
         // The second failed probe of the streak crossed a threshold of 2.
-        let key = "web@2026-12-07T10:00:50.000Z";
+        let key = "web@2026-03-02T00:00:50.000Z";
         assert_eq!(incidents[0].key.as_ref().map(IncidentId::as_str), Some(key));
         let found = records
             .find(&StreakCache::default(), key, None, now)
             .unwrap();
-        assert_eq!(found.map(|i| i.start), Some(START + Duration::seconds(40)));
-        let blip_key = IncidentId::new("web", START + Duration::seconds(10)).to_string();
+        assert_eq!(found.map(|i| i.start), Some(at(40)));
+        let blip_key = IncidentId::new("web", at(10)).to_string();
         let none = records
             .find(&StreakCache::default(), &blip_key, None, now)
             .unwrap();

@@ -306,7 +306,7 @@ fn assemble(name: &str, hours: &BTreeMap<OffsetDateTime, Hour>) -> Streaks {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use time::macros::datetime;
 
     use super::*;
@@ -314,11 +314,12 @@ mod tests {
     use crate::store::contract::up;
     use crate::store::MemoryStore;
 
-    fn at(seconds: i64) -> OffsetDateTime {
+    pub(in crate::api::pages) fn at(seconds: i64) -> OffsetDateTime {
         datetime!(2026-03-02 00:00 UTC) + Duration::seconds(seconds)
     }
 
-    fn result(seconds: i64, down: bool) -> Outcome {
+    /// `web`'s result `seconds` into the test's day, down or up.
+    pub(in crate::api::pages) fn result(seconds: i64, down: bool) -> Outcome {
         let mut outcome = up("web", at(seconds));
         if down {
             outcome.status = Status::Down;
