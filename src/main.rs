@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use vigie::cli::render;
 use vigie::clock::{Clock, SystemClock};
+use vigie::incident_update::UpdateState;
 use vigie::outcome::Status;
 use vigie::{cli, config, daemon, runner};
 
@@ -90,6 +91,12 @@ enum Command {
     },
     /// Remove the silence of PATTERN before it ends.
     Unsilence { pattern: String },
+    /// Incident updates: what the on-call person says about an incident
+    /// (on the incident pages, the status page and its feed).
+    Incident {
+        #[command(subcommand)]
+        action: IncidentAction,
+    },
     /// Send one message through the configured delivery and say what happened.
     TestEmail,
     /// Send one test event through each push channel (or NAME) and say what each answered.
@@ -152,6 +159,32 @@ enum VantageAction {
 }
 
 #[derive(Subcommand)]
+enum IncidentAction {
+    /// Add an update to CHECK's open incident, else to its latest one
+    /// (through the running daemon).
+    Note {
+        /// The check whose incident it is about.
+        check: String,
+        /// investigating, identified, monitoring or resolved.
+        #[arg(long, default_value_t = UpdateState::default())]
+        state: UpdateState,
+        /// Another incident of CHECK, by key (`vigie incident list`).
+        #[arg(long)]
+        incident: Option<String>,
+        /// What is known, in Markdown.
+        text: String,
+    },
+    /// Open and recent incidents, newest first, with their keys and updates.
+    List {
+        /// Only this check's.
+        check: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum StoreAction {
     /// Clear the notice of a corrupt store that was moved aside (the
     /// moved directory stays on disk).
@@ -183,6 +216,7 @@ fn main() -> ExitCode {
             reason,
         } => silence(&cli.config, &pattern, duration, &reason),
         Command::Unsilence { pattern } => unsilence(&cli.config, &pattern),
+        Command::Incident { action } => incident(&cli.config, action),
         Command::TestEmail => test_email(&cli.config),
         Command::TestNotify { name } => test_notify(&cli.config, name.as_deref()),
         Command::Vantage {
@@ -475,6 +509,41 @@ fn unsilence(path: &std::path::Path, pattern: &str) -> ExitCode {
             eprintln!("vigie: no silence with the pattern {pattern:?}");
             ExitCode::from(EXIT_UNKNOWN)
         }
+        Err(err) => {
+            eprintln!("vigie: {err}");
+            ExitCode::from(EXIT_UNKNOWN)
+        }
+    }
+}
+
+fn incident(path: &std::path::Path, action: IncidentAction) -> ExitCode {
+    let Some((config, runtime)) = setup(path) else {
+        return ExitCode::from(EXIT_UNKNOWN);
+    };
+    let done = match action {
+        IncidentAction::Note {
+            check,
+            state,
+            incident,
+            text,
+        } => runtime
+            .block_on(cli::incident::note(
+                &config,
+                &check,
+                incident.as_deref(),
+                state,
+                &text,
+            ))
+            .map(|noted| out(&cli::incident::noted_text(&noted))),
+        IncidentAction::List { check, json } => runtime
+            .block_on(cli::incident::list(&config, check.as_deref()))
+            .map(|listed| match json {
+                true => out_json(&serde_json::json!({ "incidents": listed })),
+                false => out(&cli::incident::list_text(&listed)),
+            }),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("vigie: {err}");
             ExitCode::from(EXIT_UNKNOWN)

@@ -1,5 +1,6 @@
 //! The client side of the commands that read or change what the daemon
-//! keeps (`history`, `report`, `silence`, `unsilence`, `restore`), a
+//! keeps (`history`, `report`, `silence`, `unsilence`, `restore`,
+//! `incident`), a
 //! vantage's key (`vantage keygen`), and the
 //! terminal output of `vigie check` ([`render`], written as the probes
 //! finish by [`check`]).
@@ -11,6 +12,7 @@
 
 pub mod check;
 pub mod history;
+pub mod incident;
 pub mod keygen;
 pub mod render;
 pub mod report;

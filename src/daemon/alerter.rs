@@ -382,6 +382,11 @@ impl Alerter {
             if let Err(err) = self.store.told().sweep(now) {
                 tracing::error!(error = %err, "cannot delete old told entries");
             }
+            // Updates go with the day bars that show their incident.
+            let cutoff = crate::clock::since(now, config.history.rollup_retention);
+            if let Err(err) = self.store.incident_updates().forget_before(cutoff) {
+                tracing::error!(error = %err, "cannot delete old incident updates");
+            }
         }
         // A canary round that never came (the task died or hangs) must not
         // keep failures from being judged.

@@ -17,6 +17,8 @@
 //! - [`restore()`]: lists a node's segments, downloads and verifies each,
 //!   reports corrupt and missing ones by name and carries on, and puts the
 //!   results into a store, idempotently.
+//! - [`updates`]: the incident updates, copied in the same cycle (before
+//!   the segments) under `updates/<node>/`, and restored with the history.
 //! - [`bucket`]: reaching the bucket (addressing, TLS, credentials, errors).
 //!
 //! # What it does not
@@ -24,13 +26,14 @@
 //! It never deletes objects: expiring old segments is the bucket's
 //! lifecycle rule (docs/replication.md). It does not decide what the store
 //! keeps: the store's sweep refuses to drop unshipped results by itself.
-//! And it writes only to `history/<node>/`, so several vigie instances can
-//! share one bucket.
+//! And it writes only to `history/<node>/` and `updates/<node>/`, so
+//! several vigie instances can share one bucket.
 
 pub mod bucket;
 mod listing;
 mod restore;
 pub mod segment;
+pub mod updates;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -44,13 +47,14 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{from_unix_millis, unix_millis, Clock};
 use crate::metrics::{flag, Exposition, Family};
 use crate::net::CaFileError;
-use crate::store::{SledStore, StoreError};
+use crate::store::{IncidentUpdates, SledStore, StoreError};
 
 pub use self::bucket::{Addressing, Bucket, BucketSettings};
 pub use self::restore::{
     restore, restore_telling, CorruptSegment, Gap, RestoreProgress, RestoreReport,
 };
 pub use self::segment::SegmentError;
+pub use self::updates::UpdatesRestored;
 
 /// Results per segment at most. A day of 1,000 checks every 30 s is 144
 /// segments of this size; each is a few hundred kilobytes compressed and
@@ -152,6 +156,8 @@ pub enum ReplicateError {
 /// [`ReplicationStatus`], then spawn [`Replicator::run`].
 pub struct Replicator {
     store: Arc<SledStore>,
+    /// The incident updates of the same database, shipped in each cycle.
+    updates: IncidentUpdates,
     bucket: Bucket,
     interval: Duration,
     batch: usize,
@@ -165,6 +171,8 @@ pub struct ShipReport {
     pub segments: u64,
     pub results: u64,
     pub bytes: u64,
+    /// Incident updates copied.
+    pub updates: u64,
 }
 
 impl Replicator {
@@ -184,8 +192,10 @@ impl Replicator {
             tracing::info!(seeded, bucket = %bucket.shown(), "first replication: existing history queued");
         }
         let status = Arc::new(ReplicationStatus::new(store.clone(), interval));
+        let updates = store.alerts()?.incident_updates();
         Ok(Replicator {
             store,
+            updates,
             bucket,
             interval,
             batch: BATCH_RESULTS,
@@ -291,6 +301,9 @@ impl Replicator {
                 });
             }
         }
+        // First: a few small objects, which the people reading the status
+        // page are waiting for.
+        report.updates = updates::ship(&self.bucket, &self.updates).await?;
         loop {
             if shutdown.is_some_and(CancellationToken::is_cancelled) {
                 return Ok(report);

@@ -22,7 +22,8 @@
 //! ([`SledStore::finish_restore`]); the certificate timeline took the
 //! results in as they came. Afterwards the store's replication cursor
 //! stands at the highest seq found, so the restored vigie continues the
-//! same sequence.
+//! same sequence. Last, the node's incident updates are put back
+//! (`updates.rs`).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -33,6 +34,7 @@ use futures_util::stream::{self, StreamExt};
 use bytes::Bytes;
 
 use super::bucket::{Bucket, Capped, ObjectVersion};
+use super::updates::UpdatesRestored;
 use super::{blocking, segment, ReplicateError, SegmentError};
 use crate::sanitize::escape_controls;
 use crate::store::{RefusedSegment, Restored, SledStore, StoreError};
@@ -67,6 +69,8 @@ pub struct RestoreReport {
     pub foreign_more: usize,
     /// The replication cursor the store was left at.
     pub cursor: u64,
+    /// The node's incident updates.
+    pub updates: UpdatesRestored,
 }
 
 /// Objects that are not segments named in a report: whoever can write the
@@ -91,7 +95,7 @@ pub struct Gap {
 impl RestoreReport {
     /// Nothing corrupt, nothing missing.
     pub fn is_complete(&self) -> bool {
-        self.corrupt.is_empty() && self.gaps.is_empty()
+        self.corrupt.is_empty() && self.gaps.is_empty() && self.updates.refused.is_empty()
     }
 }
 
@@ -138,6 +142,7 @@ impl fmt::Display for RestoreReport {
                 self.foreign_more
             )?;
         }
+        writeln!(f, "{}", self.updates)?;
         write!(f, "replication cursor: {}", self.cursor)
     }
 }
@@ -323,6 +328,8 @@ pub async fn restore_telling(
         blocking(move || target.continue_replication_after(highest)).await??;
     }
     report.cursor = store.replication_cursor();
+    let updates = store.alerts()?.incident_updates();
+    report.updates = super::updates::restore(bucket, &updates).await?;
     Ok(report)
 }
 

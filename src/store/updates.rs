@@ -6,6 +6,7 @@
 //! | tree               | key | value |
 //! |--------------------|-----|-------|
 //! | `incident_updates` | check (UTF-8) ++ `0x00` ++ incident's first failure, unix ms (u64 BE) ++ update's time, unix ms (u64 BE) | JSON [`IncidentUpdate`] |
+//! | `incident_updates_unshipped` | the same key | empty |
 //!
 //! The first part is the told ledger's incident prefix, so an incident's
 //! updates and its told entries are read the same way. Two updates of one
@@ -14,11 +15,22 @@
 //!
 //! Updates are few and written by hand, so they are kept as long as the
 //! history ([`IncidentUpdates::forget_before`] follows its retention).
+//!
+//! # Replication
+//!
+//! An update is written with a mark in `incident_updates_unshipped`, in
+//! one transaction: the replicator ([`IncidentUpdates::unshipped`]) copies
+//! each marked update to the bucket in its cycle, beside the history's
+//! segments, and clears the mark only once the bucket has it
+//! ([`IncidentUpdates::shipped`]); a cycle that fails leaves the marks for
+//! the next one, as it leaves the history's queue. A restore puts updates
+//! back unmarked ([`IncidentUpdates::restore`]): they are in the bucket.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
 use sled::{Db, Tree};
 use time::OffsetDateTime;
 
@@ -28,6 +40,7 @@ use super::told::incident_prefix;
 use crate::incident_update::{IncidentUpdate, MAX_PER_INCIDENT};
 
 pub(super) const TREE: &str = "incident_updates";
+const UNSHIPPED_TREE: &str = "incident_updates_unshipped";
 
 /// The incident updates, on disk (the history's database) or in memory.
 /// A clone is a handle on the same updates.
@@ -38,8 +51,18 @@ pub struct IncidentUpdates {
 
 #[derive(Debug, Clone)]
 enum Backend {
-    Sled { path: PathBuf, tree: Tree },
-    Memory(Arc<Mutex<BTreeMap<Vec<u8>, IncidentUpdate>>>),
+    Sled {
+        path: PathBuf,
+        tree: Tree,
+        unshipped: Tree,
+    },
+    Memory(Arc<Mutex<Memory>>),
+}
+
+#[derive(Debug, Default)]
+struct Memory {
+    updates: BTreeMap<Vec<u8>, IncidentUpdate>,
+    unshipped: BTreeSet<Vec<u8>>,
 }
 
 /// Why an update was not kept.
@@ -58,11 +81,16 @@ pub enum UpdateRefused {
 
 impl IncidentUpdates {
     pub(super) fn open_sled(db: &Db, path: PathBuf) -> Result<IncidentUpdates, StoreError> {
-        let tree = db
-            .open_tree(TREE)
-            .map_err(StoreError::io_at(&path, "open the incident updates"))?;
+        let open = |name: &str| {
+            db.open_tree(name)
+                .map_err(StoreError::io_at(&path, "open the incident updates"))
+        };
         Ok(IncidentUpdates {
-            backend: Backend::Sled { path, tree },
+            backend: Backend::Sled {
+                tree: open(TREE)?,
+                unshipped: open(UNSHIPPED_TREE)?,
+                path,
+            },
         })
     }
 
@@ -90,20 +118,122 @@ impl IncidentUpdates {
         let mut kept = update.clone();
         kept.at = crate::clock::from_unix_millis(i64::try_from(at).unwrap_or(i64::MAX))
             .unwrap_or(update.at);
-        let key = key(&kept.check, kept.since, at);
+        self.put(&kept, true)?;
+        Ok(kept)
+    }
+
+    /// Puts back an update read from the bucket, at the key it was kept
+    /// under, unmarked (the bucket has it). `false` when the store already
+    /// held it as it is: restoring twice changes nothing.
+    pub fn restore(&self, update: &IncidentUpdate) -> Result<bool, StoreError> {
+        let key = key_of(update);
+        let held = match &self.backend {
+            Backend::Sled { path, tree, .. } => tree
+                .get(&key)
+                .map_err(StoreError::io_at(path, "read an incident update"))?
+                .and_then(|value| serde_json::from_slice::<IncidentUpdate>(&value).ok()),
+            Backend::Memory(m) => lock(m).updates.get(&key).cloned(),
+        };
+        if held.as_ref() == Some(update) {
+            return Ok(false);
+        }
+        self.put(update, false)?;
+        Ok(true)
+    }
+
+    /// The updates not yet copied to the bucket, oldest incident first.
+    pub fn unshipped(&self) -> Result<Vec<IncidentUpdate>, StoreError> {
+        let keys: Vec<Vec<u8>> = match &self.backend {
+            Backend::Sled {
+                path, unshipped, ..
+            } => unshipped
+                .iter()
+                .keys()
+                .map(|key| key.map(|k| k.to_vec()))
+                .collect::<Result<_, _>>()
+                .map_err(StoreError::io_at(
+                    path,
+                    "read the unshipped incident updates",
+                ))?,
+            Backend::Memory(m) => lock(m).unshipped.iter().cloned().collect(),
+        };
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            match self.at(&key)? {
+                Some(update) => out.push(update),
+                // Its update went (retention) or is damaged: nothing to ship.
+                None => self.unmark(&key)?,
+            }
+        }
+        Ok(out)
+    }
+
+    /// `update` is in the bucket: it leaves [`Self::unshipped`].
+    pub fn shipped(&self, update: &IncidentUpdate) -> Result<(), StoreError> {
+        self.unmark(&key_of(update))
+    }
+
+    fn put(&self, update: &IncidentUpdate, mark: bool) -> Result<(), StoreError> {
+        let key = key_of(update);
         match &self.backend {
-            Backend::Sled { path, tree } => {
-                let value = serde_json::to_vec(&kept).expect("updates serialise to JSON");
-                tree.insert(key, value)
-                    .map_err(StoreError::io_at(path, "keep an incident update"))?;
+            Backend::Sled {
+                path,
+                tree,
+                unshipped,
+            } => {
+                // Invariant: strings and times only.
+                let value = serde_json::to_vec(update).expect("updates serialise to JSON");
+                (tree, unshipped)
+                    .transaction(|(tree, unshipped)| {
+                        tree.insert(key.as_slice(), value.as_slice())?;
+                        if mark {
+                            unshipped.insert(key.as_slice(), &[] as &[u8])?;
+                        }
+                        Ok::<_, ConflictableTransactionError<sled::Error>>(())
+                    })
+                    .map_err(|e| match e {
+                        TransactionError::Abort(cause) | TransactionError::Storage(cause) => {
+                            StoreError::io_at(path, "keep an incident update")(cause)
+                        }
+                    })?;
                 tree.flush()
                     .map_err(StoreError::io_at(path, "flush an incident update"))?;
             }
             Backend::Memory(m) => {
-                lock(m).insert(key, kept.clone());
+                let mut m = lock(m);
+                m.updates.insert(key.clone(), update.clone());
+                if mark {
+                    m.unshipped.insert(key);
+                }
             }
         }
-        Ok(kept)
+        Ok(())
+    }
+
+    fn at(&self, key: &[u8]) -> Result<Option<IncidentUpdate>, StoreError> {
+        match &self.backend {
+            Backend::Sled { path, tree, .. } => Ok(tree
+                .get(key)
+                .map_err(StoreError::io_at(path, "read an incident update"))?
+                .and_then(|value| serde_json::from_slice(&value).ok())),
+            Backend::Memory(m) => Ok(lock(m).updates.get(key).cloned()),
+        }
+    }
+
+    fn unmark(&self, key: &[u8]) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sled {
+                path, unshipped, ..
+            } => {
+                unshipped
+                    .remove(key)
+                    .map_err(StoreError::io_at(path, "mark an incident update shipped"))?;
+            }
+            Backend::Memory(m) => {
+                lock(m).unshipped.remove(key);
+            }
+        }
+        Ok(())
     }
 
     /// The updates of the incident of `check` whose first failed probe was
@@ -137,7 +267,11 @@ impl IncidentUpdates {
     pub fn forget_before(&self, cutoff: OffsetDateTime) -> Result<u64, StoreError> {
         let old = |u: &IncidentUpdate| u.since < cutoff;
         match &self.backend {
-            Backend::Sled { path, tree } => {
+            Backend::Sled {
+                path,
+                tree,
+                unshipped,
+            } => {
                 let mut removed = 0;
                 for entry in tree.iter() {
                     let (key, value) =
@@ -145,7 +279,10 @@ impl IncidentUpdates {
                     let damaged_or_old =
                         serde_json::from_slice::<IncidentUpdate>(&value).map_or(true, |u| old(&u));
                     if damaged_or_old {
-                        tree.remove(key)
+                        tree.remove(&key)
+                            .map_err(StoreError::io_at(path, "remove an incident update"))?;
+                        unshipped
+                            .remove(key)
                             .map_err(StoreError::io_at(path, "remove an incident update"))?;
                         removed += 1;
                     }
@@ -154,16 +291,18 @@ impl IncidentUpdates {
             }
             Backend::Memory(m) => {
                 let mut m = lock(m);
-                let before = m.len();
-                m.retain(|_, u| !old(u));
-                Ok((before - m.len()) as u64)
+                let before = m.updates.len();
+                m.updates.retain(|_, u| !old(u));
+                let Memory { updates, unshipped } = &mut *m;
+                unshipped.retain(|key| updates.contains_key(key));
+                Ok((before - updates.len()) as u64)
             }
         }
     }
 
     fn scan(&self, prefix: &[u8]) -> Result<Vec<IncidentUpdate>, StoreError> {
         match &self.backend {
-            Backend::Sled { path, tree } => {
+            Backend::Sled { path, tree, .. } => {
                 let mut out = Vec::new();
                 for entry in tree.scan_prefix(prefix) {
                     let (_, value) =
@@ -178,6 +317,7 @@ impl IncidentUpdates {
                 Ok(out)
             }
             Backend::Memory(m) => Ok(lock(m)
+                .updates
                 .range(prefix.to_vec()..)
                 .take_while(|(key, _)| key.starts_with(prefix))
                 .map(|(_, update)| update.clone())
@@ -186,9 +326,10 @@ impl IncidentUpdates {
     }
 }
 
-fn key(check: &str, since: OffsetDateTime, at_millis: u64) -> Vec<u8> {
-    let mut key = incident_prefix(check, since);
-    key.extend_from_slice(&at_millis.to_be_bytes());
+/// Where `update` is kept: its time is already to the millisecond.
+fn key_of(update: &IncidentUpdate) -> Vec<u8> {
+    let mut key = incident_prefix(&update.check, update.since);
+    key.extend_from_slice(&bound_millis(update.at).to_be_bytes());
     key
 }
 
@@ -278,6 +419,32 @@ mod tests {
             let list = updates.of_incident("site", since).unwrap();
             let texts: Vec<_> = list.iter().map(|u| u.text.as_str()).collect();
             assert_eq!(texts, ["first", "second", "third"]);
+        }
+    }
+
+    #[test]
+    fn an_update_is_unshipped_until_shipped_and_a_restored_one_never_is() {
+        let since = datetime!(2026-12-01 10:00 UTC);
+        for (updates, _dir) in both() {
+            let kept = updates.add(&update("site", since, since, "a")).unwrap();
+            assert_eq!(updates.unshipped().unwrap(), vec![kept.clone()]);
+            updates.shipped(&kept).unwrap();
+            assert!(updates.unshipped().unwrap().is_empty());
+
+            let from_bucket = update("site", since, since + time::Duration::minutes(1), "b");
+            assert!(updates.restore(&from_bucket).unwrap());
+            assert!(!updates.restore(&from_bucket).unwrap(), "twice: nothing");
+            assert!(updates.unshipped().unwrap().is_empty());
+            assert_eq!(updates.of_incident("site", since).unwrap().len(), 2);
+
+            let old = updates.add(&update("site", since, since, "c")).unwrap();
+            assert_eq!(
+                updates
+                    .forget_before(since + time::Duration::hours(1))
+                    .unwrap(),
+                3
+            );
+            assert!(updates.unshipped().unwrap().is_empty(), "{old:?} went");
         }
     }
 

@@ -13,6 +13,7 @@ mod daemon;
 mod daemon_alerting;
 mod daemon_replicate;
 mod hostile_facts;
+mod incident_updates;
 mod package;
 mod pages;
 mod push;

@@ -785,3 +785,82 @@ fn crash_child(dir: &Path) -> ! {
         std::thread::sleep(Duration::from_secs(1));
     }
 }
+
+/// Incident updates ride the replication cycle: one written while the
+/// bucket is unreachable stays marked and leaves with the next cycle that
+/// works, nothing twice; a restore into a fresh directory brings every
+/// update back under its incident, and a second restore adds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incident_updates_reach_the_bucket_after_an_outage_and_a_restore_brings_them_back() {
+    use vigie::alert::IncidentId;
+    use vigie::incident_update::{IncidentUpdate, UpdateState};
+    let mut setup = setup("probe-u");
+    let gate = Gate::start(setup.s3.server.addr).await;
+    setup.settings.endpoint = Some(Url::parse(&gate.endpoint()).unwrap());
+    let clock = clock();
+    let store = setup.store("original");
+    let replicator = setup.replicator(&store, &clock);
+    append_all(
+        &store,
+        history::rounds(2, time::Duration::seconds(30), T0, 3),
+    );
+    let updates = store.alerts().unwrap().incident_updates();
+    let since = T0 + time::Duration::minutes(1);
+    let update = |minutes: i64, state: UpdateState, text: &str| IncidentUpdate {
+        check: "site-1".to_string(),
+        incident: IncidentId::new("site-1", since + time::Duration::seconds(30)),
+        since,
+        at: since + time::Duration::minutes(minutes),
+        state,
+        text: text.to_string(),
+    };
+    updates
+        .add(&update(5, UpdateState::Investigating, "Looking into it"))
+        .unwrap();
+    assert_eq!(replicator.cycle(None).await.unwrap().updates, 1);
+
+    gate.close();
+    updates
+        .add(&update(
+            9,
+            UpdateState::Identified,
+            "The **DNS** zone lost its records",
+        ))
+        .unwrap();
+    let err = replicator.cycle(None).await.unwrap_err();
+    assert!(matches!(err, ReplicateError::Unreachable { .. }), "{err}");
+    gate.open();
+    assert_eq!(replicator.cycle(None).await.unwrap().updates, 1);
+    assert_eq!(replicator.cycle(None).await.unwrap().updates, 0);
+    let mut names = Vec::new();
+    setup
+        .bucket()
+        .list("updates/probe-u/", &mut |name| names.push(name))
+        .await
+        .unwrap();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].starts_with("updates/probe-u/site-1/"), "{names:?}");
+
+    let restored = setup.store("restored");
+    let report = restore(&setup.bucket(), restored.clone()).await.unwrap();
+    assert!(report.is_complete(), "{report}");
+    assert_eq!((report.updates.listed, report.updates.added), (2, 2));
+    assert!(
+        report
+            .to_string()
+            .contains("incident updates: 2 listed, 2 added"),
+        "{report}"
+    );
+    let back = restored.alerts().unwrap().incident_updates();
+    assert_eq!(
+        back.of_incident("site-1", since).unwrap(),
+        updates.of_incident("site-1", since).unwrap()
+    );
+    assert!(
+        back.unshipped().unwrap().is_empty(),
+        "restored, not to ship"
+    );
+    let again = restore(&setup.bucket(), restored.clone()).await.unwrap();
+    assert_eq!((again.updates.listed, again.updates.added), (2, 0));
+}
