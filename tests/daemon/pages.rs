@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::browser::Browser;
-use crate::common::daemon::{api_section, free_addr, poll, Daemon};
+use crate::common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
 use crate::common::env::{check_toml, Env};
 use crate::common::gate::Gate;
 use crate::common::*;
@@ -33,11 +33,18 @@ async fn save(browser: &Browser, name: &str) {
 }
 
 async fn texts(browser: &Browser, css: &str) -> Vec<String> {
+    try_texts(browser, css).await.unwrap()
+}
+
+/// [`texts`], for a page that may be changing under it (a form just
+/// sent): the error says what went wrong instead of ending the test.
+async fn try_texts(browser: &Browser, css: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    for element in browser.client.find_all(Locator::Css(css)).await.unwrap() {
-        out.push(element.text().await.unwrap());
+    let found = browser.client.find_all(Locator::Css(css)).await;
+    for element in found.map_err(|e| e.to_string())? {
+        out.push(element.text().await.map_err(|e| e.to_string())?);
     }
-    out
+    Ok(out)
 }
 
 async fn count(browser: &Browser, css: &str) -> usize {
@@ -581,14 +588,27 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         },
     )
     .await;
-    let (code, body) = daemon
-        .post(
-            &format!("/api/v1/incidents/{key}/updates"),
-            &json!({ "state": "identified", "text": "**DNS** is broken <script>alert(1)</script>" }),
-        )
-        .await
-        .unwrap();
-    assert_eq!(code, 201, "{body}");
+    // The on-call person writes the first update from a shell.
+    let out = vigie_cli_async(
+        &env.config_path(),
+        &[
+            "incident",
+            "note",
+            "broken",
+            "--state",
+            "identified",
+            "**DNS** is broken <script>alert(1)</script>",
+        ],
+    )
+    .await;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains(&key), "{said}");
 
     let origin = format!("http://{api}");
     let browser = Browser::start().await;
@@ -655,7 +675,7 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         "the update on the page",
         async || {
             let url = client.current_url().await.map_err(|e| e.to_string())?;
-            let updates = texts(&browser, "ol.updates li").await;
+            let updates = try_texts(&browser, "ol.updates li").await?;
             match (url.path() == page_path, updates.len()) {
                 (true, 2) => Ok(updates),
                 other => {
@@ -689,7 +709,7 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         .unwrap();
     click(&browser, "form.update button[type=submit]").await;
     let problem = poll(Duration::from_secs(10), "the refusal", async || {
-        let said = texts(&browser, "form.update p.bad").await;
+        let said = try_texts(&browser, "form.update p.bad").await?;
         said.first().cloned().ok_or("no refusal yet".to_string())
     })
     .await;
