@@ -60,6 +60,18 @@ impl Policy {
         }
     }
 
+    /// The policy of `check` under `alerting`: what the alerter applies to
+    /// it, and what the pages judge its failure streaks by.
+    pub fn of_check(alerting: &AlertingConfig, check: &crate::check::Check) -> Self {
+        Self::new(alerting, &check.alert, &check.labels)
+    }
+
+    /// Whether `downs` `down` probes in a row open an incident: below
+    /// that, a failure streak is a blip that never pages.
+    pub fn opens_incident(&self, downs: u64) -> bool {
+        downs >= u64::from(self.failure_threshold)
+    }
+
     /// `[alerting]` as it is, for vigie's own network alert.
     pub fn global(alerting: &AlertingConfig) -> Self {
         Self::new(alerting, &Overrides::default(), &BTreeMap::new())

@@ -305,7 +305,9 @@ pub fn transition(
         Observation::Unknown(_) => {}
         Observation::Judged(s) if s.status == Status::Down => {
             count_failure(&mut state, s);
-            if state.incident.is_none() && state.consecutive_failures >= policy.failure_threshold {
+            if state.incident.is_none()
+                && policy.opens_incident(u64::from(state.consecutive_failures))
+            {
                 open(&mut state, s, now, policy, hold, &mut events);
             }
         }

@@ -87,10 +87,16 @@ pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// A GET or HEAD carrying an open session's cookie (a token must be in
 /// force: sessions exist only with one).
 pub(super) fn has_session(request: &Request, token: &Token) -> bool {
-    let tls = request.extensions().get::<Peer>().is_some_and(|p| p.tls);
     matches!(*request.method(), Method::GET | Method::HEAD)
-        && token.current().is_some()
-        && session::presented(request.headers(), tls).is_some_and(|id| token.sessions().is_open(id))
+        && session_csrf(request, token).is_some()
+}
+
+/// The anti-forgery token of the open session `request`'s cookie names,
+/// whatever its method: the one form a session may post checks it.
+pub(super) fn session_csrf(request: &Request, token: &Token) -> Option<String> {
+    let tls = request.extensions().get::<Peer>().is_some_and(|p| p.tls);
+    token.current()?;
+    session::presented(request.headers(), tls).and_then(|id| token.sessions().csrf(id))
 }
 
 /// Whether `request` came over the local socket from a user allowed to
@@ -144,7 +150,7 @@ pub(super) async fn require_token(
 
 /// Compares without an early exit, so response timing does not reveal how
 /// much of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -211,8 +217,8 @@ mod tests {
             .open(std::time::Duration::from_secs(60))
             .unwrap();
         token.set(Some(Arc::from("one")));
-        assert!(token.sessions().is_open(&id), "the same token again");
+        assert!(token.sessions().csrf(&id).is_some(), "the same token again");
         token.set(Some(Arc::from("two")));
-        assert!(!token.sessions().is_open(&id));
+        assert!(token.sessions().csrf(&id).is_none());
     }
 }

@@ -19,7 +19,9 @@ pub(super) const LOGIN_LIMIT: usize = 4 * 1024;
 /// at most 1024, JSON-escaped (up to six bytes a character), fit.
 pub(super) const SILENCE_LIMIT: usize = 16 * 1024;
 /// `POST /api/v1/incidents/{key}/updates`: a state and a text of at most
-/// [`MAX_TEXT`](crate::incident_update::MAX_TEXT) bytes, JSON-escaped, fit.
+/// [`MAX_TEXT`](crate::incident_update::MAX_TEXT) bytes, JSON-escaped, fit;
+/// the incident page's form too (form-encoded, three bytes a byte at most,
+/// with its anti-forgery token).
 pub(super) const UPDATE_LIMIT: usize = 6 * crate::incident_update::MAX_TEXT + 1024;
 
 /// Why a body was not read, as the answer to give.

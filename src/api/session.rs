@@ -11,6 +11,11 @@
 //! accept from a secure origin, for the whole host (`Path=/`, no
 //! `Domain`), so that no sibling site or plain-HTTP page can plant or
 //! read it.
+//!
+//! Each session also has its own random anti-forgery token, put in the
+//! one form a session may post (an incident update) and checked against
+//! the session's when it comes back: a page of another site can make a
+//! browser send the cookie, never read the token.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,44 +32,62 @@ const MAX_SESSIONS: usize = 1024;
 const COOKIE: &str = "vigie_session";
 const SECURE_COOKIE: &str = "__Host-vigie_session";
 
-/// The open sessions: id -> when it ends.
+/// The open sessions: id -> when it ends and its anti-forgery token.
 #[derive(Default)]
 pub(super) struct Sessions {
-    open: Mutex<HashMap<String, Instant>>,
+    open: Mutex<HashMap<String, Session>>,
+}
+
+struct Session {
+    ends: Instant,
+    csrf: String,
+}
+
+/// 256 random bits in hex; `None` if the system's random source failed.
+fn random_hex() -> Option<String> {
+    let mut bytes = [0u8; 32];
+    crate::net::crypto_provider()
+        .secure_random
+        .fill(&mut bytes)
+        .ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 impl Sessions {
     /// A new session lasting `ttl`; `None` if the system's random source
     /// failed (then no session is made at all).
     pub(super) fn open(&self, ttl: Duration) -> Option<String> {
-        let mut bytes = [0u8; 32];
-        crate::net::crypto_provider()
-            .secure_random
-            .fill(&mut bytes)
-            .ok()?;
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let id = random_hex()?;
+        let csrf = random_hex()?;
         let now = Instant::now();
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|_, ends| *ends > now);
+        open.retain(|_, s| s.ends > now);
         if open.len() >= MAX_SESSIONS {
             let nearest = open
                 .iter()
-                .min_by_key(|(_, ends)| **ends)
+                .min_by_key(|(_, s)| s.ends)
                 .map(|(id, _)| id.clone());
             if let Some(nearest) = nearest {
                 open.remove(&nearest);
             }
         }
-        open.insert(id.clone(), now + ttl);
+        let session = Session {
+            ends: now + ttl,
+            csrf,
+        };
+        open.insert(id.clone(), session);
         Some(id)
     }
 
-    /// Whether `id` is a session that has not ended. The lookup's timing
-    /// does not help a guesser: ids are 256 random bits, and the map's
-    /// hash is keyed at random.
-    pub(super) fn is_open(&self, id: &str) -> bool {
+    /// The anti-forgery token of session `id` while it is open; `None`
+    /// for a session that ended or never was. The lookup's timing does
+    /// not help a guesser: ids are 256 random bits, and the map's hash is
+    /// keyed at random.
+    pub(super) fn csrf(&self, id: &str) -> Option<String> {
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.get(id).is_some_and(|ends| *ends > Instant::now())
+        open.get(id)
+            .filter(|s| s.ends > Instant::now())
+            .map(|s| s.csrf.clone())
     }
 
     /// Ends every session (the token changed).
@@ -113,14 +136,18 @@ mod tests {
         let sessions = Sessions::default();
         let id = sessions.open(Duration::from_secs(60)).unwrap();
         assert_eq!(id.len(), 64);
-        assert!(sessions.is_open(&id));
+        assert!(sessions.csrf(&id).is_some());
         let other = sessions.open(Duration::from_secs(60)).unwrap();
         assert_ne!(id, other, "random, not derived from anything");
+        let csrf = sessions.csrf(&id).unwrap();
+        assert_eq!(csrf.len(), 64);
+        assert_ne!(csrf, id);
+        assert_ne!(Some(csrf), sessions.csrf(&other), "one per session");
         tokio::time::advance(Duration::from_secs(61)).await;
-        assert!(!sessions.is_open(&id));
+        assert!(sessions.csrf(&id).is_none());
         let third = sessions.open(Duration::from_secs(60)).unwrap();
         sessions.clear();
-        assert!(!sessions.is_open(&third));
+        assert!(sessions.csrf(&third).is_none());
     }
 
     #[tokio::test]
@@ -131,7 +158,7 @@ mod tests {
             sessions.open(Duration::from_secs(60)).unwrap();
         }
         assert!(
-            !sessions.is_open(&first),
+            sessions.csrf(&first).is_none(),
             "the nearest to its end made room"
         );
         assert_eq!(sessions.open.lock().unwrap().len(), MAX_SESSIONS);

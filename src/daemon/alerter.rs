@@ -139,12 +139,7 @@ impl Policies {
             by_check: config
                 .checks
                 .iter()
-                .map(|c| {
-                    (
-                        c.name.clone(),
-                        Policy::new(&config.alerting, &c.alert, &c.labels),
-                    )
-                })
+                .map(|c| (c.name.clone(), Policy::of_check(&config.alerting, c)))
                 .collect(),
             global: Policy::global(&config.alerting),
         }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::browser::Browser;
-use crate::common::daemon::{api_section, free_addr, poll, Daemon};
+use crate::common::daemon::{api_section, free_addr, poll, vigie_cli_async, Daemon};
 use crate::common::env::{check_toml, Env};
 use crate::common::gate::Gate;
 use crate::common::*;
@@ -33,11 +33,18 @@ async fn save(browser: &Browser, name: &str) {
 }
 
 async fn texts(browser: &Browser, css: &str) -> Vec<String> {
+    try_texts(browser, css).await.unwrap()
+}
+
+/// [`texts`], for a page that may be changing under it (a form just
+/// sent): the error says what went wrong instead of ending the test.
+async fn try_texts(browser: &Browser, css: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    for element in browser.client.find_all(Locator::Css(css)).await.unwrap() {
-        out.push(element.text().await.unwrap());
+    let found = browser.client.find_all(Locator::Css(css)).await;
+    for element in found.map_err(|e| e.to_string())? {
+        out.push(element.text().await.map_err(|e| e.to_string())?);
     }
-    out
+    Ok(out)
 }
 
 async fn count(browser: &Browser, css: &str) -> usize {
@@ -67,6 +74,24 @@ fn sha256(der: &[u8]) -> String {
         .collect()
 }
 
+/// Clicks the element `css` selects.
+async fn click(browser: &Browser, css: &str) {
+    let element = browser.client.find(Locator::Css(css)).await.unwrap();
+    element.click().await.unwrap();
+}
+
+/// Starts vigie on `api` with [`TOKEN`] required, once `env`'s checks
+/// are written, and waits until it is healthy.
+async fn daemon_with_token(env: &Env, api: std::net::SocketAddr) -> Daemon {
+    let token_file = env.path().join("api-token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    env.append_config(&api_section(api, Some(&token_file)));
+    let mut daemon = Daemon::spawn(&env.config_path(), api);
+    daemon.token = Some(TOKEN.to_string());
+    daemon.wait_healthy(Duration::from_secs(30)).await;
+    daemon
+}
+
 /// Fills the login form the browser is on with `token` and sends it; waits
 /// for the overview.
 async fn log_in(browser: &Browser, token: &str) {
@@ -78,13 +103,7 @@ async fn log_in(browser: &Browser, token: &str) {
         .send_keys(token)
         .await
         .unwrap();
-    client
-        .find(Locator::Css("button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, "button[type=submit]").await;
     poll(
         Duration::from_secs(10),
         "the overview after login",
@@ -108,9 +127,6 @@ async fn the_pages_in_a_real_browser() {
 
     let api = free_addr();
     let env = Env::new();
-    let token_file = env.path().join("api-token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    env.append_config(&api_section(api, Some(&token_file)));
     let site_url = format!("https://{HOST}:{}/", gate.addr.port());
     // A check first due in about 12 hours: NO DATA all along the test.
     let later_hour = (time::OffsetDateTime::now_utc().hour() + 12) % 24;
@@ -140,9 +156,7 @@ async fn the_pages_in_a_real_browser() {
         ]
         .concat(),
     );
-    let mut daemon = Daemon::spawn(&env.config_path(), api);
-    daemon.token = Some(TOKEN.to_string());
-    daemon.wait_healthy(Duration::from_secs(30)).await;
+    let mut daemon = daemon_with_token(&env, api).await;
     let first_leaf = sha256(&before.cert);
     poll(
         Duration::from_secs(20),
@@ -352,6 +366,9 @@ async fn the_pages_in_a_real_browser() {
         "the dark palette"
     );
     save(&browser, "overview-dark").await;
+    // Every card's state (DOWN with its reason, SILENCED, NO DATA) in
+    // light and dark, on a desktop and a phone.
+    save_views(&browser, &origin, "overview-states", "/").await;
 
     // Nothing came from another origin, and the console is clean.
     let resources = client
@@ -452,5 +469,303 @@ async fn the_json_behind_the_pages_and_the_page_headers() {
     assert_eq!(code, 200);
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
     assert!(page.contains("site"));
+    daemon.stop(Duration::from_secs(10)).await;
+}
+
+/// Saves `path` as `name` in light and dark, each at the desktop width and
+/// at 390 px (a phone), where nothing may be wider than the screen.
+async fn save_views(browser: &Browser, origin: &str, name: &str, path: &str) {
+    let client = &browser.client;
+    for dark in [false, true] {
+        let scheme = if dark { "dark" } else { "light" };
+        browser
+            .cdp(
+                "Emulation.setEmulatedMedia",
+                json!({ "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
+            )
+            .await;
+        for phone in [false, true] {
+            let size = if phone {
+                json!({ "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true })
+            } else {
+                json!({ "width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": false })
+            };
+            browser
+                .cdp("Emulation.setDeviceMetricsOverride", size)
+                .await;
+            client.goto(&format!("{origin}{path}")).await.unwrap();
+            if phone {
+                let wide = client
+                    .execute("return document.documentElement.scrollWidth;", vec![])
+                    .await
+                    .unwrap();
+                assert!(
+                    wide.as_u64().is_some_and(|w| w <= 390),
+                    "{path} is {wide} px wide on a 390 px screen"
+                );
+            }
+            let suffix = if phone { "-390" } else { "" };
+            save(browser, &format!("{name}-{scheme}{suffix}")).await;
+        }
+    }
+    browser
+        .cdp("Emulation.clearDeviceMetricsOverride", json!({}))
+        .await;
+    browser
+        .cdp(
+            "Emulation.setEmulatedMedia",
+            json!({ "features": [{ "name": "prefers-color-scheme", "value": "light" }] }),
+        )
+        .await;
+}
+
+/// The session cookie the browser holds.
+async fn session_cookie(browser: &Browser) -> String {
+    let cookie = browser
+        .client
+        .get_named_cookie("vigie_session")
+        .await
+        .unwrap();
+    format!("vigie_session={}", cookie.value())
+}
+
+/// POSTs a form to `url` as a browser would, with `cookie` and `origin`.
+async fn post_form(url: &str, cookie: &str, origin: Option<&str>, form: &str) -> (u16, String) {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut request = client
+        .post(url)
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form.to_string());
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    let response = request.send().await.unwrap();
+    let code = response.status().as_u16();
+    (code, response.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
+    let refused = refused_addr();
+    let api = free_addr();
+    let env = Env::with_config(
+        "[alerting]\nto = [\"oncall@example.test\"]\nfailure_threshold = 2\ngroup_window = \"1s\"\n",
+    );
+    let down_url = format!("https://{HOST}:{}/", refused.port());
+    env.write_checks(
+        "checks.toml",
+        &[
+            check_toml("broken", &down_url, EVERY),
+            // Failing all along, but under its threshold: a blip.
+            check_toml(
+                "flaky",
+                &down_url,
+                &format!("{EVERY}\n[check.alert]\nfailure_threshold = 1000"),
+            ),
+        ]
+        .concat(),
+    );
+    let mut daemon = daemon_with_token(&env, api).await;
+    // The incident is known, and mail was told of it.
+    let key = poll(
+        Duration::from_secs(30),
+        "broken's incident, told by mail",
+        async || {
+            let listed = daemon.get_json("/api/v1/incidents?check=broken").await?;
+            let key = listed["incidents"][0]["key"]
+                .as_str()
+                .ok_or(listed.to_string())?
+                .to_string();
+            let (_, page) = daemon.get("/incidents").await?;
+            match page.contains("<strong>DOWN</strong>: mail 20") {
+                true => Ok(key),
+                false => Err(page),
+            }
+        },
+    )
+    .await;
+    // The on-call person writes the first update from a shell.
+    let out = vigie_cli_async(
+        &env.config_path(),
+        &[
+            "incident",
+            "note",
+            "broken",
+            "--state",
+            "identified",
+            "**DNS** is broken <script>alert(1)</script>",
+        ],
+    )
+    .await;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains(&key), "{said}");
+
+    let origin = format!("http://{api}");
+    let browser = Browser::start().await;
+    let client = &browser.client;
+    client.goto(&format!("{origin}/login")).await.unwrap();
+    log_in(&browser, TOKEN).await;
+
+    // `/incidents`: the alerter's incident with who was told, its update
+    // rendered from Markdown with the script as text; the blip apart.
+    client.goto(&format!("{origin}/incidents")).await.unwrap();
+    let incidents = texts(&browser, "table.incidents tbody.incident").await;
+    assert_eq!(incidents.len(), 1, "{incidents:?}");
+    assert!(incidents[0].contains("broken"), "{incidents:?}");
+    assert!(incidents[0].contains("DOWN: mail 20"), "{incidents:?}");
+    let blips = texts(&browser, "ul.blips li").await;
+    assert_eq!(blips.len(), 1, "{blips:?}");
+    assert!(blips[0].starts_with("flaky "), "{blips:?}");
+    assert!(blips[0].contains("open"), "{blips:?}");
+    let shown = |updates: Vec<String>| {
+        assert_eq!(updates.len(), 1, "{updates:?}");
+        assert!(
+            updates[0].starts_with("IDENTIFIED ")
+                && updates[0].ends_with("DNS is broken <script>alert(1)</script>"),
+            "{updates:?}"
+        );
+    };
+    shown(texts(&browser, "ol.updates li").await);
+    assert_eq!(texts(&browser, "ol.updates .text strong").await, ["DNS"]);
+    assert_eq!(count(&browser, "ol.updates script").await, 0);
+    save_views(&browser, &origin, "incidents-updates", "/incidents").await;
+
+    // The check's page: the same incident and update; the blip's page
+    // lists it under blips only.
+    client
+        .goto(&format!("{origin}/checks/broken"))
+        .await
+        .unwrap();
+    shown(texts(&browser, "ol.updates li").await);
+    client
+        .goto(&format!("{origin}/checks/flaky"))
+        .await
+        .unwrap();
+    assert_eq!(count(&browser, "table.incidents").await, 0);
+    assert_eq!(count(&browser, "ul.blips li").await, 1);
+    save_views(&browser, &origin, "check-updates", "/checks/broken").await;
+    save_views(&browser, &origin, "overview-incidents", "/").await;
+
+    // The incident's page: an update written in the form shows first.
+    client.goto(&format!("{origin}/incidents")).await.unwrap();
+    click(&browser, "a.write").await;
+    let page_path = format!("/incidents/{key}");
+    assert_eq!(client.current_url().await.unwrap().path(), page_path);
+    click(&browser, "select#state option[value=monitoring]").await;
+    client
+        .find(Locator::Css("textarea#text"))
+        .await
+        .unwrap()
+        .send_keys("Fixed by *restarting* the resolver")
+        .await
+        .unwrap();
+    click(&browser, "form.update button[type=submit]").await;
+    let updates = poll(
+        Duration::from_secs(10),
+        "the update on the page",
+        async || {
+            let url = client.current_url().await.map_err(|e| e.to_string())?;
+            let updates = try_texts(&browser, "ol.updates li").await?;
+            match (url.path() == page_path, updates.len()) {
+                (true, 2) => Ok(updates),
+                other => {
+                    let page = client.source().await.unwrap_or_default();
+                    Err(format!("{other:?} at {url}: {page}"))
+                }
+            }
+        },
+    )
+    .await;
+    assert!(
+        updates[0].starts_with("MONITORING ")
+            && updates[0].ends_with("Fixed by restarting the resolver"),
+        "newest first: {updates:?}"
+    );
+    assert!(updates[1].starts_with("IDENTIFIED "), "{updates:?}");
+    assert_eq!(
+        texts(&browser, "ol.updates li:first-child .text em").await,
+        ["restarting"]
+    );
+    save_views(&browser, &origin, "incident", &page_path).await;
+
+    // Too long a text: refused, the reason said, the text kept.
+    let long = "x".repeat(9000);
+    client
+        .execute(
+            "document.querySelector('textarea#text').value = arguments[0];",
+            vec![json!(long)],
+        )
+        .await
+        .unwrap();
+    click(&browser, "form.update button[type=submit]").await;
+    let problem = poll(Duration::from_secs(10), "the refusal", async || {
+        let said = try_texts(&browser, "form.update p.bad").await?;
+        said.first().cloned().ok_or("no refusal yet".to_string())
+    })
+    .await;
+    assert!(problem.contains("more than the 8192 allowed"), "{problem}");
+    let kept = client
+        .execute(
+            "return document.querySelector('textarea#text').value.length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(kept, json!(9000));
+    // As it stands: a reload would show a fresh form.
+    save(&browser, "incident-refused").await;
+
+    // A forged post: the session's cookie without its anti-forgery token,
+    // or from another site, changes nothing.
+    let cookie = session_cookie(&browser).await;
+    let post_url = format!("{origin}/incidents/{key}/updates");
+    let (code, body) = post_form(
+        &post_url,
+        &cookie,
+        Some(&origin),
+        "state=resolved&text=forged",
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("anti-forgery token"), "{body}");
+    let csrf = client
+        .find(Locator::Css("form.update input[name=csrf]"))
+        .await
+        .unwrap()
+        .attr("value")
+        .await
+        .unwrap()
+        .unwrap();
+    let form = format!("csrf={csrf}&state=resolved&text=forged");
+    let (code, body) = post_form(&post_url, &cookie, Some("http://evil.example"), &form).await;
+    assert_eq!(code, 403, "{body}");
+    let (code, body) = post_form(&post_url, &cookie, None, &form).await;
+    assert_eq!(code, 403, "{body}");
+    // The same form from vigie's own origin is taken.
+    let (code, body) = post_form(&post_url, &cookie, Some(&origin), &form).await;
+    assert_eq!(code, 303, "{body}");
+    let listed = daemon
+        .get_json(&format!("/api/v1/incidents/{key}/updates"))
+        .await
+        .unwrap();
+    let states: Vec<&str> = listed["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["state"].as_str())
+        .collect();
+    assert_eq!(states, ["identified", "monitoring", "resolved"], "{listed}");
+
+    browser.close().await;
     daemon.stop(Duration::from_secs(10)).await;
 }

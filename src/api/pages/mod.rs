@@ -1,22 +1,26 @@
 //! The status pages, on the API's listener with the API's token rules:
 //! `/` (every check: status, 90-day bar, uptime, certificate), `/checks/{name}`
-//! (response times, the latest failures, failure streaks, the certificate
-//! timeline), `/incidents`, and `/login`; the JSON behind them is
+//! (response times, the latest failures, incidents and blips, the
+//! certificate timeline), `/incidents`, one incident's page
+//! `/incidents/{key}`, and `/login`; the JSON behind them is
 //! `/api/v1/uptime/{name}` and `/api/v1/certificates/{name}`.
 //!
 //! With a token configured, a browser logs in with the form at `/login`
 //! (never with the token in the address, which browser history would
-//! keep): a session cookie (`session.rs`), accepted for reading pages only
-//! (GET and HEAD), so a page cannot be made to change anything. Logins are
+//! keep): a session cookie (`session.rs`), accepted for reading pages
+//! (GET and HEAD) and for one change only, the incident update form's
+//! POST, which has its own guard against forgery (`update_form.rs`). Logins are
 //! throttled per client (`throttle.rs`); `login.rs` holds both. Every page
 //! carries a strict Content-Security-Policy: nothing loads from another
 //! origin, no inline script or style.
 
 mod build;
 mod chart;
+mod incidents;
 mod login;
 mod render;
 mod streaks;
+mod update_form;
 mod view;
 
 use std::collections::HashMap;
@@ -25,7 +29,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use maud::Markup;
 use serde::Serialize;
@@ -49,9 +53,13 @@ pub(super) fn router(state: ApiState) -> Router<ApiState> {
         .route("/", get(overview))
         .route("/checks/{name}", get(check))
         .route("/incidents", get(incidents))
+        .route("/incidents/{key}", get(update_form::incident))
+        .layer(middleware::from_fn_with_state(state, require_session))
+        // The one change a session may make, with its own guard against
+        // forgery (`update_form.rs`), outside the pages' read-only rule.
+        .route("/incidents/{key}/updates", post(update_form::post_update))
         // One cache of failure streaks for the router's life.
         .layer(Extension(Arc::new(StreakCache::default())))
-        .layer(middleware::from_fn_with_state(state, require_session))
         .route("/login", get(login_form).post(login))
         .route("/assets/vigie.css", get(css))
         .route("/assets/vigie.js", get(js))
@@ -70,9 +78,13 @@ pub(super) fn page(code: StatusCode, markup: Markup) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // `same-origin`, not `no-referrer`: no address of vigie's ever reaches
+    // another site either way, but under `no-referrer` a browser sends
+    // `Origin: null` with the update form's POST, which the form's guard
+    // (`update_form.rs`) must be able to tell from vigie's own origin.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
@@ -258,6 +270,8 @@ async fn check(
     let store = state.store.clone();
     let newest = state.latest.get(&name);
     let told = state.told.clone();
+    let updates = state.updates.clone();
+    let policies = incidents::policies(&config);
     let built = tokio::task::spawn_blocking(move || {
         let latest = newest.as_deref();
         let row = build::check_row(store.as_ref(), &check, latest, now)?;
@@ -274,9 +288,13 @@ async fn check(
             build::failures(latest),
             {
                 let streaks = cache.streaks(store.as_ref(), &name, newest, now)?;
-                let mut list = streaks.list.clone();
-                with_told(&mut list, told.as_ref())?;
-                (list, streaks.capped)
+                let records = incidents::Records {
+                    store: store.as_ref(),
+                    told: told.as_ref(),
+                    updates: updates.as_ref(),
+                    policies: &policies,
+                };
+                (records.sort(streaks.list.clone())?, streaks.capped)
             },
             build::leaves(store.as_ref(), &name, current.as_deref())?,
         ))
@@ -299,7 +317,8 @@ async fn check(
                 now,
                 series,
                 failures,
-                incidents: &streaks.0,
+                incidents: &streaks.0 .0,
+                blips: &streaks.0 .1,
                 capped: streaks.1,
                 leaves,
             };
@@ -336,6 +355,8 @@ async fn incidents(
         .collect();
     cache.retain(|name| checks.iter().any(|(n, _)| n == name));
     let told = state.told.clone();
+    let updates = state.updates.clone();
+    let policies = incidents::policies(&config);
     let found = tokio::task::spawn_blocking(move || {
         let mut all = Vec::new();
         let mut capped = false;
@@ -347,14 +368,28 @@ async fn incidents(
         all.sort_by_key(|i| std::cmp::Reverse((i.end.is_none(), i.start)));
         capped |= all.len() > streaks::SHOWN;
         all.truncate(streaks::SHOWN);
-        with_told(&mut all, told.as_ref())?;
-        Ok::<_, crate::store::StoreError>((all, capped))
+        let records = incidents::Records {
+            store: store.as_ref(),
+            told: told.as_ref(),
+            updates: updates.as_ref(),
+            policies: &policies,
+        };
+        let (incidents, blips) = records.sort(all)?;
+        Ok::<_, crate::store::StoreError>((incidents, blips, capped))
     })
     .await;
     match found {
-        Ok(Ok((all, capped))) => page(
+        Ok(Ok((incidents, blips, capped))) => page(
             StatusCode::OK,
-            render::incidents_page(&all, capped, &silences, &windows, now, &footer(&state, now)),
+            render::incidents_page(
+                &incidents,
+                &blips,
+                capped,
+                &silences,
+                &windows,
+                now,
+                &footer(&state, now),
+            ),
         ),
         Ok(Err(err)) => store_failed(err),
         Err(_) => (
@@ -363,20 +398,6 @@ async fn incidents(
         )
             .into_response(),
     }
-}
-
-/// Fills in the channels told about each streak's incident, when the
-/// daemon's ledger is there (the pages of `/checks/{name}` and
-/// `/incidents` alike).
-fn with_told(
-    incidents: &mut [view::Incident],
-    told: Option<&crate::store::ToldLedger>,
-) -> Result<(), crate::store::StoreError> {
-    let Some(told) = told else { return Ok(()) };
-    for incident in incidents {
-        incident.told = told.of_incident(&incident.check, incident.start)?;
-    }
-    Ok(())
 }
 
 /// Maintenance windows open now or opening within 7 days.

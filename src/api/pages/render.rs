@@ -6,7 +6,7 @@
 //! which the Content-Security-Policy enforces. Everything that changes
 //! lives in `<main>`, which the script swaps in place on refresh.
 
-use maud::{html, Markup, DOCTYPE};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 use time::OffsetDateTime;
 
 use super::build::BAR_DAYS;
@@ -15,7 +15,8 @@ use super::view::{
     clock, days_left, hold_words, percent, status_word, window_label, CheckRow, FailureRow, Footer,
     Group, Incident, LeafBar, Point,
 };
-use crate::alert::Silence;
+use crate::alert::{IncidentId, Silence};
+use crate::incident_update::{IncidentUpdate, UpdateState};
 use crate::when::{minute, span};
 
 /// Which page the navigation marks as current.
@@ -39,6 +40,12 @@ fn head_common(title: &str) -> Markup {
 }
 
 fn layout(title: &str, nav: Nav, footer: &Footer, main: Markup) -> Markup {
+    layout_with(title, nav, footer, main, true)
+}
+
+/// The layout; `refresh`: whether the script swaps `<main>` every 30 s
+/// (never under a form being written, which it would wipe).
+fn layout_with(title: &str, nav: Nav, footer: &Footer, main: Markup, refresh: bool) -> Markup {
     let current = |n: Nav| if n == nav { "page" } else { "false" };
     html! {
         (DOCTYPE)
@@ -55,7 +62,7 @@ fn layout(title: &str, nav: Nav, footer: &Footer, main: Markup) -> Markup {
                         a href="/incidents" aria-current=(current(Nav::Incidents)) { "Incidents" }
                     }
                 }
-                main data-refresh="30" { (main) }
+                @if refresh { main data-refresh="30" { (main) } } @else { main { (main) } }
                 footer { (footer_markup(footer)) }
             }
         }
@@ -203,9 +210,11 @@ pub struct CheckPage<'a> {
     pub now: OffsetDateTime,
     pub series: Vec<(&'static str, Vec<Point>)>,
     pub failures: Vec<FailureRow>,
-    /// Newest first, at most [`super::streaks::SHOWN`].
+    /// The alerter's incidents, newest first.
     pub incidents: &'a [Incident],
-    /// More streaks than listed.
+    /// The streaks too short to page, newest first.
+    pub blips: &'a [Incident],
+    /// More streaks than listed (at most [`super::streaks::SHOWN`]).
     pub capped: bool,
     pub leaves: Vec<LeafBar>,
 }
@@ -259,6 +268,10 @@ pub fn check_page(page: &CheckPage<'_>, footer: &Footer) -> Markup {
             (incident_table(page.incidents, page.capped, false, page.now))
         }
         section {
+            h2 { "Blips" }
+            (blip_list(page.blips, false, page.now))
+        }
+        section {
             h2 { "Certificate timeline" }
             (chart::certificate_timeline(&page.leaves, page.now))
             @if !page.leaves.is_empty() {
@@ -293,16 +306,87 @@ fn incident_table(
                     @if with_check { th { "check" } }
                     th { "start" } th { "end" } th { "duration" } th { "first failure" } th { "told" }
                 } }
-                tbody {
-                    @for i in incidents {
+                @for i in incidents {
+                    tbody.incident {
                         tr class=(if i.end.is_none() { "open" } else { "" }) {
-                            @if with_check { td.name { a href=(format!("/checks/{}", i.check)) { (i.check) } } }
-                            td { (minute(i.start)) }
-                            td { @match i.end { Some(end) => (minute(end)), None => strong { "open" } } }
-                            td { (span(i.end.unwrap_or(now) - i.start)) }
-                            td { (i.cause) }
+                            @if with_check { td.name data-label="check" { a href=(format!("/checks/{}", i.check)) { (i.check) } } }
+                            td data-label="start" { (incident_link(i, minute(i.start))) }
+                            td data-label="end" { @match i.end { Some(end) => (minute(end)), None => strong { "open" } } }
+                            td data-label="duration" { (span(i.end.unwrap_or(now) - i.start)) }
+                            td data-label="first failure" { (i.cause) }
                             td.told { (told(&i.told)) }
                         }
+                        tr.updates {
+                            td colspan=(if with_check { 6 } else { 5 }) {
+                                (updates(&i.updates))
+                                @if let Some(key) = &i.key {
+                                    a.write href=(incident_address(key.as_str())) { "Write an update" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The address of an incident's own page.
+pub fn incident_address(key: &str) -> String {
+    format!("/incidents/{key}")
+}
+
+/// Where an incident's page posts its form.
+fn updates_address(key: &IncidentId) -> String {
+    format!("/incidents/{key}/updates")
+}
+
+/// `text`, linked to the incident's page when it has one.
+fn incident_link(incident: &Incident, text: String) -> Markup {
+    html! {
+        @match &incident.key {
+            Some(key) => a href=(incident_address(key.as_str())) { (text) },
+            None => (text),
+        }
+    }
+}
+
+/// An incident's updates, newest first as they are given, each with its
+/// state, time and text. The text is the one piece of HTML not built
+/// here: [`IncidentUpdate::html`], Markdown with raw HTML shown as text.
+fn updates(list: &[IncidentUpdate]) -> Markup {
+    html! {
+        @if !list.is_empty() {
+            ol.updates {
+                @for u in list {
+                    li {
+                        p.said {
+                            strong class=(format!("state {}", u.state)) { (u.state.as_str().to_uppercase()) }
+                            " " span.when { (minute(u.at)) }
+                        }
+                        div.text { (PreEscaped(u.html())) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The streaks that stayed under the check's failure threshold: one line
+/// each, since nobody was paged and there is nothing to write about.
+fn blip_list(blips: &[Incident], with_check: bool, now: OffsetDateTime) -> Markup {
+    html! {
+        @if blips.is_empty() { p { "None in the kept history." } } @else {
+            p.muted { "Failure streaks shorter than the check's failure threshold: never paged." }
+            ul.blips {
+                @for b in blips {
+                    li class=(if b.end.is_none() { "open" } else { "" }) {
+                        @if with_check { a.name href=(format!("/checks/{}", b.check)) { (b.check) } " " }
+                        span.when { (minute(b.start)) }
+                        " · " (span(b.end.unwrap_or(now) - b.start))
+                        " · " (b.downs) (if b.downs == 1 { " failed probe" } else { " failed probes" })
+                        @if b.end.is_none() { " · " strong { "open" } }
+                        " · " span.cause { (b.cause) }
                     }
                 }
             }
@@ -344,6 +428,7 @@ pub struct WindowRow {
 /// `/incidents`.
 pub fn incidents_page(
     incidents: &[Incident],
+    blips: &[Incident],
     capped: bool,
     silences: &[Silence],
     windows: &[WindowRow],
@@ -353,6 +438,7 @@ pub fn incidents_page(
     let main = html! {
         h1 { "Incidents" }
         section { h2 { "Open and recent" } (incident_table(incidents, capped, true, now)) }
+        section { h2 { "Blips" } (blip_list(blips, true, now)) }
         section {
             h2 { "Silences in force" }
             @if silences.is_empty() { p { "None." } } @else {
@@ -371,6 +457,86 @@ pub fn incidents_page(
         }
     };
     layout("Incidents", Nav::Incidents, footer, main)
+}
+
+/// What the update form on an incident's page holds.
+pub enum Form<'a> {
+    /// A session may post: its anti-forgery token, and after a refusal
+    /// the reason with what was written, kept.
+    Open {
+        csrf: &'a str,
+        problem: Option<&'a str>,
+        state: UpdateState,
+        text: &'a str,
+    },
+    /// No token is configured, so no session: the page cannot write.
+    Closed,
+}
+
+/// `/incidents/{key}`: one incident, its updates and the form that adds
+/// one. Not refreshed: a refresh would wipe the text being written.
+pub fn incident_page(
+    incident: &Incident,
+    form: &Form<'_>,
+    now: OffsetDateTime,
+    footer: &Footer,
+) -> Markup {
+    let title = format!("{} incident", incident.check);
+    let main = html! {
+        h1 { a href=(format!("/checks/{}", incident.check)) { (incident.check) } " incident" }
+        dl.facts {
+            dt { "start" } dd { (minute(incident.start)) }
+            dt { "end" } dd { @match incident.end { Some(end) => (minute(end)), None => strong { "open" } } }
+            dt { "duration" } dd { (span(incident.end.unwrap_or(now) - incident.start)) }
+            dt { "first failure" } dd { (incident.cause) }
+            dt { "told" } dd.told { (told(&incident.told)) }
+        }
+        section {
+            h2 { "Updates" }
+            @if incident.updates.is_empty() { p { "None yet." } }
+            (updates(&incident.updates))
+        }
+        section {
+            h2 { "Write an update" }
+            @match form {
+                Form::Open { csrf, problem, state, text } if incident.key.is_some() => {
+                    form.update method="post" action=(incident.key.as_ref().map(updates_address).unwrap_or_default()) {
+                        input type="hidden" name="csrf" value=(csrf);
+                        label for="state" { "State" }
+                        select #state name="state" {
+                            @for s in UpdateState::ALL {
+                                option value=(s.as_str()) selected[s == *state] { (s.as_str()) }
+                            }
+                        }
+                        label for="text" { "What is known (Markdown)" }
+                        textarea #text name="text" rows="6" required { (text) }
+                        @if let Some(problem) = problem { p.bad role="alert" { (problem) } }
+                        button type="submit" { "Post the update" }
+                    }
+                }
+                _ => {
+                    p {
+                        "Writing from this page needs a login, hence [api] token_file. "
+                        "On the daemon's machine: " code { "vigie incident note " (incident.check) " --state investigating TEXT" }
+                    }
+                }
+            }
+        }
+    };
+    layout_with(&title, Nav::Incidents, footer, main, false)
+}
+
+/// The 404 of an incident key that names none of the kept incidents.
+pub fn no_such_incident(key: &str, footer: &Footer) -> Markup {
+    let main = html! {
+        h1 { "No such incident" }
+        p {
+            "No incident of the last 7 days has the key " code { (key) }
+            " (a failure streak too short to page is a blip, and has no page)."
+        }
+        p { a href="/incidents" { "Back to the incidents" } }
+    };
+    layout("No such incident", Nav::Incidents, footer, main)
 }
 
 /// The 404 of a check the config does not name, in the layout, with a
@@ -561,12 +727,71 @@ mod tests {
             start: NOW,
             end: None,
             cause: "HTTP 500".into(),
+            downs: 3,
             told: Vec::<Told>::new(),
+            key: None,
+            updates: Vec::new(),
         };
         let html = incident_table(&[incident], false, true, NOW).into_string();
-        assert!(html.contains(r#"<td class="name"><a href="/checks/a-rather-long-check-name">"#));
+        assert!(html.contains(
+            r#"<td class="name" data-label="check"><a href="/checks/a-rather-long-check-name">"#
+        ));
         let css = include_str!("assets/vigie.css");
         assert!(css.contains("td.name { white-space: nowrap; }"), "{css}");
+    }
+
+    #[test]
+    fn an_incident_shows_its_updates_newest_first_as_markdown_and_a_blip_one_line() {
+        let key = IncidentId::new("web", NOW);
+        let update = |minutes: i64, state, text: &str| IncidentUpdate {
+            check: "web".into(),
+            incident: key.clone(),
+            since: NOW,
+            at: NOW + Duration::minutes(minutes),
+            state,
+            text: text.into(),
+        };
+        let incident = Incident {
+            check: "web".into(),
+            start: NOW,
+            end: None,
+            cause: "HTTP 500".into(),
+            downs: 3,
+            told: Vec::new(),
+            key: Some(key.clone()),
+            updates: vec![
+                update(
+                    9,
+                    UpdateState::Identified,
+                    "**DNS** <script>alert(1)</script>",
+                ),
+                update(2, UpdateState::Investigating, "looking"),
+            ],
+        };
+        let html = incident_table(std::slice::from_ref(&incident), false, true, NOW).into_string();
+        let identified = html.find("IDENTIFIED").expect("the newest update");
+        let investigating = html.find("INVESTIGATING").expect("the first update");
+        assert!(identified < investigating, "newest first: {html}");
+        assert!(html.contains("<strong>DNS</strong>"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(
+            html.contains(r#"<a class="write" href="/incidents/web@2026-12-07T19:00:00.000Z">"#),
+            "{html}"
+        );
+        let blip = Incident {
+            downs: 1,
+            key: None,
+            updates: Vec::new(),
+            end: Some(NOW + Duration::seconds(30)),
+            ..incident
+        };
+        let html = blip_list(&[blip], true, NOW).into_string();
+        assert!(html.contains("30 s · 1 failed probe · "), "{html}");
+        assert!(!html.contains("/incidents/"), "a blip has no page: {html}");
     }
 
     #[test]

@@ -21,8 +21,10 @@
 //! nothing. At most [`SHOWN`] streaks are listed, the newest; a list cut
 //! there says so on the page.
 //!
-//! This module does not decide what a streak means to alerting: the
-//! alerter's incidents (thresholds, silences) live in `alert/`.
+//! Each streak counts its `down` results, which is all the pages need to
+//! tell an incident from a blip (`view::Incident::is_incident`); this
+//! module does not decide what a streak means to alerting: the alerter's
+//! thresholds live in `alert/`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -87,6 +89,8 @@ struct Run {
     /// is down.
     end: Option<OffsetDateTime>,
     cause: Arc<str>,
+    /// Its `down` results.
+    downs: u64,
 }
 
 impl StreakCache {
@@ -192,6 +196,7 @@ fn read_hour(store: &dyn Store, name: &str, rollup: &Rollup) -> Result<Hour, Sto
             start: first.started_at,
             end: None,
             cause: cause_of(&first),
+            downs: rollup.down,
         });
         return Ok(hour);
     }
@@ -213,9 +218,13 @@ fn read_hour(store: &dyn Store, name: &str, rollup: &Rollup) -> Result<Hour, Sto
                         start: outcome.started_at,
                         end: None,
                         cause: cause_of(&outcome),
+                        downs: 1,
                     })
                 }
-                (true, Some(run)) => open = Some(run),
+                (true, Some(mut run)) => {
+                    run.downs += 1;
+                    open = Some(run)
+                }
                 (false, Some(mut run)) => {
                     run.end = Some(outcome.started_at);
                     runs.push_back(run);
@@ -261,6 +270,7 @@ fn assemble(name: &str, hours: &BTreeMap<OffsetDateTime, Hour>) -> Streaks {
             match runs.peek() {
                 Some(run) if run.start == first_at && !hour.dropped => {
                     incident.end = run.end;
+                    incident.downs += run.downs;
                     runs.next();
                 }
                 _ => incident.end = Some(first_at),
@@ -276,7 +286,10 @@ fn assemble(name: &str, hours: &BTreeMap<OffsetDateTime, Hour>) -> Streaks {
                 start: run.start,
                 end: run.end,
                 cause: run.cause.to_string(),
+                downs: run.downs,
                 told: Vec::new(),
+                key: None,
+                updates: Vec::new(),
             };
             match run.end {
                 Some(_) => capped |= close(incident, &mut list),
@@ -293,7 +306,7 @@ fn assemble(name: &str, hours: &BTreeMap<OffsetDateTime, Hour>) -> Streaks {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use time::macros::datetime;
 
     use super::*;
@@ -301,11 +314,12 @@ mod tests {
     use crate::store::contract::up;
     use crate::store::MemoryStore;
 
-    fn at(seconds: i64) -> OffsetDateTime {
+    pub(in crate::api::pages) fn at(seconds: i64) -> OffsetDateTime {
         datetime!(2026-03-02 00:00 UTC) + Duration::seconds(seconds)
     }
 
-    fn result(seconds: i64, down: bool) -> Outcome {
+    /// `web`'s result `seconds` into the test's day, down or up.
+    pub(in crate::api::pages) fn result(seconds: i64, down: bool) -> Outcome {
         let mut outcome = up("web", at(seconds));
         if down {
             outcome.status = Status::Down;
@@ -319,19 +333,22 @@ mod tests {
         outcome
     }
 
+    /// A streak in brief: start, end, cause, `down` results.
+    type Brief = (OffsetDateTime, Option<OffsetDateTime>, String, u64);
+
     /// The streaks as the raw results give them, newest first.
-    fn from_raw(
-        store: &dyn Store,
-        now: OffsetDateTime,
-    ) -> Vec<(OffsetDateTime, Option<OffsetDateTime>, String)> {
+    fn from_raw(store: &dyn Store, now: OffsetDateTime) -> Vec<Brief> {
         let mut out = Vec::new();
-        let mut open: Option<(OffsetDateTime, Option<OffsetDateTime>, String)> = None;
+        let mut open: Option<Brief> = None;
         for outcome in store.history("web", hour_of(now - WINDOW)).unwrap() {
             match (outcome.status == Status::Down, open.take()) {
                 (true, None) => {
-                    open = Some((outcome.started_at, None, cause_of(&outcome).to_string()))
+                    open = Some((outcome.started_at, None, cause_of(&outcome).to_string(), 1))
                 }
-                (true, Some(o)) => open = Some(o),
+                (true, Some(mut o)) => {
+                    o.3 += 1;
+                    open = Some(o)
+                }
                 (false, Some(mut o)) => {
                     o.1 = Some(outcome.started_at);
                     out.push(o);
@@ -344,11 +361,11 @@ mod tests {
         out
     }
 
-    fn shown(streaks: &Streaks) -> Vec<(OffsetDateTime, Option<OffsetDateTime>, String)> {
+    fn shown(streaks: &Streaks) -> Vec<Brief> {
         streaks
             .list
             .iter()
-            .map(|i| (i.start, i.end, i.cause.clone()))
+            .map(|i| (i.start, i.end, i.cause.clone(), i.downs))
             .collect()
     }
 

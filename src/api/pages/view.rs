@@ -5,7 +5,8 @@
 
 use time::{Date, Duration, OffsetDateTime};
 
-use crate::alert::{Hold, HoldCause};
+use crate::alert::{Hold, HoldCause, Policy};
+use crate::incident_update::IncidentUpdate;
 use crate::outcome::Status;
 
 /// One check's current state as the overview lists it.
@@ -162,7 +163,8 @@ impl LeafBar {
     }
 }
 
-/// An incident: a stretch of failing results.
+/// A failure streak: a stretch of `down` results, which the alerter
+/// calls an incident or which stays a blip ([`Incident::is_incident`]).
 #[derive(Debug, Clone)]
 pub struct Incident {
     pub check: String,
@@ -171,10 +173,42 @@ pub struct Incident {
     pub end: Option<OffsetDateTime>,
     /// The first failure's words.
     pub cause: String,
+    /// Its `down` results, all in a row.
+    pub downs: u64,
     /// The channels told about the alerter's incident that began with
     /// this streak, in the order of its events; empty when none paged
     /// (a blip under the threshold, a silence) or without the alerter.
     pub told: Vec<crate::store::Told>,
+    /// The alerter's id of the incident ([`crate::alert::IncidentId`]),
+    /// which addresses its page; `None` for a blip.
+    pub key: Option<crate::alert::IncidentId>,
+    /// What the operator wrote about it, newest first (an incident's
+    /// only: a blip is not read for them).
+    pub updates: Vec<IncidentUpdate>,
+}
+
+impl Incident {
+    /// Whether the alerter calls this streak an incident: it reached the
+    /// check's failure threshold, or a channel was told of it (an entry
+    /// exists only for an incident the alerter opened, whatever the
+    /// threshold has become since). Anything shorter is a blip, which
+    /// never pages.
+    pub fn is_incident(&self, policy: &Policy) -> bool {
+        !self.told.is_empty() || policy.opens_incident(self.downs)
+    }
+}
+
+/// Streaks sorted into the alerter's incidents and blips, each newest
+/// first as they came; `policy` gives a check's policy (`None` for a
+/// check no longer configured, whose streaks count as incidents: the
+/// pages cannot tell).
+pub fn incidents_and_blips<'a>(
+    streaks: Vec<Incident>,
+    policy: impl Fn(&str) -> Option<&'a Policy>,
+) -> (Vec<Incident>, Vec<Incident>) {
+    streaks
+        .into_iter()
+        .partition(|i| policy(&i.check).is_none_or(|p| i.is_incident(p)))
 }
 
 /// One failure of the latest probe.
