@@ -56,6 +56,7 @@ pub fn router(
         push: None,
         told: None,
         updates: None,
+        status: Default::default(),
     })
 }
 

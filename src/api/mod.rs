@@ -38,6 +38,7 @@ mod reply;
 mod router;
 mod serve;
 mod session;
+mod status;
 mod throttle;
 mod tls;
 
@@ -48,6 +49,7 @@ pub use connections::{ServerSnapshot, ServerStats};
 pub use history::{HistoryView, DEFAULT_HISTORY_WINDOW, MAX_PAGE, MAX_UNPAGED_WINDOW};
 pub use router::router;
 pub use serve::{serve, serve_local, Limits};
+pub use status::StatusCache;
 pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};
 
 use std::sync::Arc;
@@ -92,4 +94,6 @@ pub struct ApiState {
     pub told: Option<crate::store::ToldLedger>,
     /// What the on-call person wrote about incidents.
     pub updates: Option<crate::store::IncidentUpdates>,
+    /// The public status page's snapshot and its render count.
+    pub status: Arc<StatusCache>,
 }

@@ -12,12 +12,12 @@
 //! carries a strict Content-Security-Policy: nothing loads from another
 //! origin, no inline script or style.
 
-mod build;
+pub(super) mod build;
 mod chart;
 mod login;
 mod render;
-mod streaks;
-mod view;
+pub(super) mod streaks;
+pub(super) mod view;
 
 use std::collections::HashMap;
 
@@ -147,7 +147,7 @@ fn health_words(verdict: &crate::health::Verdict) -> String {
     }
 }
 
-fn store_failed(err: crate::store::StoreError) -> Response {
+pub(super) fn store_failed(err: crate::store::StoreError) -> Response {
     tracing::error!(error = %err, "a page could not read the store");
     (
         StatusCode::SERVICE_UNAVAILABLE,
@@ -381,9 +381,18 @@ fn with_told(
 
 /// Maintenance windows open now or opening within 7 days.
 fn windows(config: &crate::config::Config, now: OffsetDateTime) -> Vec<render::WindowRow> {
-    let horizon = now + Duration::days(7);
+    window_rows(config.maintenance.iter(), now, now + Duration::days(7))
+}
+
+/// The openings of `windows` that are open at `now` or open by `horizon`,
+/// in time order.
+pub(super) fn window_rows<'a>(
+    windows: impl Iterator<Item = &'a crate::config::MaintenanceWindow>,
+    now: OffsetDateTime,
+    horizon: OffsetDateTime,
+) -> Vec<render::WindowRow> {
     let mut rows = Vec::new();
-    for window in &config.maintenance {
+    for window in windows {
         let checks = window.checks.join(", ");
         let duration = Duration::try_from(window.duration).unwrap_or(Duration::ZERO);
         if let Some(end) = maintenance_end(window, now) {
