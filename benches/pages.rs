@@ -70,7 +70,7 @@ async fn bench(checks: usize, days: i64) {
         started.elapsed().as_secs_f64()
     );
 
-    let router = api::router(Arc::new(store), latest, config, clock);
+    let router = api::router(Arc::new(store), latest, config, clock, Default::default());
     for path in ["/", "/checks/check-007", "/api/v1/uptime/check-007?days=90"] {
         let mut times = Vec::new();
         let mut size = 0;

@@ -16,6 +16,7 @@ mod hostile_facts;
 mod package;
 mod pages;
 mod push;
+mod status_page;
 mod store_faults;
 mod supervision;
 mod vantage;

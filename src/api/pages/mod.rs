@@ -61,7 +61,13 @@ pub(super) fn router(state: ApiState) -> Router<ApiState> {
 /// An HTML page with the headers every page carries.
 pub(super) fn page(code: StatusCode, markup: Markup) -> Response {
     let mut response = (code, markup).into_response();
-    let headers = response.headers_mut();
+    page_headers(response.headers_mut());
+    response
+}
+
+/// The headers of every page: the CSP, no sniffing, no referrer, no
+/// caching.
+pub(super) fn page_headers(headers: &mut axum::http::HeaderMap) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CSP),
@@ -75,7 +81,6 @@ pub(super) fn page(code: StatusCode, markup: Markup) -> Response {
         HeaderValue::from_static("no-referrer"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
 }
 
 async fn css() -> Response {

@@ -28,12 +28,12 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use maud::PreEscaped;
 use time::{Duration, OffsetDateTime};
 
 use super::pages::{self, build};
@@ -63,16 +63,10 @@ async fn status_page(State(state): State<ApiState>, headers: HeaderMap) -> Respo
         Ok(snapshot) => snapshot,
         Err(refused) => return refused,
     };
-    if matches(&headers, &snapshot.page_etag) {
-        return validated(
-            pages::page(StatusCode::NOT_MODIFIED, PreEscaped(String::new())),
-            &snapshot.page_etag,
-        );
-    }
-    validated(
-        pages::page(StatusCode::OK, PreEscaped(snapshot.page.clone())),
-        &snapshot.page_etag,
-    )
+    let fresh = !matches(&headers, &snapshot.page_etag);
+    let mut response = body(fresh, "text/html; charset=utf-8", &snapshot.page);
+    pages::page_headers(response.headers_mut());
+    validated(response, &snapshot.page_etag)
 }
 
 async fn status_feed(State(state): State<ApiState>, headers: HeaderMap) -> Response {
@@ -80,15 +74,8 @@ async fn status_feed(State(state): State<ApiState>, headers: HeaderMap) -> Respo
         Ok(snapshot) => snapshot,
         Err(refused) => return refused,
     };
-    let code = match matches(&headers, &snapshot.feed_etag) {
-        true => StatusCode::NOT_MODIFIED,
-        false => StatusCode::OK,
-    };
-    let body = match code {
-        StatusCode::OK => snapshot.feed.clone(),
-        _ => String::new(),
-    };
-    let response = typed(code, "application/atom+xml; charset=utf-8", body);
+    let fresh = !matches(&headers, &snapshot.feed_etag);
+    let response = body(fresh, "application/atom+xml; charset=utf-8", &snapshot.feed);
     validated(response, &snapshot.feed_etag)
 }
 
@@ -119,10 +106,8 @@ async fn status_badge(
     };
     let svg = badge::badge(check, show);
     let etag = cache::etag(&svg);
-    let mut response = match matches(&headers, &etag) {
-        true => typed(StatusCode::NOT_MODIFIED, "image/svg+xml", String::new()),
-        false => typed(StatusCode::OK, "image/svg+xml", svg),
-    };
+    let fresh = !matches(&headers, &etag);
+    let mut response = body(fresh, "image/svg+xml", &Bytes::from(svg));
     response.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(BADGE_CSP),
@@ -288,8 +273,13 @@ fn validated(mut response: Response, etag: &str) -> Response {
     response
 }
 
-fn typed(code: StatusCode, content_type: &'static str, body: String) -> Response {
-    let mut response = (code, body).into_response();
+/// 200 with `bytes` (shared, not copied), or 304 without a body when the
+/// client holds them already.
+fn body(fresh: bool, content_type: &'static str, bytes: &Bytes) -> Response {
+    let mut response = match fresh {
+        true => (StatusCode::OK, bytes.clone()).into_response(),
+        false => StatusCode::NOT_MODIFIED.into_response(),
+    };
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(
@@ -357,7 +347,7 @@ mod tests {
         let store = MemoryStore::new();
         let latest = Latest::default();
         let start = NOW - Duration::minutes(10);
-        let mut record = |o: crate::outcome::Outcome| {
+        let record = |o: crate::outcome::Outcome| {
             store.append(&o).unwrap();
             latest.record(Arc::new(o));
         };

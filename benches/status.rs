@@ -1,0 +1,177 @@
+//! The public status page at scale: 1,000 checks with 90 days of history
+//! (one result every 6 hours: the page reads the day and hour rollups,
+//! which have the same shape whatever the interval), through the daemon's
+//! own router.
+//!
+//! Run: `cargo bench --bench status [-- CHECKS SECONDS]` (default 1,000
+//! checks, 30 s of load). Prints:
+//! - the time to build `/status` (store reads, redaction, HTML, feed),
+//!   median and max of 20 builds back to back, and the page's size; aim:
+//!   under 50 ms;
+//! - then 500 requests a second for SECONDS: how many times the page was
+//!   built (aim: at most one per 10 s) and the process's CPU time over
+//!   the wall time (aim: under 5 % of a core). The CPU counted includes
+//!   the load's own requests, made in process, so it is an upper bound.
+
+#[path = "support/api.rs"]
+mod api;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vigie::api::StatusCache;
+use vigie::clock::{Clock, SystemClock};
+use vigie::outcome::Outcome;
+use vigie::store::{Latest, SledStore, Store};
+
+const EVERY_HOURS: i64 = 6;
+const DAYS: i64 = 90;
+const RATE: u64 = 500;
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
+    let checks: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(30);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(bench(checks, seconds));
+}
+
+async fn bench(checks: usize, seconds: u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut toml = String::new();
+    for n in 0..checks {
+        let env = ["prod", "staging", "dev"][n % 3];
+        toml.push_str(&format!(
+            "[[check]]\nname = \"check-{n:04}\"\nkind = \"http\"\nurl = \"https://www.example.com/{n}\"\nlabels = {{ env = \"{env}\", team = \"t{}\" }}\n",
+            n % 7
+        ));
+    }
+    let mut config = api::config_with(dir.path(), &toml);
+    config.status_page.public = true;
+    config.status_page.public_labels = vec!["env".to_string()];
+    let store = SledStore::open(&dir.path().join("history"), Duration::from_secs(1)).expect("open");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let now = clock.now();
+    let latest = Latest::default();
+    let started = Instant::now();
+    let per_check = DAYS * 24 / EVERY_HOURS;
+    for n in 0..checks {
+        let mut last = None;
+        for i in 0..per_check {
+            let at = now - time::Duration::hours((per_check - i) * EVERY_HOURS);
+            let outcome = outcome(n, at, i);
+            store.append(&outcome).expect("append");
+            last = Some(outcome);
+        }
+        if let Some(outcome) = last {
+            latest.record(Arc::new(outcome));
+        }
+    }
+    store.flush().expect("flush");
+    println!(
+        "filled: {checks} checks x {DAYS} days, {} results in {:.1} s",
+        checks as i64 * per_check,
+        started.elapsed().as_secs_f64()
+    );
+
+    let status = Arc::new(StatusCache::default());
+    let router = api::router(Arc::new(store), latest, config, clock, status.clone());
+    // The first build reads every hour of the streaks' window; the later
+    // ones, as in the daemon, find them cached.
+    let (first, _) = api::get(&router, "/status").await;
+    let mut times = Vec::new();
+    let mut size = 0;
+    for _ in 0..20 {
+        status.expire().await;
+        let (elapsed, body) = api::get(&router, "/status").await;
+        times.push(elapsed);
+        size = body.len();
+    }
+    times.sort();
+    println!(
+        "/status build at {checks} checks: first {:.1} ms, then median {:.1} ms, max {:.1} ms, {} KB",
+        first.as_secs_f64() * 1000.0,
+        times[times.len() / 2].as_secs_f64() * 1000.0,
+        times[times.len() - 1].as_secs_f64() * 1000.0,
+        size / 1024
+    );
+
+    status.expire().await;
+    let renders_before = status.renders();
+    let cpu_before = cpu_seconds();
+    let wall = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut requests = tokio::task::JoinSet::new();
+    let total = RATE * seconds;
+    for _ in 0..total {
+        tick.tick().await;
+        let router = router.clone();
+        requests.spawn(async move { api::get(&router, "/status").await.1.len() });
+        while requests.try_join_next().is_some() {}
+    }
+    while requests.join_next().await.is_some() {}
+    let wall = wall.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    let renders = status.renders() - renders_before;
+    println!(
+        "load: {total} requests in {wall:.1} s ({:.0}/s): {renders} builds (at most {} allowed), CPU {:.2} s = {:.1} % of a core",
+        total as f64 / wall,
+        (wall / 10.0).ceil() as u64,
+        cpu,
+        cpu / wall * 100.0
+    );
+}
+
+/// This process's user and system CPU time so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks / per_second
+}
+
+/// One result: up but for one in 200, a leaf renewed every 30 days.
+fn outcome(check: usize, at: time::OffsetDateTime, i: i64) -> Outcome {
+    let renewal = at.unix_timestamp() / (30 * 86_400);
+    let not_before = time::OffsetDateTime::from_unix_timestamp(renewal * 30 * 86_400).unwrap();
+    let not_after = not_before + time::Duration::days(90);
+    let status = if i % 200 == 7 { "down" } else { "up" };
+    let json = serde_json::json!({
+        "name": format!("check-{check:04}"),
+        "kind": "http",
+        "target": format!("https://www.example.com/{check}"),
+        "status": status,
+        "started_at": at.format(&time::format_description::well_known::Rfc3339).unwrap(),
+        "duration_ms": 40.0 + (i % 17) as f64 * 7.5,
+        "failures": [],
+        "tls": {
+            "server_name": "www.example.com",
+            "trusted": true,
+            "hostname_matches": true,
+            "chain": [{
+                "subject": "CN=www.example.com",
+                "issuer": "C=US, O=Let's Encrypt, CN=R11",
+                "not_before": not_before.format(&time::format_description::well_known::Rfc3339).unwrap(),
+                "not_after": not_after.format(&time::format_description::well_known::Rfc3339).unwrap(),
+                "days_left": (not_after - at).whole_days(),
+                "sans": ["www.example.com"],
+                "serial": format!("{renewal:x}"),
+                "sha256": format!("{:064x}", renewal as u64 * 1_000 + check as u64),
+                "key": "ECDSA P-256",
+                "signature": "SHA256-RSA",
+            }],
+        },
+    });
+    serde_json::from_value(json).expect("a bench outcome")
+}
