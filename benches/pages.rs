@@ -12,12 +12,13 @@
 
 #[path = "support/api.rs"]
 mod api;
+#[path = "support/history.rs"]
+mod history;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vigie::clock::{Clock, SystemClock};
-use vigie::outcome::Outcome;
 use vigie::store::{Latest, SledStore, Store};
 
 const EVERY_MINUTES: i64 = 15;
@@ -55,7 +56,7 @@ async fn bench(checks: usize, days: i64) {
         let mut last = None;
         for i in 0..per_check {
             let at = now - time::Duration::minutes((per_check - i) * EVERY_MINUTES);
-            let outcome = outcome(n, at, i);
+            let outcome = history::outcome(&format!("check-{n:03}"), n, at, i);
             store.append(&outcome).expect("append");
             last = Some(outcome);
         }
@@ -87,39 +88,4 @@ async fn bench(checks: usize, days: i64) {
             size / 1024
         );
     }
-}
-
-/// One result: up but for one in 200, a leaf renewed every 30 days.
-fn outcome(check: usize, at: time::OffsetDateTime, i: i64) -> Outcome {
-    let renewal = at.unix_timestamp() / (30 * 86_400);
-    let not_before = time::OffsetDateTime::from_unix_timestamp(renewal * 30 * 86_400).unwrap();
-    let not_after = not_before + time::Duration::days(90);
-    let status = if i % 200 == 7 { "down" } else { "up" };
-    let json = serde_json::json!({
-        "name": format!("check-{check:03}"),
-        "kind": "http",
-        "target": format!("https://www.example.com/{check}"),
-        "status": status,
-        "started_at": at.format(&time::format_description::well_known::Rfc3339).unwrap(),
-        "duration_ms": 40.0 + (i % 17) as f64 * 7.5,
-        "failures": [],
-        "tls": {
-            "server_name": "www.example.com",
-            "trusted": true,
-            "hostname_matches": true,
-            "chain": [{
-                "subject": "CN=www.example.com",
-                "issuer": "C=US, O=Let's Encrypt, CN=R11",
-                "not_before": not_before.format(&time::format_description::well_known::Rfc3339).unwrap(),
-                "not_after": not_after.format(&time::format_description::well_known::Rfc3339).unwrap(),
-                "days_left": (not_after - at).whole_days(),
-                "sans": ["www.example.com"],
-                "serial": format!("{renewal:x}"),
-                "sha256": format!("{:064x}", renewal as u64 * 1_000 + check as u64),
-                "key": "ECDSA P-256",
-                "signature": "SHA256-RSA",
-            }],
-        },
-    });
-    serde_json::from_value(json).expect("a bench outcome")
 }

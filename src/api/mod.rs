@@ -9,8 +9,8 @@
 //!   sessions, login throttle, known host names); `local`: the local
 //!   socket's peer credentials.
 //! - `health`, `checks`, `history`, `alerts` (report, silences), `metrics`
-//!   (the registry of `/metrics` sources), `pages`: one file per endpoint
-//!   group.
+//!   (the registry of `/metrics` sources), `pages`, `status` (the public
+//!   page): one file per endpoint group.
 //! - `serve`, `connections`, `peer`, `deadline`, `body`, `tls`: the
 //!   listener: connections and their counters, who sent a request, the
 //!   request deadline, bounded bodies, TLS.

@@ -4,7 +4,6 @@
 //! shows a renewal. Screenshots of every page are saved under
 //! `target/screenshots/` for a person to look at.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::browser::Browser;
@@ -17,20 +16,6 @@ use serde_json::{json, Value};
 
 const TOKEN: &str = "page-token-0123456789abcdef0123456789";
 const EVERY: &str = "every = \"1s\"\ntimeout = \"5s\"";
-
-fn screenshots() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target/")
-        .join("screenshots");
-    std::fs::create_dir_all(&dir).expect("target/screenshots");
-    dir
-}
-
-async fn save(browser: &Browser, name: &str) {
-    let png = browser.client.screenshot().await.expect("a screenshot");
-    std::fs::write(screenshots().join(format!("{name}.png")), png).expect("save the screenshot");
-}
 
 async fn texts(browser: &Browser, css: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -292,7 +277,7 @@ async fn the_pages_in_a_real_browser() {
             .ends_with(": no results"),
         "{yesterday}"
     );
-    save(&browser, "overview").await;
+    browser.save("overview").await;
 
     // A check's page: the chart and the timeline with the renewal.
     client.goto(&format!("{origin}/checks/site")).await.unwrap();
@@ -313,7 +298,7 @@ async fn the_pages_in_a_real_browser() {
     assert!(leaves[1].starts_with(&second_leaf[..16]), "{leaves:?}");
     // The whole page in one picture.
     client.set_window_size(1280, 1900).await.unwrap();
-    save(&browser, "check").await;
+    browser.save("check").await;
     client.set_window_size(1280, 1000).await.unwrap();
     client
         .goto(&format!("{origin}/checks/site?range=7d"))
@@ -329,50 +314,14 @@ async fn the_pages_in_a_real_browser() {
             .any(|r| r.contains("broken") && r.contains("open")),
         "{rows:?}"
     );
-    save(&browser, "incidents").await;
+    browser.save("incidents").await;
 
     // Dark mode.
-    browser
-        .cdp(
-            "Emulation.setEmulatedMedia",
-            json!({ "features": [{ "name": "prefers-color-scheme", "value": "dark" }] }),
-        )
-        .await;
-    client.goto(&format!("{origin}/")).await.unwrap();
-    let background = client
-        .execute(
-            "return getComputedStyle(document.body).backgroundColor;",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        background,
-        Value::from("rgb(19, 20, 22)"),
-        "the dark palette"
-    );
-    save(&browser, "overview-dark").await;
+    browser.dark(&format!("{origin}/")).await;
+    browser.save("overview-dark").await;
 
     // Nothing came from another origin, and the console is clean.
-    let resources = client
-        .execute(
-            "return performance.getEntriesByType('resource').map(e => e.name);",
-            vec![],
-        )
-        .await
-        .unwrap();
-    let resources: Vec<String> = serde_json::from_value(resources).unwrap();
-    assert!(!resources.is_empty(), "the stylesheet and script at least");
-    for url in &resources {
-        assert!(url.starts_with(&origin), "{url} is not from {origin}");
-    }
-    let errors: Vec<Value> = browser
-        .console()
-        .await
-        .into_iter()
-        .filter(|entry| entry["level"] == "SEVERE")
-        .collect();
-    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.assert_only_from(&origin).await;
 
     // The session is a random id that expires, in an HttpOnly,
     // SameSite=Strict cookie (plain HTTP here: no `Secure`).

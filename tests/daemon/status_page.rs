@@ -5,11 +5,10 @@
 //! is looked for in the raw HTML, the feed and the browser's DOM.
 //! Screenshots (light, dark, 390 px wide) go to `target/screenshots/`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use fantoccini::Locator;
-use serde_json::{json, Value};
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::browser::Browser;
@@ -21,20 +20,6 @@ const TOKEN: &str = "status-token-0123456789abcdef0123456789";
 const EVERY: &str = "every = \"1s\"\ntimeout = \"5s\"";
 const SECRET_PATH: &str = "/private-admin-7f3a";
 const HIDDEN_LABEL: &str = "team-hidden-42";
-
-fn screenshots() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target/")
-        .join("screenshots");
-    std::fs::create_dir_all(&dir).expect("target/screenshots");
-    dir
-}
-
-async fn save(browser: &Browser, name: &str) {
-    let png = browser.client.screenshot().await.expect("a screenshot");
-    std::fs::write(screenshots().join(format!("{name}.png")), png).expect("save the screenshot");
-}
 
 /// GET `path` without a token: code, headers, body.
 async fn anonymous(
@@ -302,55 +287,17 @@ async fn the_public_status_page_feed_and_badge_show_only_what_is_public() {
     let scripts = client.find_all(Locator::Css("script")).await.unwrap();
     assert!(scripts.is_empty(), "the page reads without a script");
     client.set_window_size(1280, 1400).await.unwrap();
-    save(&browser, "status-light").await;
+    browser.save("status-light").await;
     client.set_window_size(390, 1600).await.unwrap();
-    save(&browser, "status-light-390").await;
+    browser.save("status-light-390").await;
 
-    browser
-        .cdp(
-            "Emulation.setEmulatedMedia",
-            json!({ "features": [{ "name": "prefers-color-scheme", "value": "dark" }] }),
-        )
-        .await;
-    client.goto(&format!("{origin}/status")).await.unwrap();
-    let background = client
-        .execute(
-            "return getComputedStyle(document.body).backgroundColor;",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        background,
-        Value::from("rgb(19, 20, 22)"),
-        "the dark palette"
-    );
-    save(&browser, "status-dark-390").await;
+    browser.dark(&format!("{origin}/status")).await;
+    browser.save("status-dark-390").await;
     client.set_window_size(1280, 1400).await.unwrap();
-    save(&browser, "status-dark").await;
+    browser.save("status-dark").await;
 
     // Nothing came from another origin; the CSP blocked nothing.
-    let resources: Vec<String> = serde_json::from_value(
-        client
-            .execute(
-                "return performance.getEntriesByType('resource').map(e => e.name);",
-                vec![],
-            )
-            .await
-            .unwrap(),
-    )
-    .unwrap();
-    assert!(!resources.is_empty(), "the stylesheet at least");
-    for url in &resources {
-        assert!(url.starts_with(&origin), "{url} is not from {origin}");
-    }
-    let errors: Vec<Value> = browser
-        .console()
-        .await
-        .into_iter()
-        .filter(|entry| entry["level"] == "SEVERE")
-        .collect();
-    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.assert_only_from(&origin).await;
     browser.close().await;
     daemon.stop(Duration::from_secs(10)).await;
 }

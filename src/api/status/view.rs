@@ -235,17 +235,13 @@ mod tests {
 
     fn row(status: Option<Status>) -> CheckRow {
         CheckRow {
-            name: "api".into(),
-            status,
             labels: vec![
                 ("env".into(), "prod".into()),
                 ("team".into(), "payments-secret".into()),
             ],
             response_ms: Some(12.0),
-            days: Vec::new(),
             uptime_24h: Some(0.5),
             uptime_30d: Some(0.9),
-            uptime_90d: None,
             certificate: Some(CertSummary {
                 days_left: 12,
                 issuer: "CN=Internal CA".into(),
@@ -253,9 +249,7 @@ mod tests {
             }),
             vantage: Some("down from fra only".into()),
             reason: Some("HTTP 500 from https://10.0.0.7/internal".into()),
-            first_probe: None,
-            hold: None,
-            history_from: None,
+            ..CheckRow::bare("api", status)
         }
     }
 

@@ -15,9 +15,9 @@ use super::check_pattern;
 use super::cx::Cx;
 use crate::check::Check;
 
-/// The longest announcement text, in bytes: like an incident update's, it
-/// lands on a public page.
-const MAX_ANNOUNCEMENT: usize = crate::incident_update::MAX_TEXT;
+/// The longest announcement text, in bytes (8 KiB, an incident update's
+/// bound too): it lands on a public page.
+const MAX_ANNOUNCEMENT: usize = 8 * 1024;
 
 /// `[status_page]`, or its defaults (not public) when absent.
 pub(super) fn status_page(

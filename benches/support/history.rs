@@ -1,0 +1,40 @@
+//! The made-up history of the page benches: results of an `http` check
+//! serving a leaf renewed every 30 days.
+
+use vigie::outcome::Outcome;
+
+/// Result `i` of check number `check`, called `name`: up but for one in
+/// 200, a leaf renewed every 30 days.
+pub fn outcome(name: &str, check: usize, at: time::OffsetDateTime, i: i64) -> Outcome {
+    let renewal = at.unix_timestamp() / (30 * 86_400);
+    let not_before = time::OffsetDateTime::from_unix_timestamp(renewal * 30 * 86_400).unwrap();
+    let not_after = not_before + time::Duration::days(90);
+    let status = if i % 200 == 7 { "down" } else { "up" };
+    let json = serde_json::json!({
+        "name": name,
+        "kind": "http",
+        "target": format!("https://www.example.com/{check}"),
+        "status": status,
+        "started_at": at.format(&time::format_description::well_known::Rfc3339).unwrap(),
+        "duration_ms": 40.0 + (i % 17) as f64 * 7.5,
+        "failures": [],
+        "tls": {
+            "server_name": "www.example.com",
+            "trusted": true,
+            "hostname_matches": true,
+            "chain": [{
+                "subject": "CN=www.example.com",
+                "issuer": "C=US, O=Let's Encrypt, CN=R11",
+                "not_before": not_before.format(&time::format_description::well_known::Rfc3339).unwrap(),
+                "not_after": not_after.format(&time::format_description::well_known::Rfc3339).unwrap(),
+                "days_left": (not_after - at).whole_days(),
+                "sans": ["www.example.com"],
+                "serial": format!("{renewal:x}"),
+                "sha256": format!("{:064x}", renewal as u64 * 1_000 + check as u64),
+                "key": "ECDSA P-256",
+                "signature": "SHA256-RSA",
+            }],
+        },
+    });
+    serde_json::from_value(json).expect("a bench outcome")
+}
