@@ -27,23 +27,13 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
     let checks: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
     let days: i64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(90);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = history::runtime();
     runtime.block_on(bench(checks, days));
 }
 
 async fn bench(checks: usize, days: i64) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut toml = String::new();
-    for n in 0..checks {
-        let env = ["prod", "staging", "dev"][n % 3];
-        toml.push_str(&format!(
-            "[[check]]\nname = \"check-{n:03}\"\nkind = \"http\"\nurl = \"https://www.example.com/{n}\"\nlabels = {{ env = \"{env}\" }}\n"
-        ));
-    }
+    let toml = history::checks_toml(checks, |n| format!("check-{n:03}"), 0);
     let config = api::config_with(dir.path(), &toml);
 
     let store = SledStore::open(&dir.path().join("history"), Duration::from_secs(1)).expect("open");

@@ -33,24 +33,13 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
     let checks: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(30);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = history::runtime();
     runtime.block_on(bench(checks, seconds));
 }
 
 async fn bench(checks: usize, seconds: u64) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut toml = String::new();
-    for n in 0..checks {
-        let env = ["prod", "staging", "dev"][n % 3];
-        toml.push_str(&format!(
-            "[[check]]\nname = \"check-{n:04}\"\nkind = \"http\"\nurl = \"https://www.example.com/{n}\"\nlabels = {{ env = \"{env}\", team = \"t{}\" }}\n",
-            n % 7
-        ));
-    }
+    let toml = history::checks_toml(checks, |n| format!("check-{n:04}"), 7);
     let mut config = api::config_with(dir.path(), &toml);
     config.status_page.public = true;
     config.status_page.public_labels = vec!["env".to_string()];

@@ -3,6 +3,33 @@
 
 use vigie::outcome::Outcome;
 
+/// The page benches' runtime: two workers, as the daemon on a small VM.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// `count` http checks called by `name(n)`, labelled `env` prod, staging
+/// and dev in turn, and with `team` when `teams` is more than zero.
+pub fn checks_toml(count: usize, name: impl Fn(usize) -> String, teams: usize) -> String {
+    let mut toml = String::new();
+    for n in 0..count {
+        let env = ["prod", "staging", "dev"][n % 3];
+        let team = match teams {
+            0 => String::new(),
+            teams => format!(", team = \"t{}\"", n % teams),
+        };
+        toml.push_str(&format!(
+            "[[check]]\nname = \"{}\"\nkind = \"http\"\nurl = \"https://www.example.com/{n}\"\nlabels = {{ env = \"{env}\"{team} }}\n",
+            name(n)
+        ));
+    }
+    toml
+}
+
 /// Result `i` of check number `check`, called `name`: up but for one in
 /// 200, a leaf renewed every 30 days.
 pub fn outcome(name: &str, check: usize, at: time::OffsetDateTime, i: i64) -> Outcome {

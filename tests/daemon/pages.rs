@@ -93,9 +93,7 @@ async fn the_pages_in_a_real_browser() {
 
     let api = free_addr();
     let env = Env::new();
-    let token_file = env.path().join("api-token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    env.append_config(&api_section(api, Some(&token_file)));
+    env.api_with_token(api, TOKEN);
     let site_url = format!("https://{HOST}:{}/", gate.addr.port());
     // A check first due in about 12 hours: NO DATA all along the test.
     let later_hour = (time::OffsetDateTime::now_utc().hour() + 12) % 24;

@@ -12,7 +12,7 @@ use fantoccini::Locator;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::browser::Browser;
-use crate::common::daemon::{api_section, free_addr, metric, poll, Daemon};
+use crate::common::daemon::{free_addr, metric, poll, Daemon};
 use crate::common::env::{check_toml, Env};
 use crate::common::*;
 
@@ -55,9 +55,7 @@ async fn the_public_status_page_feed_and_badge_show_only_what_is_public() {
     let refused = refused_addr();
     let api = free_addr();
     let env = Env::new();
-    let token_file = env.path().join("api-token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    env.append_config(&api_section(api, Some(&token_file)));
+    env.api_with_token(api, TOKEN);
     env.append_config(
         "request_timeout = \"2s\"\n\
          [status_page]\npublic = true\ntitle = \"Example status\"\n\
