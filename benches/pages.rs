@@ -16,10 +16,10 @@ mod api;
 mod history;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vigie::clock::{Clock, SystemClock};
-use vigie::store::{Latest, SledStore, Store};
+use vigie::store::{Latest, SledStore};
 
 const EVERY_MINUTES: i64 = 15;
 
@@ -40,25 +40,15 @@ async fn bench(checks: usize, days: i64) {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let now = clock.now();
     let latest = Latest::default();
-    let started = Instant::now();
     let per_check = days * 24 * 60 / EVERY_MINUTES;
-    for n in 0..checks {
-        let mut last = None;
-        for i in 0..per_check {
-            let at = now - time::Duration::minutes((per_check - i) * EVERY_MINUTES);
-            let outcome = history::outcome(&format!("check-{n:03}"), n, at, i);
-            store.append(&outcome).expect("append");
-            last = Some(outcome);
-        }
-        if let Some(outcome) = last {
-            latest.record(Arc::new(outcome));
-        }
-    }
-    store.flush().expect("flush");
-    println!(
-        "filled: {checks} checks x {days} days, {} results in {:.1} s",
-        checks as i64 * per_check,
-        started.elapsed().as_secs_f64()
+    history::fill(
+        &store,
+        &latest,
+        checks,
+        per_check,
+        time::Duration::minutes(EVERY_MINUTES),
+        |n| format!("check-{n:03}"),
+        now,
     );
 
     let router = api::router(Arc::new(store), latest, config, clock, Default::default());

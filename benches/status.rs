@@ -47,25 +47,15 @@ async fn bench(checks: usize, seconds: u64) {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let now = clock.now();
     let latest = Latest::default();
-    let started = Instant::now();
     let per_check = DAYS * 24 / EVERY_HOURS;
-    for n in 0..checks {
-        let mut last = None;
-        for i in 0..per_check {
-            let at = now - time::Duration::hours((per_check - i) * EVERY_HOURS);
-            let outcome = history::outcome(&format!("check-{n:04}"), n, at, i);
-            store.append(&outcome).expect("append");
-            last = Some(outcome);
-        }
-        if let Some(outcome) = last {
-            latest.record(Arc::new(outcome));
-        }
-    }
-    store.flush().expect("flush");
-    println!(
-        "filled: {checks} checks x {DAYS} days, {} results in {:.1} s",
-        checks as i64 * per_check,
-        started.elapsed().as_secs_f64()
+    history::fill(
+        &store,
+        &latest,
+        checks,
+        per_check,
+        time::Duration::hours(EVERY_HOURS),
+        |n| format!("check-{n:04}"),
+        now,
     );
 
     let store: Arc<dyn Store> = Arc::new(store);

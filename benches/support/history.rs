@@ -1,7 +1,11 @@
 //! The made-up history of the page benches: results of an `http` check
 //! serving a leaf renewed every 30 days.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use vigie::outcome::Outcome;
+use vigie::store::{Latest, SledStore, Store};
 
 /// The page benches' runtime: two workers, as the daemon on a small VM.
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -28,6 +32,37 @@ pub fn checks_toml(count: usize, name: impl Fn(usize) -> String, teams: usize) -
         ));
     }
     toml
+}
+
+/// Appends `count` results a check, `step` apart and ending at `now`, for
+/// `checks` checks called by `name(n)`; the newest of each goes to
+/// `latest`. Says how long it took.
+pub fn fill(
+    store: &SledStore,
+    latest: &Latest,
+    checks: usize,
+    count: i64,
+    step: time::Duration,
+    name: impl Fn(usize) -> String,
+    now: time::OffsetDateTime,
+) {
+    let started = Instant::now();
+    for n in 0..checks {
+        let mut last = None;
+        for i in 0..count {
+            let outcome = outcome(&name(n), n, now - step * (count - i) as i32, i);
+            store.append(&outcome).expect("append");
+            last = Some(outcome);
+        }
+        if let Some(outcome) = last {
+            latest.record(Arc::new(outcome));
+        }
+    }
+    store.flush().expect("flush");
+    println!(
+        "filled: {checks} checks x {count} results in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// Result `i` of check number `check`, called `name`: up but for one in
