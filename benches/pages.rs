@@ -12,13 +12,14 @@
 
 #[path = "support/api.rs"]
 mod api;
+#[path = "support/history.rs"]
+mod history;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vigie::clock::{Clock, SystemClock};
-use vigie::outcome::Outcome;
-use vigie::store::{Latest, SledStore, Store};
+use vigie::store::{Latest, SledStore};
 
 const EVERY_MINUTES: i64 = 15;
 
@@ -26,51 +27,31 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
     let checks: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
     let days: i64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(90);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = history::runtime();
     runtime.block_on(bench(checks, days));
 }
 
 async fn bench(checks: usize, days: i64) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut toml = String::new();
-    for n in 0..checks {
-        let env = ["prod", "staging", "dev"][n % 3];
-        toml.push_str(&format!(
-            "[[check]]\nname = \"check-{n:03}\"\nkind = \"http\"\nurl = \"https://www.example.com/{n}\"\nlabels = {{ env = \"{env}\" }}\n"
-        ));
-    }
+    let toml = history::checks_toml(checks, |n| format!("check-{n:03}"), 0);
     let config = api::config_with(dir.path(), &toml);
 
     let store = SledStore::open(&dir.path().join("history"), Duration::from_secs(1)).expect("open");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let now = clock.now();
     let latest = Latest::default();
-    let started = Instant::now();
     let per_check = days * 24 * 60 / EVERY_MINUTES;
-    for n in 0..checks {
-        let mut last = None;
-        for i in 0..per_check {
-            let at = now - time::Duration::minutes((per_check - i) * EVERY_MINUTES);
-            let outcome = outcome(n, at, i);
-            store.append(&outcome).expect("append");
-            last = Some(outcome);
-        }
-        if let Some(outcome) = last {
-            latest.record(Arc::new(outcome));
-        }
-    }
-    store.flush().expect("flush");
-    println!(
-        "filled: {checks} checks x {days} days, {} results in {:.1} s",
-        checks as i64 * per_check,
-        started.elapsed().as_secs_f64()
+    history::fill(
+        &store,
+        &latest,
+        checks,
+        per_check,
+        time::Duration::minutes(EVERY_MINUTES),
+        |n| format!("check-{n:03}"),
+        now,
     );
 
-    let router = api::router(Arc::new(store), latest, config, clock);
+    let router = api::router(Arc::new(store), latest, config, clock, Default::default());
     for path in ["/", "/checks/check-007", "/api/v1/uptime/check-007?days=90"] {
         let mut times = Vec::new();
         let mut size = 0;
@@ -87,39 +68,4 @@ async fn bench(checks: usize, days: i64) {
             size / 1024
         );
     }
-}
-
-/// One result: up but for one in 200, a leaf renewed every 30 days.
-fn outcome(check: usize, at: time::OffsetDateTime, i: i64) -> Outcome {
-    let renewal = at.unix_timestamp() / (30 * 86_400);
-    let not_before = time::OffsetDateTime::from_unix_timestamp(renewal * 30 * 86_400).unwrap();
-    let not_after = not_before + time::Duration::days(90);
-    let status = if i % 200 == 7 { "down" } else { "up" };
-    let json = serde_json::json!({
-        "name": format!("check-{check:03}"),
-        "kind": "http",
-        "target": format!("https://www.example.com/{check}"),
-        "status": status,
-        "started_at": at.format(&time::format_description::well_known::Rfc3339).unwrap(),
-        "duration_ms": 40.0 + (i % 17) as f64 * 7.5,
-        "failures": [],
-        "tls": {
-            "server_name": "www.example.com",
-            "trusted": true,
-            "hostname_matches": true,
-            "chain": [{
-                "subject": "CN=www.example.com",
-                "issuer": "C=US, O=Let's Encrypt, CN=R11",
-                "not_before": not_before.format(&time::format_description::well_known::Rfc3339).unwrap(),
-                "not_after": not_after.format(&time::format_description::well_known::Rfc3339).unwrap(),
-                "days_left": (not_after - at).whole_days(),
-                "sans": ["www.example.com"],
-                "serial": format!("{renewal:x}"),
-                "sha256": format!("{:064x}", renewal as u64 * 1_000 + check as u64),
-                "key": "ECDSA P-256",
-                "signature": "SHA256-RSA",
-            }],
-        },
-    });
-    serde_json::from_value(json).expect("a bench outcome")
 }

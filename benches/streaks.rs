@@ -79,7 +79,13 @@ async fn bench(rounds: usize) {
     for path in [format!("/checks/{NAME}"), "/incidents".to_string()] {
         // A router each, so that each page's first view finds its own
         // cache empty.
-        let router = api::router(store.clone(), latest.clone(), config.clone(), clock.clone());
+        let router = api::router(
+            store.clone(),
+            latest.clone(),
+            config.clone(),
+            clock.clone(),
+            Default::default(),
+        );
         let first = get(&router, &path).await;
         let mut changed = Vec::new();
         let mut unchanged = Vec::new();

@@ -91,9 +91,9 @@
 //! Floor 8:
 //! - [`api`]: the local HTTP API: `serve` (the listener and its bounds),
 //!   `router`, `auth`, a file per endpoint group (`health`, `checks`,
-//!   `history`, `alerts`, `incidents`, `metrics/`), `pages/` (the status
-//!   pages), `local`
-//!   (the control socket).
+//!   `history`, `alerts`, `incidents`, `metrics/`), `pages/` (the operator
+//!   pages), `status/` (the public `/status` page, its feed and badges,
+//!   redacted from the pages' data), `local` (the control socket).
 //!
 //! Floor 9, the wiring, imported by nothing:
 //! - [`daemon`]: `vigie run`: `Daemon::start` builds each task by a named

@@ -35,6 +35,7 @@ pub fn router(
     latest: Latest,
     config: Config,
     clock: Arc<dyn Clock>,
+    status: Arc<vigie::api::StatusCache>,
 ) -> axum::Router {
     let now = clock.now();
     // The sender is dropped: the config never changes.
@@ -56,6 +57,7 @@ pub fn router(
         push: None,
         told: None,
         updates: None,
+        status,
     })
 }
 

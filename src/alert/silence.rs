@@ -268,6 +268,7 @@ mod tests {
             checks: checks.iter().map(|c| c.to_string()).collect(),
             schedule: cron::Schedule::from_str(cron).unwrap(),
             duration,
+            public: false,
         }
     }
 

@@ -307,6 +307,7 @@ fn a_maintenance_window_holds_the_page_and_releases_it_when_still_down() {
         checks: vec!["staging-*".to_string()],
         schedule: cron::Schedule::from_str("0 0 20 * * *").unwrap(),
         duration: 11 * HOUR,
+        public: false,
     });
     w.checks(12 * HOUR, |t| {
         let asleep = t >= datetime!(2026-11-29 20:05 UTC);

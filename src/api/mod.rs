@@ -10,9 +10,9 @@
 //!   sessions, login throttle, known host names); `local`: the local
 //!   socket's peer credentials.
 //! - `health`, `checks`, `history`, `alerts` (report, silences),
-//!   `incidents` (incident keys and updates), `metrics`
-//!   (the registry of `/metrics` sources), `pages`: one file per endpoint
-//!   group.
+//!   `incidents` (incident keys and updates), `metrics` (the registry of
+//!   `/metrics` sources), `pages`, `status` (the public page): one file
+//!   per endpoint group.
 //! - `serve`, `connections`, `peer`, `deadline`, `body`, `tls`: the
 //!   listener: connections and their counters, who sent a request, the
 //!   request deadline, bounded bodies, TLS.
@@ -41,6 +41,7 @@ mod reply;
 mod router;
 mod serve;
 mod session;
+mod status;
 mod throttle;
 mod tls;
 
@@ -52,6 +53,7 @@ pub use history::{HistoryView, DEFAULT_HISTORY_WINDOW, MAX_PAGE, MAX_UNPAGED_WIN
 pub use incidents::{IncidentWithUpdates, UpdateRequest};
 pub use router::router;
 pub use serve::{serve, serve_local, Limits};
+pub use status::StatusCache;
 pub use tls::{acceptor, server_config, ApiTlsError, ServerTls};
 
 use std::sync::Arc;
@@ -96,4 +98,6 @@ pub struct ApiState {
     pub told: Option<crate::store::ToldLedger>,
     /// What the on-call person wrote about incidents.
     pub updates: Option<crate::store::IncidentUpdates>,
+    /// The public status page's snapshot and its render count.
+    pub status: Arc<StatusCache>,
 }

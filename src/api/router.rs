@@ -1,12 +1,15 @@
 //! Which path goes where, and the two gates in front: the host check
 //! (outermost: a request naming another host reaches nothing) and the
-//! token, which every route but `/healthz` and the pages' own needs.
+//! token, which every route but `/healthz`, the pages' own and the public
+//! status page needs.
 
 use axum::middleware;
 use axum::routing::{delete, get};
 use axum::Router;
 
-use super::{alerts, auth, checks, health, history, host, incidents, metrics, pages, ApiState};
+use super::{
+    alerts, auth, checks, health, history, host, incidents, metrics, pages, status, ApiState,
+};
 
 /// The API's router over `state`.
 pub fn router(state: ApiState) -> Router {
@@ -33,6 +36,8 @@ pub fn router(state: ApiState) -> Router {
             auth::require_token,
         ))
         .merge(pages::router(state.clone()))
+        // Public when `[status_page] public = true`, 404 otherwise: no token.
+        .merge(status::router())
         // Outermost: a request naming another host reaches nothing.
         .layer(middleware::from_fn_with_state(
             state.clone(),

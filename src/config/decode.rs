@@ -23,8 +23,9 @@ use toml::Spanned;
 
 use super::error::Diagnostics;
 use super::raw::{
-    RawAlerting, RawApi, RawCheck, RawChecksFile, RawConnectivity, RawHeartbeat, RawHistory,
-    RawMaintenance, RawNotify, RawReplication, RawReport, RawRoute, RawSmtp, RawTop, RawVantage,
+    RawAlerting, RawAnnouncement, RawApi, RawCheck, RawChecksFile, RawConnectivity, RawHeartbeat,
+    RawHistory, RawMaintenance, RawNotify, RawReplication, RawReport, RawRoute, RawSmtp,
+    RawStatusPage, RawTop, RawVantage,
 };
 use super::source::Source;
 
@@ -57,6 +58,8 @@ pub(crate) struct RawConfig {
     pub maintenance: Vec<Decoded<RawMaintenance>>,
     pub notify: Vec<Decoded<RawNotify>>,
     pub route: Vec<Decoded<RawRoute>>,
+    pub status_page: Option<Decoded<RawStatusPage>>,
+    pub announcement: Vec<Decoded<RawAnnouncement>>,
 }
 
 /// Decodes `config.toml`; `None` when it is not valid TOML (reported).
@@ -74,6 +77,7 @@ pub(crate) fn config(src: &Source, diag: &mut Diagnostics) -> Option<RawConfig> 
     let replication = section(src, table, "replication", diag);
     let heartbeat = section(src, table, "heartbeat", diag);
     let vantage = section(src, table, "vantage", diag);
+    let status_page = section(src, table, "status_page", diag);
     Some(RawConfig {
         top,
         api,
@@ -99,6 +103,14 @@ pub(crate) fn config(src: &Source, diag: &mut Diagnostics) -> Option<RawConfig> 
             .into_iter()
             .enumerate()
             .filter_map(|(i, v)| piece(src, v, &Place::section(&format!("route[{i}]")), diag))
+            .collect(),
+        status_page,
+        announcement: entries(src, table, "announcement", diag)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| {
+                piece(src, v, &Place::section(&format!("announcement[{i}]")), diag)
+            })
             .collect(),
     })
 }

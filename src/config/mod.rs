@@ -95,6 +95,10 @@ pub struct Config {
     pub heartbeat: Option<HeartbeatConfig>,
     pub vantage: Option<VantageConfig>,
     pub maintenance: Vec<MaintenanceWindow>,
+    /// `[status_page]`: the public page (off unless `public = true`).
+    pub status_page: StatusPageConfig,
+    /// `[[announcement]]` entries, in file order.
+    pub announcements: Vec<Announcement>,
     /// `[[notify]]` channels and `[[route]]`s.
     pub notify: channels::Notify,
     /// From every `checks_dir/*.toml`, files in name order, checks in file
@@ -373,6 +377,60 @@ pub struct MaintenanceWindow {
     pub schedule: cron::Schedule,
     /// How long it stays open.
     pub duration: Duration,
+    /// Listed on the public status page while open or upcoming.
+    pub public: bool,
+}
+
+/// `[status_page]`: what the public page at `/status` shows. It never
+/// shows targets, URLs or failure details, whatever is set here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusPageConfig {
+    /// Serve `/status`, its feed and badges without a token.
+    pub public: bool,
+    /// The page's heading.
+    pub title: String,
+    /// The label whose value groups the checks (default `env`).
+    pub groups: String,
+    /// Check-name globs of the checks shown (default every check).
+    pub checks: Vec<String>,
+    /// Label keys shown beside a check's name (default none).
+    pub public_labels: Vec<String>,
+}
+
+impl Default for StatusPageConfig {
+    fn default() -> Self {
+        StatusPageConfig {
+            public: false,
+            title: "Status".to_string(),
+            groups: "env".to_string(),
+            checks: vec!["*".to_string()],
+            public_labels: Vec::new(),
+        }
+    }
+}
+
+impl StatusPageConfig {
+    /// Whether the check called `name` is on the public page.
+    pub fn shows(&self, name: &str) -> bool {
+        self.checks.iter().any(|pattern| glob_match(pattern, name))
+    }
+}
+
+/// One `[[announcement]]`: a notice shown at the top of `/status` from
+/// `from` until `until`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    pub title: String,
+    /// Markdown.
+    pub text: String,
+    pub from: OffsetDateTime,
+    pub until: OffsetDateTime,
+}
+
+impl Announcement {
+    pub fn is_shown(&self, now: OffsetDateTime) -> bool {
+        self.from <= now && now < self.until
+    }
 }
 
 impl MaintenanceWindow {
@@ -495,6 +553,7 @@ pub fn load_str_at(path: &Path, text: &str, now: OffsetDateTime) -> Result<Confi
                 acme_directory,
             ));
         }
+        resolve::warn_unmatched(&src, &raw, &checks, &mut diag);
         config.checks = share(checks);
     }
     config.warnings = diag.take_warnings();
@@ -905,6 +964,66 @@ mod tests {
         assert_eq!(SmtpTls::Starttls.default_port(), 587);
         assert_eq!(SmtpTls::Tls.default_port(), 465);
         assert_eq!(SmtpTls::None.default_port(), 25);
+    }
+
+    #[test]
+    fn the_status_page_is_private_unless_asked_and_its_keys_resolve() {
+        let dir = dir_with_checks(&[("site.toml", ONE_CHECK)]);
+        let path = dir.path().join("config.toml");
+        let config = load_str(&path, PAGES_ONCALL).unwrap();
+        assert_eq!(config.status_page, StatusPageConfig::default());
+        assert!(!config.status_page.public);
+        let text = format!(
+            "{PAGES_ONCALL}[status_page]\npublic = true\ntitle = \"Example\"\ngroups = \"tier\"\n\
+             checks = [\"si*\"]\npublic_labels = [\"env\"]\n\
+             [[announcement]]\ntitle = \"Move\"\ntext = \"We *move*.\"\n\
+             from = \"2026-12-07T18:00:00Z\"\nuntil = \"2026-12-07T20:00:00+01:00\"\n"
+        );
+        let config = load_str(&path, &text).unwrap();
+        assert!(config.status_page.public);
+        assert_eq!(config.status_page.title, "Example");
+        assert_eq!(config.status_page.groups, "tier");
+        assert!(config.status_page.shows("site"));
+        assert!(!config.status_page.shows("other"));
+        assert_eq!(config.status_page.public_labels, ["env"]);
+        let notice = &config.announcements[0];
+        assert_eq!(notice.until - notice.from, time::Duration::hours(1));
+        assert!(notice.is_shown(time::macros::datetime!(2026-12-07 18:30 UTC)));
+        assert!(!notice.is_shown(time::macros::datetime!(2026-12-07 19:00 UTC)));
+    }
+
+    #[test]
+    fn an_announcement_ending_before_it_begins_is_refused_at_its_key() {
+        let dir = dir_with_checks(&[("site.toml", ONE_CHECK)]);
+        let text = format!(
+            "{PAGES_ONCALL}[[announcement]]\ntitle = \"Move\"\ntext = \"x\"\n\
+             from = \"2026-12-07T18:00:00Z\"\nuntil = \"2026-12-07T17:00:00Z\"\n\
+             [[announcement]]\ntitle = \"Later\"\ntext = \"x\"\nfrom = \"tomorrow\"\n"
+        );
+        let errors = load_str(&dir.path().join("config.toml"), &text).unwrap_err();
+        let path = dir.path().join("config.toml").display().to_string();
+        assert_eq!(
+            messages(&errors),
+            [
+                format!("{path}:7:9: `announcement[0].until`: 2026-12-07T17:00:00Z is not after `from` (2026-12-07 18:00 UTC): the announcement would never show"),
+                format!("{path}:8:1: missing key `announcement[1].until` (e.g. \"2026-12-07T20:00:00Z\")"),
+                format!("{path}:11:8: `announcement[1].from`: \"tomorrow\" is not a time: write it as RFC 3339 with its offset, e.g. \"2026-12-07T18:00:00Z\""),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_status_page_pattern_matching_no_check_is_warned_of() {
+        let dir = dir_with_checks(&[("site.toml", ONE_CHECK)]);
+        let text =
+            format!("{PAGES_ONCALL}[status_page]\npublic = true\nchecks = [\"site\", \"sitte\"]\n");
+        let config = load_str(&dir.path().join("config.toml"), &text).unwrap();
+        let warnings: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
+        let path = dir.path().join("config.toml").display().to_string();
+        assert_eq!(
+            warnings,
+            [format!("{path}:5:19: `status_page.checks[1]`: \"sitte\" matches no check, so it shows nothing on /status")]
+        );
     }
 
     #[test]

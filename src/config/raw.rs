@@ -63,6 +63,10 @@ pub(crate) struct RawTop {
     _notify: Option<IgnoredAny>,
     #[serde(rename = "route")]
     _route: Option<IgnoredAny>,
+    #[serde(rename = "status_page")]
+    _status_page: Option<IgnoredAny>,
+    #[serde(rename = "announcement")]
+    _announcement: Option<IgnoredAny>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -189,6 +193,29 @@ pub(crate) struct RawMaintenance {
     pub checks: Option<Spanned<Vec<Spanned<String>>>>,
     pub schedule: Option<Spanned<CronText>>,
     pub duration: Option<Spanned<DurationText>>,
+    /// Shown at the top of the public status page while upcoming.
+    pub public: Option<Spanned<bool>>,
+}
+
+/// `[status_page]`: the public, redacted page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStatusPage {
+    pub public: Option<Spanned<bool>>,
+    pub title: Option<Spanned<String>>,
+    pub groups: Option<Spanned<String>>,
+    pub checks: Option<Spanned<Vec<Spanned<String>>>>,
+    pub public_labels: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// One `[[announcement]]`: a notice at the top of the public page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAnnouncement {
+    pub title: Option<Spanned<String>>,
+    pub text: Option<Spanned<String>>,
+    pub from: Option<Spanned<String>>,
+    pub until: Option<Spanned<String>>,
 }
 
 /// One `[[notify]]` entry: a push channel. The keys of every kind live in

@@ -80,6 +80,7 @@ pub async fn start(shared: &Shared, inputs: ApiInputs<'_>) -> Result<Api, RunErr
         push: Some(alerting.push_stats.clone()),
         told: Some(alerting.told.clone()),
         updates: Some(alerting.updates.clone()),
+        status: Default::default(),
     });
     let limits = Limits {
         request_timeout: config.api.request_timeout,

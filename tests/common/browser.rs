@@ -106,6 +106,109 @@ impl Browser {
         answer["value"].as_array().cloned().unwrap_or_default()
     }
 
+    /// Saves what the browser shows as `target/screenshots/<name>.png`, for
+    /// a person to look at.
+    pub async fn save(&self, name: &str) {
+        let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("target/")
+            .join("screenshots");
+        std::fs::create_dir_all(&dir).expect("target/screenshots");
+        let png = self.client.screenshot().await.expect("a screenshot");
+        std::fs::write(dir.join(format!("{name}.png")), png).expect("save the screenshot");
+    }
+
+    /// Emulates a reader who prefers dark pages, opens `url` and checks
+    /// the pages' dark palette is the one drawn.
+    pub async fn dark(&self, url: &str) {
+        self.cdp(
+            "Emulation.setEmulatedMedia",
+            json!({ "features": [{ "name": "prefers-color-scheme", "value": "dark" }] }),
+        )
+        .await;
+        self.client.goto(url).await.unwrap();
+        let background = self
+            .client
+            .execute(
+                "return getComputedStyle(document.body).backgroundColor;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            background,
+            Value::from("rgb(19, 20, 22)"),
+            "the dark palette"
+        );
+    }
+
+    /// Saves `url` as `<name>-light`, `<name>-dark`, `<name>-light-390` and
+    /// `<name>-dark-390`: both palettes, on a desktop and on a 390 px
+    /// phone, where the page must fit the screen's width.
+    pub async fn save_views(&self, url: &str, name: &str) {
+        for scheme in ["light", "dark"] {
+            self.cdp(
+                "Emulation.setEmulatedMedia",
+                json!({ "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
+            )
+            .await;
+            for phone in [false, true] {
+                let size = if phone {
+                    json!({ "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true })
+                } else {
+                    json!({ "width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": false })
+                };
+                self.cdp("Emulation.setDeviceMetricsOverride", size).await;
+                self.client.goto(url).await.unwrap();
+                if phone {
+                    let wide = self
+                        .client
+                        .execute("return document.documentElement.scrollWidth;", vec![])
+                        .await
+                        .unwrap();
+                    assert!(
+                        wide.as_u64().is_some_and(|w| w <= 390),
+                        "{url} is {wide} px wide on a 390 px screen"
+                    );
+                }
+                let suffix = if phone { "-390" } else { "" };
+                self.save(&format!("{name}-{scheme}{suffix}")).await;
+            }
+        }
+        self.cdp("Emulation.clearDeviceMetricsOverride", json!({}))
+            .await;
+        self.cdp(
+            "Emulation.setEmulatedMedia",
+            json!({ "features": [{ "name": "prefers-color-scheme", "value": "light" }] }),
+        )
+        .await;
+    }
+
+    /// Asserts that everything the page loaded came from `origin` and the
+    /// console holds no error (a Content-Security-Policy violation is one).
+    pub async fn assert_only_from(&self, origin: &str) {
+        let resources = self
+            .client
+            .execute(
+                "return performance.getEntriesByType('resource').map(e => e.name);",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let resources: Vec<String> = serde_json::from_value(resources).unwrap();
+        assert!(!resources.is_empty(), "the stylesheet at least");
+        for url in &resources {
+            assert!(url.starts_with(origin), "{url} is not from {origin}");
+        }
+        let errors: Vec<Value> = self
+            .console()
+            .await
+            .into_iter()
+            .filter(|entry| entry["level"] == "SEVERE")
+            .collect();
+        assert!(errors.is_empty(), "console errors: {errors:?}");
+    }
+
     pub async fn close(mut self) {
         let _ = self.client.clone().close().await;
         let _ = self.driver.kill();

@@ -282,6 +282,30 @@ impl Daemon {
         Ok((status, body))
     }
 
+    /// GET `path` without a token, as the public would, optionally with
+    /// `If-None-Match`: the code, the headers and the body.
+    pub async fn get_public(
+        &self,
+        path: &str,
+        if_none_match: Option<&str>,
+    ) -> Result<(u16, reqwest::header::HeaderMap, String), String> {
+        let mut request = self.client.get(format!("http://{}{path}", self.api));
+        if let Some(tag) = if_none_match {
+            request = request.header(reqwest::header::IF_NONE_MATCH, tag);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("GET {path}: {e}"))?;
+        let code = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response
+            .text()
+            .await
+            .map_err(|e| format!("GET {path} body: {e}"))?;
+        Ok((code, headers, body))
+    }
+
     /// GET `path` with [`Daemon::token`] if set.
     pub async fn get(&self, path: &str) -> Result<(u16, String), String> {
         self.get_as(path, self.token.as_deref()).await

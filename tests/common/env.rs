@@ -73,6 +73,14 @@ impl Env {
         self.dir.path().join("config.toml")
     }
 
+    /// Writes `token` to a file here and appends an `[api]` section
+    /// listening on `listen` that requires it.
+    pub fn api_with_token(&self, listen: std::net::SocketAddr, token: &str) {
+        let token_file = self.path().join("api-token");
+        std::fs::write(&token_file, token).expect("write the token file");
+        self.append_config(&super::daemon::api_section(listen, Some(&token_file)));
+    }
+
     /// Appends `text` to config.toml (for sections that name files inside
     /// this directory, known only once it exists).
     pub fn append_config(&self, text: &str) {

@@ -17,6 +17,7 @@ mod incident_updates;
 mod package;
 mod pages;
 mod push;
+mod status_page;
 mod store_faults;
 mod supervision;
 mod vantage;

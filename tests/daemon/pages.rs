@@ -4,7 +4,6 @@
 //! shows a renewal. Screenshots of every page are saved under
 //! `target/screenshots/` for a person to look at.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::browser::Browser;
@@ -17,20 +16,6 @@ use serde_json::{json, Value};
 
 const TOKEN: &str = "page-token-0123456789abcdef0123456789";
 const EVERY: &str = "every = \"1s\"\ntimeout = \"5s\"";
-
-fn screenshots() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target/")
-        .join("screenshots");
-    std::fs::create_dir_all(&dir).expect("target/screenshots");
-    dir
-}
-
-async fn save(browser: &Browser, name: &str) {
-    let png = browser.client.screenshot().await.expect("a screenshot");
-    std::fs::write(screenshots().join(format!("{name}.png")), png).expect("save the screenshot");
-}
 
 async fn texts(browser: &Browser, css: &str) -> Vec<String> {
     try_texts(browser, css).await.unwrap()
@@ -83,9 +68,7 @@ async fn click(browser: &Browser, css: &str) {
 /// Starts vigie on `api` with [`TOKEN`] required, once `env`'s checks
 /// are written, and waits until it is healthy.
 async fn daemon_with_token(env: &Env, api: std::net::SocketAddr) -> Daemon {
-    let token_file = env.path().join("api-token");
-    std::fs::write(&token_file, TOKEN).unwrap();
-    env.append_config(&api_section(api, Some(&token_file)));
+    env.api_with_token(api, TOKEN);
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.token = Some(TOKEN.to_string());
     daemon.wait_healthy(Duration::from_secs(30)).await;
@@ -306,7 +289,7 @@ async fn the_pages_in_a_real_browser() {
             .ends_with(": no results"),
         "{yesterday}"
     );
-    save(&browser, "overview").await;
+    browser.save("overview").await;
 
     // A check's page: the chart and the timeline with the renewal.
     client.goto(&format!("{origin}/checks/site")).await.unwrap();
@@ -327,7 +310,7 @@ async fn the_pages_in_a_real_browser() {
     assert!(leaves[1].starts_with(&second_leaf[..16]), "{leaves:?}");
     // The whole page in one picture.
     client.set_window_size(1280, 1900).await.unwrap();
-    save(&browser, "check").await;
+    browser.save("check").await;
     client.set_window_size(1280, 1000).await.unwrap();
     client
         .goto(&format!("{origin}/checks/site?range=7d"))
@@ -343,53 +326,19 @@ async fn the_pages_in_a_real_browser() {
             .any(|r| r.contains("broken") && r.contains("open")),
         "{rows:?}"
     );
-    save(&browser, "incidents").await;
+    browser.save("incidents").await;
 
     // Dark mode.
-    browser
-        .cdp(
-            "Emulation.setEmulatedMedia",
-            json!({ "features": [{ "name": "prefers-color-scheme", "value": "dark" }] }),
-        )
-        .await;
-    client.goto(&format!("{origin}/")).await.unwrap();
-    let background = client
-        .execute(
-            "return getComputedStyle(document.body).backgroundColor;",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        background,
-        Value::from("rgb(19, 20, 22)"),
-        "the dark palette"
-    );
-    save(&browser, "overview-dark").await;
+    browser.dark(&format!("{origin}/")).await;
+    browser.save("overview-dark").await;
     // Every card's state (DOWN with its reason, SILENCED, NO DATA) in
     // light and dark, on a desktop and a phone.
-    save_views(&browser, &origin, "overview-states", "/").await;
+    browser
+        .save_views(&format!("{origin}/"), "overview-states")
+        .await;
 
     // Nothing came from another origin, and the console is clean.
-    let resources = client
-        .execute(
-            "return performance.getEntriesByType('resource').map(e => e.name);",
-            vec![],
-        )
-        .await
-        .unwrap();
-    let resources: Vec<String> = serde_json::from_value(resources).unwrap();
-    assert!(!resources.is_empty(), "the stylesheet and script at least");
-    for url in &resources {
-        assert!(url.starts_with(&origin), "{url} is not from {origin}");
-    }
-    let errors: Vec<Value> = browser
-        .console()
-        .await
-        .into_iter()
-        .filter(|entry| entry["level"] == "SEVERE")
-        .collect();
-    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.assert_only_from(&origin).await;
 
     // The session is a random id that expires, in an HttpOnly,
     // SameSite=Strict cookie (plain HTTP here: no `Secure`).
@@ -470,53 +419,6 @@ async fn the_json_behind_the_pages_and_the_page_headers() {
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
     assert!(page.contains("site"));
     daemon.stop(Duration::from_secs(10)).await;
-}
-
-/// Saves `path` as `name` in light and dark, each at the desktop width and
-/// at 390 px (a phone), where nothing may be wider than the screen.
-async fn save_views(browser: &Browser, origin: &str, name: &str, path: &str) {
-    let client = &browser.client;
-    for dark in [false, true] {
-        let scheme = if dark { "dark" } else { "light" };
-        browser
-            .cdp(
-                "Emulation.setEmulatedMedia",
-                json!({ "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
-            )
-            .await;
-        for phone in [false, true] {
-            let size = if phone {
-                json!({ "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true })
-            } else {
-                json!({ "width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": false })
-            };
-            browser
-                .cdp("Emulation.setDeviceMetricsOverride", size)
-                .await;
-            client.goto(&format!("{origin}{path}")).await.unwrap();
-            if phone {
-                let wide = client
-                    .execute("return document.documentElement.scrollWidth;", vec![])
-                    .await
-                    .unwrap();
-                assert!(
-                    wide.as_u64().is_some_and(|w| w <= 390),
-                    "{path} is {wide} px wide on a 390 px screen"
-                );
-            }
-            let suffix = if phone { "-390" } else { "" };
-            save(browser, &format!("{name}-{scheme}{suffix}")).await;
-        }
-    }
-    browser
-        .cdp("Emulation.clearDeviceMetricsOverride", json!({}))
-        .await;
-    browser
-        .cdp(
-            "Emulation.setEmulatedMedia",
-            json!({ "features": [{ "name": "prefers-color-scheme", "value": "light" }] }),
-        )
-        .await;
 }
 
 /// The session cookie the browser holds.
@@ -638,7 +540,9 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
     shown(texts(&browser, "ol.updates li").await);
     assert_eq!(texts(&browser, "ol.updates .text strong").await, ["DNS"]);
     assert_eq!(count(&browser, "ol.updates script").await, 0);
-    save_views(&browser, &origin, "incidents-updates", "/incidents").await;
+    browser
+        .save_views(&format!("{origin}/incidents"), "incidents-updates")
+        .await;
 
     // The check's page: the same incident and update; the blip's page
     // lists it under blips only.
@@ -653,8 +557,12 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         .unwrap();
     assert_eq!(count(&browser, "table.incidents").await, 0);
     assert_eq!(count(&browser, "ul.blips li").await, 1);
-    save_views(&browser, &origin, "check-updates", "/checks/broken").await;
-    save_views(&browser, &origin, "overview-incidents", "/").await;
+    browser
+        .save_views(&format!("{origin}/checks/broken"), "check-updates")
+        .await;
+    browser
+        .save_views(&format!("{origin}/"), "overview-incidents")
+        .await;
 
     // The incident's page: an update written in the form shows first.
     client.goto(&format!("{origin}/incidents")).await.unwrap();
@@ -696,7 +604,9 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         texts(&browser, "ol.updates li:first-child .text em").await,
         ["restarting"]
     );
-    save_views(&browser, &origin, "incident", &page_path).await;
+    browser
+        .save_views(&format!("{origin}{page_path}"), "incident")
+        .await;
 
     // Too long a text: refused, the reason said, the text kept.
     let long = "x".repeat(9000);
@@ -723,7 +633,7 @@ async fn incidents_apart_from_blips_with_updates_written_from_the_page() {
         .unwrap();
     assert_eq!(kept, json!(9000));
     // As it stands: a reload would show a fresh form.
-    save(&browser, "incident-refused").await;
+    browser.save("incident-refused").await;
 
     // A forged post: the session's cookie without its anti-forgery token,
     // or from another site, changes nothing.

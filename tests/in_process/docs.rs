@@ -37,12 +37,13 @@ fn known_keys() -> BTreeMap<String, Vec<String>> {
         "replication",
         "heartbeat",
         "vantage",
+        "status_page",
     ];
     let mut config = format!("checks_dir = \"checks\"\n{UNKNOWN} = 1\n");
     for section in sections {
         config.push_str(&format!("\n[{section}]\n{UNKNOWN} = 1\n"));
     }
-    for table in ["maintenance", "notify", "route"] {
+    for table in ["maintenance", "notify", "route", "announcement"] {
         config.push_str(&format!("\n[[{table}]]\n{UNKNOWN} = 1\n"));
     }
     fs::write(dir.path().join("config.toml"), config).unwrap();
@@ -79,8 +80,9 @@ fn known_keys() -> BTreeMap<String, Vec<String>> {
         let keys = list.split(", ").map(str::to_owned).collect();
         tables.insert(table, keys);
     }
-    // top, maintenance, notify, route, check and its three tables
-    let expected = sections.len() + 8;
+    // top, maintenance, notify, route, announcement, check and its three
+    // tables
+    let expected = sections.len() + 9;
     assert_eq!(
         tables.len(),
         expected,
@@ -94,7 +96,7 @@ fn known_keys() -> BTreeMap<String, Vec<String>> {
 fn heading_of(table: &str) -> String {
     match table {
         "" => "Top level".to_owned(),
-        "maintenance" | "notify" | "route" | "check" => format!("`[[{table}]]`"),
+        "maintenance" | "notify" | "route" | "announcement" | "check" => format!("`[[{table}]]`"),
         other => format!("`[{other}]`"),
     }
 }

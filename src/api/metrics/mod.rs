@@ -94,6 +94,9 @@ fn write_sources(
         alerts.status.write_metrics(m);
     }
     state.server.snapshot().write_metrics(m);
+    if state.config.borrow().status_page.public {
+        state.status.write_metrics(m);
+    }
     daemon::write_build(m);
 }
 
@@ -178,6 +181,7 @@ mod tests {
             push: Some(push),
             told: None,
             updates: None,
+            status: Default::default(),
         };
         write_sources(&mut m, &state, &state.slots.snapshot(), T0);
         let replication = ReplicationSnapshot {

@@ -14,14 +14,14 @@
 //! carries a strict Content-Security-Policy: nothing loads from another
 //! origin, no inline script or style.
 
-mod build;
+pub(super) mod build;
 mod chart;
-mod incidents;
+pub(super) mod incidents;
 mod login;
 mod render;
-mod streaks;
+pub(super) mod streaks;
 mod update_form;
-mod view;
+pub(super) mod view;
 
 use std::collections::HashMap;
 
@@ -69,7 +69,13 @@ pub(super) fn router(state: ApiState) -> Router<ApiState> {
 /// An HTML page with the headers every page carries.
 pub(super) fn page(code: StatusCode, markup: Markup) -> Response {
     let mut response = (code, markup).into_response();
-    let headers = response.headers_mut();
+    page_headers(response.headers_mut());
+    response
+}
+
+/// The headers of every page: the CSP, no sniffing, no referrer, no
+/// caching.
+pub(super) fn page_headers(headers: &mut axum::http::HeaderMap) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CSP),
@@ -87,7 +93,6 @@ pub(super) fn page(code: StatusCode, markup: Markup) -> Response {
         HeaderValue::from_static("same-origin"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
 }
 
 async fn css() -> Response {
@@ -159,7 +164,7 @@ fn health_words(verdict: &crate::health::Verdict) -> String {
     }
 }
 
-fn store_failed(err: crate::store::StoreError) -> Response {
+pub(super) fn store_failed(err: crate::store::StoreError) -> Response {
     tracing::error!(error = %err, "a page could not read the store");
     (
         StatusCode::SERVICE_UNAVAILABLE,
@@ -402,9 +407,18 @@ async fn incidents(
 
 /// Maintenance windows open now or opening within 7 days.
 fn windows(config: &crate::config::Config, now: OffsetDateTime) -> Vec<render::WindowRow> {
-    let horizon = now + Duration::days(7);
+    window_rows(config.maintenance.iter(), now, now + Duration::days(7))
+}
+
+/// The openings of `windows` that are open at `now` or open by `horizon`,
+/// in time order.
+pub(super) fn window_rows<'a>(
+    windows: impl Iterator<Item = &'a crate::config::MaintenanceWindow>,
+    now: OffsetDateTime,
+    horizon: OffsetDateTime,
+) -> Vec<render::WindowRow> {
     let mut rows = Vec::new();
-    for window in &config.maintenance {
+    for window in windows {
         let checks = window.checks.join(", ");
         let duration = Duration::try_from(window.duration).unwrap_or(Duration::ZERO);
         if let Some(end) = maintenance_end(window, now) {

@@ -585,22 +585,7 @@ mod tests {
     const NOW: OffsetDateTime = datetime!(2026-12-07 19:00 UTC);
 
     fn row(status: Option<Status>) -> CheckRow {
-        CheckRow {
-            name: "web".into(),
-            status,
-            labels: Vec::new(),
-            response_ms: None,
-            days: Vec::new(),
-            uptime_24h: None,
-            uptime_30d: None,
-            uptime_90d: None,
-            certificate: None,
-            vantage: None,
-            reason: None,
-            first_probe: None,
-            hold: None,
-            history_from: None,
-        }
+        CheckRow::bare("web", status)
     }
 
     fn overview_of(check: CheckRow) -> String {

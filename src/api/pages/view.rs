@@ -38,6 +38,30 @@ pub struct CheckRow {
     pub history_from: Option<OffsetDateTime>,
 }
 
+impl CheckRow {
+    /// A row with a name and a status and nothing else, for tests to
+    /// fill in.
+    #[cfg(test)]
+    pub fn bare(name: &str, status: Option<Status>) -> CheckRow {
+        CheckRow {
+            name: name.into(),
+            status,
+            labels: Vec::new(),
+            response_ms: None,
+            days: Vec::new(),
+            uptime_24h: None,
+            uptime_30d: None,
+            uptime_90d: None,
+            certificate: None,
+            vantage: None,
+            reason: None,
+            first_probe: None,
+            hold: None,
+            history_from: None,
+        }
+    }
+}
+
 /// The served leaf, in brief.
 #[derive(Debug, Clone)]
 pub struct CertSummary {

@@ -23,9 +23,11 @@ mod cx;
 mod dns;
 mod keys;
 mod notify;
+mod status_page;
 mod tls_kinds;
 mod upload;
 
+pub(crate) use status_page::warn_unmatched;
 pub(crate) use upload::key_segment;
 
 use std::fs;
@@ -204,6 +206,18 @@ pub(crate) fn config(
             .filter_map(|(i, d)| maintenance(&mut cx.section(&format!("maintenance[{i}]")), d))
             .collect(),
         notify: notify::notify(&mut cx, &raw.notify, &raw.route),
+        status_page: status_page::status_page(
+            &mut cx.section("status_page"),
+            raw.status_page.as_ref(),
+        ),
+        announcements: raw
+            .announcement
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| {
+                status_page::announcement(&mut cx.section(&format!("announcement[{i}]")), d)
+            })
+            .collect(),
         checks: Vec::new(),
         warnings: Vec::new(),
     }
@@ -1193,6 +1207,7 @@ fn maintenance(cx: &mut Cx<'_>, d: &Decoded<RawMaintenance>) -> Option<Maintenan
         checks: checks?,
         schedule: schedule?,
         duration: duration?,
+        public: raw.public.as_ref().is_some_and(|p| *p.get_ref()),
     })
 }
 
