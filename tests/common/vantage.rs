@@ -168,6 +168,32 @@ impl Fleet {
         }
     }
 
+    /// Waits until every node's newest result of every check whose name
+    /// starts with `prefix` is `status` (`up`, `down`): each node then
+    /// saw this side of the outage, so the nodes agree on where each
+    /// incident begins and ends.
+    pub async fn wait_all_see(&self, prefix: &str, status: &str) {
+        for node in &self.nodes {
+            let daemon = node.daemon.as_ref().expect("a running node");
+            poll(
+                Duration::from_secs(30),
+                &format!("every {prefix}* {status} on {}", node.name),
+                async || {
+                    let checks = daemon.get_json("/api/v1/checks").await?;
+                    let all = checks["checks"]
+                        .as_array()
+                        .ok_or_else(|| checks.to_string())?;
+                    let seen = all
+                        .iter()
+                        .filter(|c| c["name"].as_str().is_some_and(|n| n.starts_with(prefix)))
+                        .all(|c| c["latest"]["status"] == status);
+                    seen.then_some(()).ok_or_else(|| checks.to_string())
+                },
+            )
+            .await;
+        }
+    }
+
     pub async fn stop(mut self) {
         for node in &mut self.nodes {
             if let Some(daemon) = node.daemon.as_mut() {

@@ -12,7 +12,7 @@ use fantoccini::Locator;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::browser::Browser;
-use crate::common::daemon::{free_addr, metric, poll, Daemon};
+use crate::common::daemon::{free_addr, metric, poll, vigie_cli_async, Daemon};
 use crate::common::env::{check_toml, Env};
 use crate::common::*;
 
@@ -175,28 +175,81 @@ async fn the_public_status_page_feed_and_badge_show_only_what_is_public() {
     })
     .await;
 
-    // The feed is Atom, with the broken check's open incident.
-    let (code, headers, xml) = anonymous(&daemon, "/status/feed.atom", None).await;
-    assert_eq!(code, 200);
-    assert_eq!(
-        headers["content-type"],
-        "application/atom+xml; charset=utf-8"
-    );
-    let feed = atom_syndication::Feed::read_from(xml.as_bytes()).expect("the feed parses as Atom");
-    assert_eq!(feed.title().as_str(), "Example status: incidents");
-    assert!(
-        feed.entries()
-            .iter()
-            .any(|e| e.title().as_str().starts_with("broken: incident since")
-                && e.title().as_str().ends_with("(ongoing)")),
-        "{xml}"
-    );
+    // The feed is Atom, with the broken check's open incident once the
+    // failure threshold is crossed and a snapshot has it.
+    let xml = poll(
+        Duration::from_secs(30),
+        "the feed with broken's incident",
+        async || {
+            let (code, headers, xml) = anonymous(&daemon, "/status/feed.atom", None).await;
+            assert_eq!(code, 200);
+            assert_eq!(
+                headers["content-type"],
+                "application/atom+xml; charset=utf-8"
+            );
+            let feed =
+                atom_syndication::Feed::read_from(xml.as_bytes()).expect("the feed parses as Atom");
+            assert_eq!(feed.title().as_str(), "Example status: incidents");
+            let listed = feed.entries().iter().any(|e| {
+                e.title().as_str().starts_with("broken: incident since")
+                    && e.title().as_str().ends_with("(ongoing)")
+            });
+            listed.then_some(xml.clone()).ok_or(xml)
+        },
+    )
+    .await;
     for secret in secrets {
         assert!(
             !xml.contains(secret),
             "{secret} leaked into the feed:\n{xml}"
         );
     }
+
+    // An update written with `vigie incident note` reaches the page and
+    // the feed, once a snapshot (at most 10 s old) has it.
+    poll(
+        Duration::from_secs(30),
+        "the CLI's update kept",
+        async || {
+            let out = vigie_cli_async(
+                &env.config_path(),
+                &[
+                    "incident",
+                    "note",
+                    "broken",
+                    "--state",
+                    "identified",
+                    "Our **upstream** provider is down",
+                ],
+            )
+            .await;
+            let said = String::from_utf8_lossy(&out.stderr).into_owned();
+            (out.status.code() == Some(0)).then_some(()).ok_or(said)
+        },
+    )
+    .await;
+    poll(
+        Duration::from_secs(30),
+        "the update on /status and in the feed",
+        async || {
+            let (_, _, html) = anonymous(&daemon, "/status", None).await;
+            let (_, _, xml) = anonymous(&daemon, "/status/feed.atom", None).await;
+            let feed =
+                atom_syndication::Feed::read_from(xml.as_bytes()).map_err(|e| e.to_string())?;
+            let on_page =
+                html.contains("<strong>upstream</strong> provider") && html.contains("identified");
+            let in_feed = feed.entries().iter().any(|e| {
+                e.title().as_str().starts_with("broken: ")
+                    && e.content()
+                        .and_then(|c| c.value())
+                        .is_some_and(|v| v.contains("upstream"))
+            });
+            (on_page && in_feed)
+                .then_some(())
+                .ok_or(format!("on the page: {on_page}, in the feed: {in_feed}"))
+        },
+    )
+    .await;
 
     // A badge is SVG naming the check and its word; a hidden check has none.
     let (code, headers, svg) = anonymous(&daemon, "/status/badge/broken.svg", None).await;
