@@ -60,20 +60,29 @@ pub(crate) async fn add_update(
     update_state: UpdateState,
     text: &str,
 ) -> Result<IncidentUpdate, Refused> {
-    if let Some(why) = IncidentUpdate::refuse_text(text) {
-        return Err(Refused::new(
-            StatusCode::BAD_REQUEST,
-            format!("text: {why}"),
-        ));
-    }
-    let updates = kept_updates(state)?;
+    refuse_text(text)?;
     let all = incidents(state).await?;
     let Some(incident) = known::find(&all, key) else {
         return Err(unknown(key));
     };
+    add_to(state, incident.clone(), update_state, text).await
+}
+
+/// Adds an update to `incident`, which the caller found: the API by its
+/// key among [`incidents`], the incident's page among the incidents it
+/// shows (which include one that paged nobody, a silenced one, that no
+/// record here names).
+pub(crate) async fn add_to(
+    state: &ApiState,
+    incident: KnownIncident,
+    update_state: UpdateState,
+    text: &str,
+) -> Result<IncidentUpdate, Refused> {
+    refuse_text(text)?;
+    let updates = kept_updates(state)?;
     let update = IncidentUpdate {
-        check: incident.check.clone(),
-        incident: incident.key.clone(),
+        check: incident.check,
+        incident: incident.key,
         since: incident.since,
         at: state.clock.now(),
         state: update_state,
@@ -95,6 +104,17 @@ pub(crate) async fn add_update(
             Err(Refused::new(StatusCode::CONFLICT, refused.to_string()))
         }
         Err(UpdateRefused::Store(err)) => Err(store_failed(err)),
+    }
+}
+
+/// Refuses an empty or oversized text before any lookup.
+fn refuse_text(text: &str) -> Result<(), Refused> {
+    match IncidentUpdate::refuse_text(text) {
+        Some(why) => Err(Refused::new(
+            StatusCode::BAD_REQUEST,
+            format!("text: {why}"),
+        )),
+        None => Ok(()),
     }
 }
 

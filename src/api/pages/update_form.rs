@@ -25,14 +25,14 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Extension;
 use time::OffsetDateTime;
 
-use super::super::incidents::add_update;
+use super::super::incidents::add_to;
 use super::super::{auth, body, ApiState};
 use super::incidents::{self, Records};
 use super::render::{self, incident_address, Form};
 use super::streaks::StreakCache;
 use super::view::Incident;
 use super::{footer, page, store_failed};
-use crate::alert::IncidentId;
+use crate::alert::{IncidentId, KnownIncident};
 use crate::incident_update::UpdateState;
 
 /// `GET /incidents/{key}`.
@@ -118,7 +118,18 @@ pub(super) async fn post_update(
         Ok(chosen) => *chosen,
         Err(why) => return again(why, StatusCode::UNPROCESSABLE_ENTITY),
     };
-    match add_update(&state, &key, chosen, text).await {
+    // The incident this page shows, as the page found it: one that paged
+    // nobody (silenced) has no record the API's lookup could find.
+    let shown = KnownIncident {
+        key: incident
+            .key
+            .clone()
+            .unwrap_or_else(|| IncidentId::from_key(&key)),
+        check: incident.check.clone(),
+        since: incident.start,
+        open: incident.end.is_none(),
+    };
+    match add_to(&state, shown, chosen, text).await {
         Ok(_) => Redirect::to(&incident_address(&key)).into_response(),
         // The text, or an incident with all the updates it keeps: the form
         // says why and keeps what was written.
