@@ -182,6 +182,12 @@ pub struct DnsExpect {
     /// CAs that must be allowed to issue a wildcard for the name
     /// (`issuewild`, else `issue`).
     pub caa_issuewild: Vec<String>,
+    /// The ACME account the renewal uses: the records letting each CA of
+    /// `caa_issue`/`caa_issuewild` issue must bind it (RFC 8657).
+    pub caa_accounturi: Option<String>,
+    /// The validation methods the renewal uses (`dns-01`): a record
+    /// admitting the CA (and account) must allow each one.
+    pub caa_validationmethods: Vec<String>,
     pub a: Option<AddressSet>,
     pub aaaa: Option<AddressSet>,
     /// Some TXT record of the name must match.
@@ -198,6 +204,8 @@ impl Default for DnsExpect {
             cname: None,
             caa_issue: Vec::new(),
             caa_issuewild: Vec::new(),
+            caa_accounturi: None,
+            caa_validationmethods: Vec::new(),
             a: None,
             aaaa: None,
             txt_regex: None,
@@ -210,6 +218,12 @@ impl DnsExpect {
     pub fn wants_caa(&self) -> bool {
         !self.caa_issue.is_empty() || !self.caa_issuewild.is_empty()
     }
+}
+
+/// A validation method name as RFC 8657 writes them, `1*(ALPHA / DIGIT /
+/// "-")`: `dns-01`, `http-01`, `tls-alpn-01`, or a CA's own `ca-...`.
+pub fn is_validation_method(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// The addresses an A or AAAA expectation accepts.

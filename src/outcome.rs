@@ -223,6 +223,14 @@ pub enum Assertion {
     DnsCname,
     #[serde(rename = "dns.caa")]
     DnsCaa,
+    /// `expect.caa_accounturi`: the records that let the CA issue do not
+    /// bind it to that ACME account (RFC 8657 `accounturi`).
+    #[serde(rename = "dns.caa_accounturi")]
+    DnsCaaAccounturi,
+    /// `expect.caa_validationmethods`: no record admitting the account
+    /// allows a method the renewal uses (RFC 8657 `validationmethods`).
+    #[serde(rename = "dns.caa_validationmethods")]
+    DnsCaaValidationmethods,
     #[serde(rename = "dns.a")]
     DnsA,
     #[serde(rename = "dns.aaaa")]
@@ -295,6 +303,8 @@ impl Assertion {
             Assertion::CorsDeniedOrigin => "cors.denied_origin",
             Assertion::DnsCname => "dns.cname",
             Assertion::DnsCaa => "dns.caa",
+            Assertion::DnsCaaAccounturi => "dns.caa_accounturi",
+            Assertion::DnsCaaValidationmethods => "dns.caa_validationmethods",
             Assertion::DnsA => "dns.a",
             Assertion::DnsAaaa => "dns.aaaa",
             Assertion::DnsTxt => "dns.txt",

@@ -341,6 +341,8 @@ pub(crate) struct RawExpect {
     pub cname: Option<Spanned<String>>,
     pub caa_issue: Option<Vec<Spanned<String>>>,
     pub caa_issuewild: Option<Vec<Spanned<String>>>,
+    pub caa_accounturi: Option<Spanned<String>>,
+    pub caa_validationmethods: Option<Spanned<Vec<Spanned<String>>>>,
     pub a: Option<Vec<Spanned<String>>>,
     pub aaaa: Option<Vec<Spanned<String>>>,
     pub txt_regex: Option<Spanned<String>>,

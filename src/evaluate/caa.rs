@@ -1,8 +1,12 @@
 //! RFC 8659 issuance rules on one relevant CAA RRset, pure: may this CA
 //! issue for the name (or a wildcard under it), and if not, which records
-//! refuse it. Finding the relevant RRset (climbing to parents) is the
-//! probe's job (`probe::dns`).
+//! refuse it; and RFC 8657's parameters on the records that authorise it:
+//! which ACME account (`accounturi`) and which validation methods
+//! (`validationmethods`) they let the CA accept. Finding the relevant
+//! RRset (climbing to parents) is the probe's job (`probe::dns`); reading
+//! an issue value's parameters is `caa_value`'s.
 
+use super::caa_value::IssueValue;
 use crate::outcome::CaaRecord;
 
 /// The issuer-critical flag (RFC 8659 section 4.1).
@@ -50,33 +54,134 @@ pub fn permits(records: &[CaaRecord], ca: &str, wildcard: bool) -> Result<(), Re
     }) {
         return Err(Refusal::UnknownCritical(critical.clone()));
     }
+    let governing = governing(records, wildcard);
+    if governing.is_empty() || !naming(&governing, ca).is_empty() {
+        return Ok(());
+    }
+    Err(Refusal::NotListed(governing.into_iter().cloned().collect()))
+}
+
+/// The records that decide: section 4.3, issuewild records, when there are
+/// any, govern wildcards instead of issue records.
+fn governing(records: &[CaaRecord], wildcard: bool) -> Vec<&CaaRecord> {
     let tagged = |tag: &str| -> Vec<&CaaRecord> {
         records
             .iter()
             .filter(|r| r.tag.eq_ignore_ascii_case(tag))
             .collect()
     };
-    // Section 4.3: issuewild records, when there are any, govern
-    // wildcards instead of issue records.
-    let mut governing = match wildcard {
+    let wild = match wildcard {
         true => tagged("issuewild"),
         false => Vec::new(),
     };
-    if governing.is_empty() {
-        governing = tagged("issue");
+    match wild.is_empty() {
+        true => tagged("issue"),
+        false => wild,
     }
-    if governing.is_empty() || governing.iter().any(|r| names(r, ca)) {
-        return Ok(());
-    }
-    Err(Refusal::NotListed(governing.into_iter().cloned().collect()))
 }
 
-/// Does this issue/issuewild value name `ca`? The value is an issuer
-/// domain name, optionally followed by `;` and parameters; an empty name
-/// (`";"`) names no CA.
-fn names(record: &CaaRecord, ca: &str) -> bool {
-    let issuer = record.value.split(';').next().unwrap_or_default().trim();
-    !issuer.is_empty() && issuer.trim_end_matches('.').eq_ignore_ascii_case(ca)
+/// The governing records that name `ca`, with their parameters. A value
+/// that does not follow RFC 8659's grammar names no CA: CAs such as Let's
+/// Encrypt skip it rather than guess, and so does the judgment here (an
+/// empty issuer, `";"`, names none either).
+fn naming<'r>(governing: &[&'r CaaRecord], ca: &str) -> Vec<(&'r CaaRecord, IssueValue)> {
+    governing
+        .iter()
+        .filter_map(|r| Some((*r, IssueValue::parse(&r.value).ok()?)))
+        .filter(|(_, value)| {
+            value
+                .issuer
+                .as_deref()
+                .is_some_and(|i| i.trim_end_matches('.').eq_ignore_ascii_case(ca))
+        })
+        .collect()
+}
+
+/// Why the records that let `ca` issue do not let *this* renewal through
+/// (RFC 8657), each with the records concerned, as in a zone file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unbound {
+    /// `expect.caa_accounturi` is set but these records name the CA
+    /// without `accounturi`: any account of the CA may issue. RFC 8657
+    /// permits it; the operator asked for the binding, so it fails.
+    AnyAccount(Vec<String>),
+    /// No CAA record at all, or none governing: nothing binds an account.
+    NoRecord,
+    /// Every record naming the CA binds another account (its
+    /// `accounturi` shown in the record).
+    OtherAccount(Vec<String>),
+    /// The records that admit the account allow none of these methods.
+    Methods {
+        missing: Vec<String>,
+        records: Vec<String>,
+    },
+}
+
+/// Is issuance by `ca` bound to `account` (when given), and does some
+/// record admitting that account allow each of `methods`? Only judged
+/// when [`permits`] lets `ca` issue: a refused CA is `dns.caa`'s failure.
+pub fn binds(
+    records: &[CaaRecord],
+    ca: &str,
+    wildcard: bool,
+    account: Option<&str>,
+    methods: &[String],
+) -> Vec<Unbound> {
+    let governing = governing(records, wildcard);
+    let naming = naming(&governing, ca);
+    let mut unbound = Vec::new();
+    // Section 3: a record with `accounturi` authorises that account
+    // alone; the URI is compared as a plain string.
+    let admitting: Vec<&(&CaaRecord, IssueValue)> = naming
+        .iter()
+        .filter(|(_, v)| account.is_none() || v.accounturi().is_none_or(|a| Some(a) == account))
+        .collect();
+    if account.is_some() {
+        let open: Vec<String> = naming
+            .iter()
+            .filter(|(_, v)| v.accounturi().is_none())
+            .map(|(r, _)| r.to_string())
+            .collect();
+        if governing.is_empty() {
+            unbound.push(Unbound::NoRecord);
+        } else if !open.is_empty() {
+            unbound.push(Unbound::AnyAccount(open));
+        } else if admitting.is_empty() {
+            let shown = naming.iter().map(|(r, _)| r.to_string()).collect();
+            unbound.push(Unbound::OtherAccount(shown));
+        }
+        if admitting.is_empty() {
+            return unbound;
+        }
+    }
+    // Section 4: without `validationmethods` a record allows every method.
+    let missing: Vec<String> = methods
+        .iter()
+        .filter(|m| {
+            !admitting.is_empty()
+                && !admitting
+                    .iter()
+                    .any(|(_, v)| v.validationmethods().is_none_or(|list| list.contains(m)))
+        })
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        let records = admitting.iter().map(|(r, _)| r.to_string()).collect();
+        unbound.push(Unbound::Methods { missing, records });
+    }
+    unbound
+}
+
+/// The governing records whose value does not follow RFC 8659's grammar,
+/// each with what is wrong: they authorise no CA, which a refusal says.
+pub fn unreadable(records: &[CaaRecord], wildcard: bool) -> Vec<String> {
+    governing(records, wildcard)
+        .into_iter()
+        .filter_map(|r| {
+            let problem = IssueValue::parse(&r.value).err()?;
+            Some(format!("{r}: {problem}"))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -166,5 +271,123 @@ mod tests {
         assert_eq!(permits(&set, LE, false), Ok(()));
         let set = [rr(128, "issue", "letsencrypt.org")];
         assert_eq!(permits(&set, LE, false), Ok(()));
+    }
+
+    const ACCT: &str = "https://acme-v02.api.letsencrypt.org/acme/acct/123";
+
+    fn methods(list: &[&str]) -> Vec<String> {
+        list.iter().map(|m| m.to_string()).collect()
+    }
+
+    #[test]
+    fn a_record_with_the_account_binds_it() {
+        let set = [rr(
+            0,
+            "issue",
+            &format!("letsencrypt.org; accounturi={ACCT}"),
+        )];
+        assert_eq!(binds(&set, LE, false, Some(ACCT), &[]), []);
+    }
+
+    #[test]
+    fn another_account_does_not_authorise_this_one() {
+        let other = rr(
+            0,
+            "issue",
+            "letsencrypt.org; accounturi=https://acme.example/acct/999",
+        );
+        assert_eq!(
+            binds(
+                std::slice::from_ref(&other),
+                LE,
+                false,
+                Some(ACCT),
+                &methods(&["dns-01"])
+            ),
+            [Unbound::OtherAccount(vec![other.to_string()])]
+        );
+    }
+
+    #[test]
+    fn a_record_without_accounturi_leaves_any_account_free() {
+        let set = [
+            rr(0, "issue", &format!("letsencrypt.org; accounturi={ACCT}")),
+            rr(0, "issue", "letsencrypt.org"),
+        ];
+        assert_eq!(
+            binds(&set, LE, false, Some(ACCT), &[]),
+            [Unbound::AnyAccount(vec![
+                "0 issue \"letsencrypt.org\"".to_string()
+            ])]
+        );
+        assert_eq!(binds(&[], LE, false, Some(ACCT), &[]), [Unbound::NoRecord]);
+        // Without an expected account, nothing is asked of accounturi.
+        assert_eq!(binds(&set, LE, false, None, &[]), []);
+    }
+
+    #[test]
+    fn methods_are_judged_on_the_records_admitting_the_account() {
+        let set = [
+            rr(
+                0,
+                "issue",
+                &format!("letsencrypt.org; accounturi={ACCT}; validationmethods=http-01"),
+            ),
+            rr(
+                0,
+                "issue",
+                "letsencrypt.org; accounturi=https://x.example/1; validationmethods=dns-01",
+            ),
+        ];
+        assert_eq!(
+            binds(
+                &set,
+                LE,
+                false,
+                Some(ACCT),
+                &methods(&["dns-01", "http-01"])
+            ),
+            [Unbound::Methods {
+                missing: methods(&["dns-01"]),
+                records: vec![set[0].to_string()],
+            }]
+        );
+        assert_eq!(binds(&set, LE, false, None, &methods(&["dns-01"])), []);
+    }
+
+    #[test]
+    fn no_validationmethods_allows_every_method() {
+        let set = [rr(0, "issue", "letsencrypt.org")];
+        assert_eq!(binds(&set, LE, false, None, &methods(&["tls-alpn-01"])), []);
+        assert_eq!(binds(&[], LE, false, None, &methods(&["dns-01"])), []);
+    }
+
+    #[test]
+    fn wildcards_are_bound_by_issuewild() {
+        let set = [
+            rr(0, "issue", &format!("letsencrypt.org; accounturi={ACCT}")),
+            rr(0, "issuewild", "letsencrypt.org; validationmethods=http-01"),
+        ];
+        assert_eq!(
+            binds(&set, LE, false, Some(ACCT), &methods(&["dns-01"])),
+            []
+        );
+        assert_eq!(
+            binds(&set, LE, true, Some(ACCT), &[]),
+            [Unbound::AnyAccount(vec![set[1].to_string()])]
+        );
+    }
+
+    #[test]
+    fn an_unreadable_record_authorises_no_ca() {
+        let set = [rr(0, "issue", "letsencrypt.org; accounturi")];
+        assert_eq!(
+            permits(&set, LE, false),
+            Err(Refusal::NotListed(set.to_vec()))
+        );
+        assert_eq!(
+            unreadable(&set, false),
+            ["0 issue \"letsencrypt.org; accounturi\": parameter \"accounturi\" is not tag=value"]
+        );
     }
 }

@@ -1,11 +1,12 @@
-//! Judging a dns outcome: the CNAME, CAA, A/AAAA and TXT expectations of a
-//! `kind = "dns"` check against what the resolvers answered.
+//! Judging a dns outcome: the CNAME, CAA (with its account and method
+//! binding), A/AAAA and TXT expectations of a `kind = "dns"` check against
+//! what the resolvers answered.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use super::caa::{self, Refusal};
-use crate::check::{AddressSet, DnsCheck};
+use super::caa::{self, Refusal, Unbound};
+use crate::check::{AddressSet, DnsCheck, DnsExpect};
 use crate::outcome::{Assertion, CaaReport, DnsReport, Failure};
 
 pub(super) fn judge(check: &DnsCheck, report: &DnsReport, out: &mut Vec<Failure>) {
@@ -57,11 +58,12 @@ pub(super) fn judge(check: &DnsCheck, report: &DnsReport, out: &mut Vec<Failure>
     }
     let empty = CaaReport::default();
     let caa = report.caa.as_ref().unwrap_or(&empty);
-    for ca in &expect.caa_issue {
-        judge_caa(ca, false, caa, report, out);
-    }
-    for ca in &expect.caa_issuewild {
-        judge_caa(ca, true, caa, report, out);
+    let wanted = expect.caa_issue.iter().map(|ca| (ca, false));
+    for (ca, wildcard) in wanted.chain(expect.caa_issuewild.iter().map(|ca| (ca, true))) {
+        // A CA that may not issue at all is `dns.caa`'s failure alone.
+        if judge_caa(ca, wildcard, caa, report, out) {
+            judge_binding(expect, ca, wildcard, caa, report, out);
+        }
     }
 }
 
@@ -150,25 +152,30 @@ fn observed_list(values: &[String], rtype: &str, report: &DnsReport) -> String {
     }
 }
 
+/// Whether `ca` may issue; a failure says which records refuse it.
 fn judge_caa(
     ca: &str,
     wildcard: bool,
     caa: &CaaReport,
     report: &DnsReport,
     out: &mut Vec<Failure>,
-) {
+) -> bool {
     let Err(refusal) = caa::permits(&caa.records, ca, wildcard) else {
-        return;
+        return true;
     };
-    let what = match wildcard {
-        true => format!("a wildcard certificate for *.{}", report.query),
-        false => format!("a certificate for {}", report.query),
-    };
+    let what = certificate(wildcard, report);
     let at = caa.domain.as_deref().unwrap_or(&report.query);
     let records = refusal.records().join(", ");
+    let unreadable = caa::unreadable(&caa.records, wildcard);
     let reason = match &refusal {
-        Refusal::UnknownCritical(_) => "a critical record no CA understands forbids every CA",
-        Refusal::NotListed(_) => "it is not named",
+        Refusal::UnknownCritical(_) => {
+            "a critical record no CA understands forbids every CA".to_string()
+        }
+        Refusal::NotListed(_) if unreadable.is_empty() => "it is not named".to_string(),
+        Refusal::NotListed(_) => format!(
+            "it is not named by a record a CA can read; unreadable, so authorising no CA: {}",
+            unreadable.join("; ")
+        ),
     };
     out.push(Failure {
         assertion: Assertion::DnsCaa,
@@ -176,4 +183,77 @@ fn judge_caa(
         observed: format!("CAA at {at}: {records}"),
         message: format!("CAA at {at} refuses {ca} {what} ({reason}): {records}"),
     });
+    false
+}
+
+fn certificate(wildcard: bool, report: &DnsReport) -> String {
+    match wildcard {
+        true => format!("a wildcard certificate for *.{}", report.query),
+        false => format!("a certificate for {}", report.query),
+    }
+}
+
+/// RFC 8657: the records letting `ca` issue must bind the renewal's
+/// account and allow its validation methods.
+fn judge_binding(
+    expect: &DnsExpect,
+    ca: &str,
+    wildcard: bool,
+    caa: &CaaReport,
+    report: &DnsReport,
+    out: &mut Vec<Failure>,
+) {
+    let account = expect.caa_accounturi.as_deref();
+    let methods = &expect.caa_validationmethods;
+    if account.is_none() && methods.is_empty() {
+        return;
+    }
+    let at = caa.domain.as_deref().unwrap_or(&report.query);
+    let what = certificate(wildcard, report);
+    for unbound in caa::binds(&caa.records, ca, wildcard, account, methods) {
+        let account = account.unwrap_or_default();
+        let expected = format!("CAA binds {what} by {ca} to account {account}");
+        let failure = match unbound {
+            Unbound::NoRecord => Failure {
+                assertion: Assertion::DnsCaaAccounturi,
+                expected,
+                observed: format!("no CAA record for {}", report.query),
+                message: format!(
+                    "no CAA record binds {what} to an account: any account of any CA may issue (add 0 issue \"{ca}; accounturi={account}\")"
+                ),
+            },
+            Unbound::AnyAccount(records) => Failure {
+                assertion: Assertion::DnsCaaAccounturi,
+                expected,
+                observed: format!("CAA at {at}: {}", records.join(", ")),
+                message: format!(
+                    "CAA {} at {at} has no accounturi: not bound, any account of {ca} may issue {what}",
+                    records.join(", ")
+                ),
+            },
+            Unbound::OtherAccount(records) => Failure {
+                assertion: Assertion::DnsCaaAccounturi,
+                expected,
+                observed: format!("CAA at {at}: {}", records.join(", ")),
+                message: format!(
+                    "CAA {} at {at} binds another account than {account}: renewal will be refused",
+                    records.join(", ")
+                ),
+            },
+            Unbound::Methods { missing, records } => Failure {
+                assertion: Assertion::DnsCaaValidationmethods,
+                expected: format!(
+                    "CAA lets {ca} validate {what} with {}",
+                    methods.join(", ")
+                ),
+                observed: format!("CAA at {at}: {}", records.join(", ")),
+                message: format!(
+                    "CAA {} at {at} does not allow validationmethods {}: renewal will be refused",
+                    records.join(", "),
+                    missing.join(", ")
+                ),
+            },
+        };
+        out.push(failure);
+    }
 }

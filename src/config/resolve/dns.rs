@@ -10,7 +10,7 @@ use toml::Spanned;
 use url::Url;
 
 use super::cx::Cx;
-use crate::check::{AddressSet, DnsCheck, DnsExpect};
+use crate::check::{is_validation_method, AddressSet, DnsCheck, DnsExpect};
 use crate::config::decode::{key_as_written, Decoded};
 use crate::config::raw::{RawCheck, RawExpect};
 
@@ -51,6 +51,8 @@ pub(super) fn dns(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Opti
         e.cname.is_some()
             || e.caa_issue.is_some()
             || e.caa_issuewild.is_some()
+            || e.caa_accounturi.is_some()
+            || e.caa_validationmethods.is_some()
             || e.a.is_some()
             || e.aaaa.is_some()
             || e.txt_regex.is_some()
@@ -109,6 +111,24 @@ fn dns_expect(cx: &mut Cx<'_>, raw: &RawExpect, header: &Range<usize>) -> DnsExp
             })
             .collect()
     };
+    let binding = [
+        (
+            "expect.caa_accounturi",
+            raw.caa_accounturi.as_ref().map(|v| v.span()),
+        ),
+        (
+            "expect.caa_validationmethods",
+            raw.caa_validationmethods.as_ref().map(|v| v.span()),
+        ),
+    ];
+    if raw.caa_issue.is_none() && raw.caa_issuewild.is_none() {
+        for (key, span) in binding {
+            if let Some(span) = span {
+                let message = "binds the CAs of `expect.caa_issue` (or `expect.caa_issuewild`): name the CA there too, e.g. caa_issue = [\"letsencrypt.org\"]";
+                cx.error(&span, key, message);
+            }
+        }
+    }
     DnsExpect {
         cname: raw
             .cname
@@ -116,6 +136,15 @@ fn dns_expect(cx: &mut Cx<'_>, raw: &RawExpect, header: &Range<usize>) -> DnsExp
             .and_then(|c| domain_name(cx, "expect.cname", c, true)),
         caa_issue: cas(cx, "expect.caa_issue", raw.caa_issue.as_deref()),
         caa_issuewild: cas(cx, "expect.caa_issuewild", raw.caa_issuewild.as_deref()),
+        caa_accounturi: raw
+            .caa_accounturi
+            .as_ref()
+            .and_then(|uri| account_uri(cx, uri)),
+        caa_validationmethods: raw
+            .caa_validationmethods
+            .as_ref()
+            .map(|list| validation_methods(cx, list))
+            .unwrap_or_default(),
         a: raw.a.as_deref().and_then(|list| {
             addresses::<Ipv4Addr>(cx, "expect.a", list, header, "an IPv4 address")
         }),
@@ -128,6 +157,53 @@ fn dns_expect(cx: &mut Cx<'_>, raw: &RawExpect, header: &Range<usize>) -> DnsExp
             .and_then(|r| cx.regex("expect.txt_regex", r)),
         exists: raw.exists.as_ref().is_none_or(|e| *e.get_ref()),
     }
+}
+
+/// The ACME account URI as the CAA record must hold it: compared as a
+/// plain string (RFC 8657 section 3), so kept as written, not normalised.
+fn account_uri(cx: &mut Cx<'_>, value: &Spanned<String>) -> Option<String> {
+    let key = "expect.caa_accounturi";
+    let text = value.get_ref();
+    let example = "write the account URL your ACME client shows, e.g. \"https://acme-v02.api.letsencrypt.org/acme/acct/123456789\"";
+    if let Err(err) = Url::parse(text) {
+        cx.error(
+            &value.span(),
+            key,
+            format!("{text:?} is not a URI ({err}): {example}"),
+        );
+        return None;
+    }
+    // A CAA parameter value is printable ASCII without `;` (RFC 8659).
+    if let Some(bad) = text.chars().find(|c| !c.is_ascii_graphic() || *c == ';') {
+        let message = format!("{text:?} holds {bad:?}, which no CAA record can carry: {example}");
+        cx.error(&value.span(), key, message);
+        return None;
+    }
+    Some(text.clone())
+}
+
+/// The methods the renewal validates with; at least one.
+fn validation_methods(cx: &mut Cx<'_>, list: &Spanned<Vec<Spanned<String>>>) -> Vec<String> {
+    let key = "expect.caa_validationmethods";
+    if list.get_ref().is_empty() {
+        let message = "is empty: name the methods your ACME client validates with, e.g. [\"dns-01\"], or leave the key out";
+        cx.error(&list.span(), key, message);
+    }
+    list.get_ref()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, method)| {
+            if is_validation_method(method.get_ref()) {
+                return Some(method.get_ref().clone());
+            }
+            let message = format!(
+                "{:?} is not a validation method (letters, digits and '-': \"dns-01\", \"http-01\", \"tls-alpn-01\")",
+                method.get_ref()
+            );
+            cx.error(&method.span(), &format!("{key}[{i}]"), message);
+            None
+        })
+        .collect()
 }
 
 /// `["*"]`, or addresses of one family (`T`).

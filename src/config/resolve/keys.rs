@@ -199,6 +199,16 @@ fn expect_keys(e: &RawExpect, d: &Decoded<RawCheck>) -> Vec<Owned> {
             first_span(e.caa_issuewild.as_deref()),
             DNS,
         ),
+        (
+            "caa_accounturi".into(),
+            e.caa_accounturi.as_ref().map(|v| v.span()),
+            DNS,
+        ),
+        (
+            "caa_validationmethods".into(),
+            e.caa_validationmethods.as_ref().map(|v| v.span()),
+            DNS,
+        ),
         ("a".into(), first_span(e.a.as_deref()), DNS),
         ("aaaa".into(), first_span(e.aaaa.as_deref()), DNS),
         (

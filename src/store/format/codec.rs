@@ -1215,6 +1215,8 @@ fn assertion_code(assertion: Assertion) -> u8 {
         Assertion::SmtpBanner => 51,
         Assertion::SmtpEhlo => 52,
         Assertion::SmtpStarttls => 53,
+        Assertion::DnsCaaAccounturi => 54,
+        Assertion::DnsCaaValidationmethods => 55,
     }
 }
 
@@ -1262,6 +1264,8 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         51 => Assertion::SmtpBanner,
         52 => Assertion::SmtpEhlo,
         53 => Assertion::SmtpStarttls,
+        54 => Assertion::DnsCaaAccounturi,
+        55 => Assertion::DnsCaaValidationmethods,
         _ => return Err(unknown_code("assertion", code)),
     })
 }
