@@ -287,7 +287,7 @@ async fn relevant_caa(
                     RData::CAA(caa) => Some(CaaRecord {
                         flags: caa.flags(),
                         tag: sanitize::value(&caa.tag().as_str().to_ascii_lowercase()),
-                        value: sanitize::value(&String::from_utf8_lossy(caa.raw_value())),
+                        value: caa_value(caa.raw_value()),
                     }),
                     _ => None,
                 })
@@ -302,6 +302,14 @@ async fn relevant_caa(
         at = at.base_name();
     }
     Ok(CaaReport::default())
+}
+
+/// A CAA value as kept. A tab is whitespace to RFC 8659's grammar, as a
+/// space is, but sanitising would escape it to the two characters `\t`,
+/// which the judgment could no longer read as whitespace: it is kept as a
+/// space.
+fn caa_value(raw: &[u8]) -> String {
+    sanitize::value(&String::from_utf8_lossy(raw).replace('\t', " "))
 }
 
 /// The first [`KEPT_PER_TYPE`] of `values` (sorted and distinct), the

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_server::authority::{Catalog, ZoneType};
-use hickory_server::proto::rr::rdata::caa::KeyValue;
+use hickory_server::proto::rr::rdata::caa::{KeyValue, Value};
 use hickory_server::proto::rr::rdata::{A, AAAA, CAA, CNAME, SOA, TXT};
 use hickory_server::proto::rr::{LowerName, Name, RData, Record};
 use hickory_server::store::in_memory::InMemoryAuthority;
@@ -19,6 +19,12 @@ pub const MANY_A: u8 = 100;
 
 /// The acme-dns account the delegation points to.
 pub const ACME_DNS_TARGET: &str = "d420c923.auth.acme-dns.example.net.";
+
+/// The ACME account `bound.test`'s CAA binds.
+pub const ACCOUNT: &str = "https://acme-v02.api.letsencrypt.org/acme/acct/123";
+
+/// The account `other.bound.test`'s CAA binds instead.
+pub const OTHER_ACCOUNT: &str = "https://acme-v02.api.letsencrypt.org/acme/acct/999";
 
 /// A running server; stops when dropped.
 pub struct DnsServer {
@@ -102,6 +108,23 @@ fn issue(ca: &str) -> RData {
     RData::CAA(CAA::new_issue(false, Some(name(ca)), Vec::new()))
 }
 
+/// An issue record for `ca` with RFC 8657 parameters.
+fn issue_with(ca: &str, parameters: &[(&str, &str)]) -> RData {
+    let parameters = parameters
+        .iter()
+        .map(|(k, v)| KeyValue::new(*k, *v))
+        .collect();
+    RData::CAA(CAA::new_issue(false, Some(name(ca)), parameters))
+}
+
+/// An issue record whose value is sent exactly as written, whether or not
+/// it follows the grammar.
+fn issue_raw(value: &str) -> RData {
+    let mut caa = CAA::new_issue(false, None, Vec::new());
+    caa.set_value(Value::Unknown(value.as_bytes().to_vec()));
+    RData::CAA(caa)
+}
+
 /// The test zones:
 /// - `example.test.`: CAA issue letsencrypt.org, issuewild digicert.com;
 ///   the acme-dns delegation `_acme-challenge` CNAME; `www` with two A and
@@ -110,6 +133,11 @@ fn issue(ca: &str) -> RData {
 ///   `many` has [`MANY_A`] A records, 198.51.100.0 and up.
 /// - `refusing.test.`: CAA issue digicert.com (with a parameter) only.
 /// - `nocaa.test.`: no CAA anywhere (and none above it).
+/// - `bound.test.`: CAA binding letsencrypt.org to [`ACCOUNT`] with
+///   dns-01; `other.bound.test` to [`OTHER_ACCOUNT`]; `http.bound.test`
+///   to [`ACCOUNT`] with http-01 only; `spaced.bound.test` to [`ACCOUNT`]
+///   with whitespace around `;` and `=`; `broken.bound.test` with a
+///   parameter that is not `tag=value`.
 /// - `test.` itself, empty, so that climbing reaches the top-level domain
 ///   and gets an answer (as from a real resolver) rather than REFUSED.
 fn zones() -> Vec<(&'static str, Vec<Record>)> {
@@ -162,6 +190,39 @@ fn zones() -> Vec<(&'static str, Vec<Record>)> {
         (
             "nocaa.test.",
             vec![record("www.nocaa.test.", RData::A(A::new(192, 0, 2, 30)))],
+        ),
+        (
+            "bound.test.",
+            vec![
+                record(
+                    "bound.test.",
+                    issue_with(
+                        "letsencrypt.org",
+                        &[("accounturi", ACCOUNT), ("validationmethods", "dns-01")],
+                    ),
+                ),
+                record(
+                    "other.bound.test.",
+                    issue_with("letsencrypt.org", &[("accounturi", OTHER_ACCOUNT)]),
+                ),
+                record(
+                    "http.bound.test.",
+                    issue_with(
+                        "letsencrypt.org",
+                        &[("accounturi", ACCOUNT), ("validationmethods", "http-01")],
+                    ),
+                ),
+                record(
+                    "spaced.bound.test.",
+                    issue_raw(&format!(
+                        " letsencrypt.org ;\taccounturi = {ACCOUNT} ; validationmethods = dns-01,http-01"
+                    )),
+                ),
+                record(
+                    "broken.bound.test.",
+                    issue_raw("letsencrypt.org; accounturi"),
+                ),
+            ],
         ),
     ];
     zones[1].1.extend(many);

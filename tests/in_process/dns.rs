@@ -4,7 +4,9 @@
 //! a deleted delegation and a resolver that never answers. Every check sets
 //! `resolvers`, so no query leaves the machine.
 
-use crate::common::dns::{DnsServer, SilentResolver, ACME_DNS_TARGET, MANY_A};
+use crate::common::dns::{
+    DnsServer, SilentResolver, ACCOUNT, ACME_DNS_TARGET, MANY_A, OTHER_ACCOUNT,
+};
 use crate::common::env::{failure, pretty, Env};
 use vigie::outcome::{Assertion, DnsReport, Outcome, Status};
 
@@ -240,6 +242,141 @@ async fn no_caa_anywhere_admits_every_ca() {
     let caa = report(&outcome).caa.as_ref().expect("caa report");
     assert_eq!(caa.domain, None);
     assert!(caa.records.is_empty());
+}
+
+/// `[check.expect]` binding letsencrypt.org to [`ACCOUNT`], with `more`.
+fn bound(more: &str) -> String {
+    format!("caa_issue = [\"letsencrypt.org\"]\ncaa_accounturi = {ACCOUNT:?}\n{more}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn caa_bound_to_the_account_and_its_method_is_up() {
+    let server = DnsServer::start();
+    let outcome = probe_dns(
+        server.addr,
+        "bound.test",
+        "",
+        &bound("caa_validationmethods = [\"dns-01\"]"),
+    )
+    .await;
+    assert_failures(&outcome, &[]);
+    let caa = report(&outcome).caa.as_ref().expect("caa report");
+    assert_eq!(caa.domain.as_deref(), Some("bound.test."));
+    assert_eq!(
+        caa.records[0].value,
+        format!("letsencrypt.org; accounturi={ACCOUNT}; validationmethods=dns-01")
+    );
+}
+
+/// Whitespace around `;` and `=` is allowed (RFC 8659 section 4.2).
+#[tokio::test(flavor = "multi_thread")]
+async fn caa_parameters_may_be_spaced() {
+    let server = DnsServer::start();
+    let outcome = probe_dns(
+        server.addr,
+        "spaced.bound.test",
+        "",
+        &bound("caa_validationmethods = [\"http-01\", \"dns-01\"]"),
+    )
+    .await;
+    assert_failures(&outcome, &[]);
+}
+
+/// The renewal's account is not the one the record binds: the CA will
+/// refuse it, and the reason names the record and the parameter.
+#[tokio::test(flavor = "multi_thread")]
+async fn caa_bound_to_another_account_is_down_naming_record_and_accounturi() {
+    let server = DnsServer::start();
+    let outcome = probe_dns(server.addr, "other.bound.test", "", &bound("")).await;
+    assert_failures(&outcome, &["dns.caa_accounturi"]);
+    let f = failure(&outcome, "dns.caa_accounturi");
+    let record = format!("0 issue \"letsencrypt.org; accounturi={OTHER_ACCOUNT}\"");
+    assert_eq!(
+        f.message,
+        format!("CAA {record} at other.bound.test. binds another account than {ACCOUNT}: renewal will be refused")
+    );
+    assert_eq!(f.observed, format!("CAA at other.bound.test.: {record}"));
+    assert_eq!(
+        f.expected,
+        format!(
+            "CAA binds a certificate for other.bound.test. by letsencrypt.org to account {ACCOUNT}"
+        )
+    );
+}
+
+/// RFC 8657 lets a record without `accounturi` admit every account; the
+/// operator who names an account wants it bound, so that fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn caa_without_accounturi_is_not_bound() {
+    let server = DnsServer::start();
+    let outcome = probe_dns(server.addr, "example.test", "", &bound("")).await;
+    assert_failures(&outcome, &["dns.caa_accounturi"]);
+    assert_eq!(
+        failure(&outcome, "dns.caa_accounturi").message,
+        "CAA 0 issue \"letsencrypt.org\" at example.test. has no accounturi: not bound, any account of letsencrypt.org may issue a certificate for example.test."
+    );
+    let outcome = probe_dns(server.addr, "www.nocaa.test", "", &bound("")).await;
+    assert_failures(&outcome, &["dns.caa_accounturi"]);
+    assert!(
+        failure(&outcome, "dns.caa_accounturi")
+            .message
+            .starts_with("no CAA record binds a certificate for www.nocaa.test."),
+        "{}",
+        pretty(&outcome)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn caa_validationmethods_must_allow_the_renewals_method() {
+    let server = DnsServer::start();
+    let allowed = probe_dns(
+        server.addr,
+        "http.bound.test",
+        "",
+        &bound("caa_validationmethods = [\"http-01\"]"),
+    )
+    .await;
+    assert_failures(&allowed, &[]);
+    let refused = probe_dns(
+        server.addr,
+        "http.bound.test",
+        "",
+        &bound("caa_validationmethods = [\"dns-01\"]"),
+    )
+    .await;
+    assert_failures(&refused, &["dns.caa_validationmethods"]);
+    let f = failure(&refused, "dns.caa_validationmethods");
+    assert_eq!(
+        f.message,
+        format!("CAA 0 issue \"letsencrypt.org; accounturi={ACCOUNT}; validationmethods=http-01\" at http.bound.test. does not allow validationmethods dns-01: renewal will be refused")
+    );
+    // No validationmethods parameter: every method is allowed.
+    let open = probe_dns(
+        server.addr,
+        "example.test",
+        "",
+        "caa_issue = [\"letsencrypt.org\"]\ncaa_validationmethods = [\"tls-alpn-01\"]",
+    )
+    .await;
+    assert_failures(&open, &[]);
+}
+
+/// A parameter list outside RFC 8659's grammar: CAs read the record as
+/// authorising nobody, so the CA is refused (`dns.caa`), and the reason
+/// says which record cannot be read and why.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_caa_parameter_list_refuses_the_ca() {
+    let server = DnsServer::start();
+    let outcome = probe_dns(server.addr, "broken.bound.test", "", &bound("")).await;
+    assert_failures(&outcome, &["dns.caa"]);
+    let f = failure(&outcome, "dns.caa");
+    assert!(
+        f.message.contains(
+            "unreadable, so authorising no CA: 0 issue \"letsencrypt.org; accounturi\": parameter \"accounturi\" is not tag=value"
+        ),
+        "{}",
+        f.message
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
