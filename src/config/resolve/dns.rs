@@ -124,7 +124,7 @@ fn dns_expect(cx: &mut Cx<'_>, raw: &RawExpect, header: &Range<usize>) -> DnsExp
     if raw.caa_issue.is_none() && raw.caa_issuewild.is_none() {
         for (key, span) in binding {
             if let Some(span) = span {
-                let message = "binds the CAs of `expect.caa_issue` (or `expect.caa_issuewild`): name the CA there too, e.g. caa_issue = [\"letsencrypt.org\"]";
+                let message = "applies to the CAs named in `expect.caa_issue` (or `expect.caa_issuewild`): name the CA there too, e.g. caa_issue = [\"letsencrypt.org\"]";
                 cx.error(&span, key, message);
             }
         }
