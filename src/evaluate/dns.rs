@@ -210,50 +210,47 @@ fn judge_binding(
     }
     let at = caa.domain.as_deref().unwrap_or(&report.query);
     let what = certificate(wildcard, report);
+    let named = account.unwrap_or_default();
     for unbound in caa::binds(&caa.records, ca, wildcard, account, methods) {
-        let account = account.unwrap_or_default();
-        let expected = format!("CAA binds {what} by {ca} to account {account}");
-        let failure = match unbound {
-            Unbound::NoRecord => Failure {
-                assertion: Assertion::DnsCaaAccounturi,
-                expected,
-                observed: format!("no CAA record for {}", report.query),
-                message: format!(
-                    "no CAA record binds {what} to an account: any account of any CA may issue (add 0 issue \"{ca}; accounturi={account}\")"
-                ),
-            },
-            Unbound::AnyAccount(records) => Failure {
-                assertion: Assertion::DnsCaaAccounturi,
-                expected,
-                observed: format!("CAA at {at}: {}", records.join(", ")),
-                message: format!(
-                    "CAA {} at {at} has no accounturi: not bound, any account of {ca} may issue {what}",
-                    records.join(", ")
-                ),
-            },
-            Unbound::OtherAccount(records) => Failure {
-                assertion: Assertion::DnsCaaAccounturi,
-                expected,
-                observed: format!("CAA at {at}: {}", records.join(", ")),
-                message: format!(
-                    "CAA {} at {at} binds another account than {account}: renewal will be refused",
-                    records.join(", ")
-                ),
-            },
-            Unbound::Methods { missing, records } => Failure {
-                assertion: Assertion::DnsCaaValidationmethods,
-                expected: format!(
-                    "CAA lets {ca} validate {what} with {}",
-                    methods.join(", ")
-                ),
-                observed: format!("CAA at {at}: {}", records.join(", ")),
-                message: format!(
-                    "CAA {} at {at} does not allow validationmethods {}: renewal will be refused",
-                    records.join(", "),
-                    missing.join(", ")
-                ),
-            },
+        let records = match &unbound {
+            Unbound::NoRecord => Vec::new(),
+            Unbound::AnyAccount(records) | Unbound::OtherAccount(records) => records.clone(),
+            Unbound::Methods { records, .. } => records.clone(),
         };
-        out.push(failure);
+        let shown = records.join(", ");
+        let (assertion, message) = match &unbound {
+            Unbound::NoRecord => (
+                Assertion::DnsCaaAccounturi,
+                format!("no CAA record binds {what} to an account: any account of any CA may issue (add 0 issue \"{ca}; accounturi={named}\")"),
+            ),
+            Unbound::AnyAccount(_) => (
+                Assertion::DnsCaaAccounturi,
+                format!("CAA {shown} at {at} has no accounturi: not bound, any account of {ca} may issue {what}"),
+            ),
+            Unbound::OtherAccount(_) => (
+                Assertion::DnsCaaAccounturi,
+                format!("CAA {shown} at {at} binds another account than {named}: renewal will be refused"),
+            ),
+            Unbound::Methods { missing, .. } => (
+                Assertion::DnsCaaValidationmethods,
+                format!("CAA {shown} at {at} does not allow validationmethods {}: renewal will be refused", missing.join(", ")),
+            ),
+        };
+        let expected = match assertion {
+            Assertion::DnsCaaValidationmethods => {
+                format!("CAA lets {ca} validate {what} with {}", methods.join(", "))
+            }
+            _ => format!("CAA binds {what} by {ca} to account {named}"),
+        };
+        let observed = match records.is_empty() {
+            true => format!("no CAA record for {}", report.query),
+            false => format!("CAA at {at}: {shown}"),
+        };
+        out.push(Failure {
+            assertion,
+            expected,
+            observed,
+            message,
+        });
     }
 }

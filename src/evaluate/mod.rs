@@ -8,7 +8,7 @@
 
 mod ca;
 pub mod caa;
-pub mod caa_value;
+mod caa_value;
 mod cors;
 mod dns;
 mod key_exchange;

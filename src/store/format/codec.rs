@@ -1215,6 +1215,7 @@ fn assertion_code(assertion: Assertion) -> u8 {
         Assertion::SmtpBanner => 51,
         Assertion::SmtpEhlo => 52,
         Assertion::SmtpStarttls => 53,
+        // CAA account binding (RFC 8657).
         Assertion::DnsCaaAccounturi => 54,
         Assertion::DnsCaaValidationmethods => 55,
     }
