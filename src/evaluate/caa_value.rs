@@ -34,6 +34,9 @@ impl IssueValue {
         let rest = rest.map(wsp_trim).unwrap_or_default();
         // Tags and values cannot hold `;`, so splitting on it is exact.
         for parameter in rest.split(';').filter(|_| !rest.is_empty()) {
+            if wsp_trim(parameter).is_empty() {
+                return Err("a ';' with no parameter after it".to_string());
+            }
             let Some((tag, value)) = parameter.split_once('=') else {
                 return Err(format!(
                     "parameter {:?} is not tag=value",
@@ -179,7 +182,7 @@ mod tests {
                 "ca.example; accounturi",
                 "parameter \"accounturi\" is not tag=value",
             ),
-            ("ca.example; a=b;", "parameter \"\" is not tag=value"),
+            ("ca.example; a=b;", "a ';' with no parameter after it"),
             (
                 "ca.example; -x=1",
                 "parameter tag \"-x\" is not letters, digits and '-'",
