@@ -280,6 +280,12 @@ async fn caa_parameters_may_be_spaced() {
     )
     .await;
     assert_failures(&outcome, &[]);
+    // The tab after the `;` is kept as a space, not escaped to `\t`.
+    let caa = report(&outcome).caa.as_ref().expect("caa report");
+    assert_eq!(
+        caa.records[0].value,
+        format!(" letsencrypt.org ; accounturi = {ACCOUNT} ; validationmethods = dns-01,http-01")
+    );
 }
 
 /// The renewal's account is not the one the record binds: the CA will
