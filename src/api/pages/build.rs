@@ -111,8 +111,9 @@ impl Figures {
             return Ok(());
         }
         self.days = self.days.split_off(&first_day);
-        self.first_day = first_day;
+        // Moved only once read: a failed read is tried again next time.
         self.history_from = history_from(store, name, &self.days, first_day)?;
+        self.first_day = first_day;
         Ok(())
     }
 }
