@@ -69,8 +69,9 @@ async fn bench(checks: usize, seconds: u64) {
     );
     // The first build reads every hour of the streaks' window. Before each
     // later one, a sixth of the checks get a new result, as checks run
-    // every 60 s would in the 10 s between two builds: their rows and
-    // streaks are read again, the others' streaks come from the cache.
+    // every 60 s would in the 10 s between two builds: the buckets their
+    // new result changed are read again, the others' rows and streaks
+    // come from what the cache kept.
     let (first, _) = api::get(&router, "/status").await;
     let mut times = Vec::new();
     let mut size = 0;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use time::{Duration, OffsetDateTime};
 
+use super::streaks::hour_of;
 use super::view::{uptime, CertSummary, CheckRow, DayCell, FailureRow, Group, LeafBar, Point};
 use crate::cert::is_staging;
 use crate::check::Check;
@@ -21,51 +22,149 @@ fn midnight(at: OffsetDateTime) -> OffsetDateTime {
     at.replace_time(time::Time::MIDNIGHT)
 }
 
-/// One check's overview row.
+/// One check's overview row, read whole from the store.
 pub fn check_row(
     store: &dyn Store,
     check: &Check,
     latest: Option<&Outcome>,
     now: OffsetDateTime,
 ) -> Result<CheckRow, StoreError> {
+    let figures = Figures::read(store, &check.name, now)?;
+    Ok(row(check, latest, &figures, now))
+}
+
+/// What a row takes from the rollups: the day bar's cells, the hours of
+/// the last 24 h and when the history began. Kept apart from the row so
+/// that `rows.rs` can keep it between builds and read again only the
+/// buckets that can have changed.
+#[derive(Debug, Clone)]
+pub struct Figures {
+    /// The bar's first day (UTC midnight) these figures are for.
+    first_day: OffsetDateTime,
+    /// Day cells with results, by the day's start, from `first_day` on.
+    days: BTreeMap<OffsetDateTime, DayCell>,
+    /// (up + warn, known) of each hour with results, from the hour
+    /// holding `now - 24 h` on.
+    hours: BTreeMap<OffsetDateTime, (u64, u64)>,
+    history_from: Option<OffsetDateTime>,
+}
+
+impl Figures {
+    /// Every bucket of the window at `now`.
+    pub fn read(store: &dyn Store, name: &str, now: OffsetDateTime) -> Result<Self, StoreError> {
+        let mut figures = Figures {
+            first_day: first_day(now),
+            days: BTreeMap::new(),
+            hours: BTreeMap::new(),
+            history_from: None,
+        };
+        figures.update(store, name, first_day(now), now)?;
+        Ok(figures)
+    }
+
+    /// Reads again the day and hour buckets holding `since` and the later
+    /// ones (the only ones a result stored since can have changed: past
+    /// buckets are final), then moves the window to `now`.
+    pub fn update(
+        &mut self,
+        store: &dyn Store,
+        name: &str,
+        since: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let day_from = midnight(since).max(first_day(now));
+        let days = store.rollups(name, Granularity::Day, day_from)?;
+        self.days.split_off(&day_from);
+        self.days
+            .extend(days.iter().map(|r| (r.start, day_cell(r.start, Some(r)))));
+        let hour_from = hour_of(since).max(hour_of(now - Duration::hours(24)));
+        let hours = store.rollups(name, Granularity::Hour, hour_from)?;
+        self.hours.split_off(&hour_from);
+        self.hours
+            .extend(hours.iter().map(|r| (r.start, (r.up + r.warn, r.known()))));
+        self.settle(store, name, now, true)
+    }
+
+    /// Moves the window to `now` for a check without a new result: no
+    /// bucket changed, some left the window (and a new day starts empty).
+    pub fn slide(
+        &mut self,
+        store: &dyn Store,
+        name: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        self.settle(store, name, now, false)
+    }
+
+    /// Drops the buckets that left the window at `now`, and looks at the
+    /// history's start again when days were `read` or the first day moved.
+    fn settle(
+        &mut self,
+        store: &dyn Store,
+        name: &str,
+        now: OffsetDateTime,
+        read: bool,
+    ) -> Result<(), StoreError> {
+        self.hours = self.hours.split_off(&hour_of(now - Duration::hours(24)));
+        let first_day = first_day(now);
+        if !read && first_day == self.first_day {
+            return Ok(());
+        }
+        self.days = self.days.split_off(&first_day);
+        // Moved only once read: a failed read is tried again next time.
+        self.history_from = history_from(store, name, &self.days, first_day)?;
+        self.first_day = first_day;
+        Ok(())
+    }
+}
+
+/// The bar's first day at `now`: [`BAR_DAYS`] days ending today.
+fn first_day(now: OffsetDateTime) -> OffsetDateTime {
+    midnight(now) - Duration::days(BAR_DAYS - 1)
+}
+
+/// The day starting at `start`, from its rollup (`None`: no results).
+fn day_cell(start: OffsetDateTime, rollup: Option<&Rollup>) -> DayCell {
+    DayCell {
+        date: start.date(),
+        up: rollup.map_or(0, |r| r.up),
+        warn: rollup.map_or(0, |r| r.warn),
+        down: rollup.map_or(0, |r| r.down),
+        p50_ms: rollup.and_then(Rollup::p50),
+        p95_ms: rollup.and_then(Rollup::p95),
+    }
+}
+
+/// One check's overview row from its figures at `now` and its newest
+/// result (read from memory, so always the newest).
+pub fn row(
+    check: &Check,
+    latest: Option<&Outcome>,
+    figures: &Figures,
+    now: OffsetDateTime,
+) -> CheckRow {
     let today = midnight(now);
-    let first_day = today - Duration::days(BAR_DAYS - 1);
-    let days = store.rollups(&check.name, Granularity::Day, first_day)?;
-    let hours = store.rollups(&check.name, Granularity::Hour, now - Duration::hours(24))?;
-    let by_day: BTreeMap<OffsetDateTime, &Rollup> = days.iter().map(|r| (r.start, r)).collect();
+    let first_day = first_day(now);
     let cells = (0..BAR_DAYS)
         .map(|d| {
             let start = first_day + Duration::days(d);
-            match by_day.get(&start) {
-                Some(r) => DayCell {
-                    date: start.date(),
-                    up: r.up,
-                    warn: r.warn,
-                    down: r.down,
-                    p50_ms: r.p50(),
-                    p95_ms: r.p95(),
-                },
-                None => DayCell {
-                    date: start.date(),
-                    up: 0,
-                    warn: 0,
-                    down: 0,
-                    p50_ms: None,
-                    p95_ms: None,
-                },
+            match figures.days.get(&start) {
+                Some(cell) => cell.clone(),
+                None => day_cell(start, None),
             }
         })
         .collect();
     let since = |from: OffsetDateTime| {
-        let (good, known) = days
-            .iter()
-            .filter(|r| r.start >= from)
-            .fold((0, 0), |(g, k), r| (g + r.up + r.warn, k + r.known()));
+        let (good, known) = figures
+            .days
+            .range(from..)
+            .fold((0, 0), |(g, k), (_, c)| (g + c.up + c.warn, k + c.known()));
         uptime(good, known)
     };
-    let (good_24h, known_24h) = hours
-        .iter()
-        .fold((0, 0), |(g, k), r| (g + r.up + r.warn, k + r.known()));
+    let (good_24h, known_24h) = figures
+        .hours
+        .values()
+        .fold((0, 0), |(g, k), (good, known)| (g + good, k + known));
     let tls = latest.and_then(|o| o.tls.as_ref());
     let certificate = tls
         .and_then(|tls| tls.chain.first().map(|leaf| (tls, leaf)))
@@ -75,7 +174,7 @@ pub fn check_row(
             staging: is_staging(&leaf.issuer),
             key_exchange: tls.key_exchange.clone(),
         });
-    Ok(CheckRow {
+    CheckRow {
         name: check.name.clone(),
         status: latest.map(|o| o.status),
         labels: check
@@ -93,8 +192,8 @@ pub fn check_row(
         reason: latest.and_then(reason),
         first_probe: None,
         hold: None,
-        history_from: history_from(store, &check.name, &days, first_day)?,
-    })
+        history_from: figures.history_from,
+    }
 }
 
 /// Why a result is not UP, in the operator's words: its first failure
@@ -117,22 +216,22 @@ pub fn reason(outcome: &Outcome) -> Option<String> {
 fn history_from(
     store: &dyn Store,
     name: &str,
-    days: &[Rollup],
+    days: &BTreeMap<OffsetDateTime, DayCell>,
     first_day: OffsetDateTime,
 ) -> Result<Option<OffsetDateTime>, StoreError> {
-    let Some(first) = days.iter().find(|r| r.known() > 0) else {
+    let Some((&first, _)) = days.iter().find(|(_, c)| c.known() > 0) else {
         return Ok(None);
     };
-    if first.start <= first_day {
+    if first <= first_day {
         return Ok(None);
     }
-    let next_day = first.start + Duration::days(1);
+    let next_day = first + Duration::days(1);
     let at = store
-        .history_page(name, first.start, 1)?
+        .history_page(name, first, 1)?
         .first()
         .map(|o| o.started_at)
         .filter(|at| *at < next_day)
-        .unwrap_or(first.start);
+        .unwrap_or(first);
     Ok(Some(at))
 }
 
@@ -287,10 +386,7 @@ mod tests {
     fn the_history_start_is_known_only_when_younger_than_the_bar() {
         let first_day = midnight(NOW) - Duration::days(BAR_DAYS - 1);
         let store = MemoryStore::new();
-        let read = |store: &MemoryStore| {
-            let days = store.rollups("web", Granularity::Day, first_day).unwrap();
-            history_from(store, "web", &days, first_day).unwrap()
-        };
+        let read = |store: &MemoryStore| Figures::read(store, "web", NOW).unwrap().history_from;
         assert_eq!(read(&store), None, "no history at all");
         let started = datetime!(2026-12-07 19:36:12 UTC);
         store.append(&up("web", started)).unwrap();

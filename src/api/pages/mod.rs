@@ -19,6 +19,7 @@ mod chart;
 pub(super) mod incidents;
 mod login;
 mod render;
+pub(super) mod rows;
 pub(super) mod streaks;
 mod update_form;
 pub(super) mod view;

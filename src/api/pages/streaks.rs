@@ -14,11 +14,14 @@
 //!   keeps at most its last [`SHOWN`] runs.
 //!
 //! What an hour yields is kept per check with the hour's counts and reused
-//! until the counts change, so a page refresh reads only the hour that is
-//! filling (and a late result's hour). The assembled list is kept too,
+//! until the counts change. A check's results are stored in the order
+//! they start (the scheduler runs one probe of a check at a time), so
+//! after a new result only the rollups from the hour holding the newest
+//! result counted before are read again: a page refresh reads one or two
+//! hour rollups, not the week's 168. The assembled list is kept too,
 //! under the check's newest result and the window's first hour: until a
-//! new result is stored, or an hour leaves the window, a page reads
-//! nothing. At most [`SHOWN`] streaks are listed, the newest; a list cut
+//! new result is stored a page reads nothing, and when an hour leaves the
+//! window it is dropped without a read. At most [`SHOWN`] streaks are listed, the newest; a list cut
 //! there says so on the page.
 //!
 //! Each streak counts its `down` results, which is all the pages need to
@@ -116,31 +119,14 @@ impl StreakCache {
         if entry.key == key {
             return Ok(entry.streaks.clone());
         }
-        let rollups = store.rollups(name, Granularity::Hour, from)?;
-        let mut hours = BTreeMap::new();
-        for rollup in &rollups {
-            let counts = (rollup.up, rollup.warn, rollup.down);
-            let hour = match entry.hours.remove(&rollup.start) {
-                Some(kept) if kept.counts == counts => kept,
-                _ => read_hour(store, name, rollup)?,
-            };
-            hours.insert(rollup.start, hour);
-        }
-        let mut open_before = false;
-        for (start, hour) in hours.iter_mut() {
-            if open_before && hour.first_at.is_none() {
-                let first = store.history_page(name, *start, 1)?.pop();
-                hour.first_at = Some(first.map_or(*start, |o| o.started_at));
+        match refresh(&mut entry, store, name, newest, from) {
+            Ok(streaks) => Ok(streaks),
+            Err(err) => {
+                // Half refreshed hours must not pass for read ones.
+                *entry = Entry::default();
+                Err(err)
             }
-            open_before = hour.runs.last().is_some_and(|r| r.end.is_none());
         }
-        let streaks = Arc::new(assemble(name, &hours));
-        *entry = Entry {
-            key,
-            hours,
-            streaks: streaks.clone(),
-        };
-        Ok(streaks)
     }
 
     /// Forgets checks no longer configured.
@@ -151,9 +137,55 @@ impl StreakCache {
 }
 
 /// The start of the UTC hour holding `at`.
-fn hour_of(at: OffsetDateTime) -> OffsetDateTime {
+pub(super) fn hour_of(at: OffsetDateTime) -> OffsetDateTime {
     let at = at.to_offset(time::UtcOffset::UTC);
     at.replace_time(time::Time::from_hms(at.hour(), 0, 0).unwrap_or(time::Time::MIDNIGHT))
+}
+
+/// Brings `entry` to `newest` and the window starting at `from`. Only the
+/// hours from the one holding the newest result counted so far can have
+/// changed (one check's results are stored in order, so the earlier hours
+/// are final): those are read again, the others kept; with no new result
+/// the window only moves and nothing is read.
+fn refresh(
+    entry: &mut Entry,
+    store: &dyn Store,
+    name: &str,
+    newest: Option<OffsetDateTime>,
+    from: OffsetDateTime,
+) -> Result<Arc<Streaks>, StoreError> {
+    let read_from = match entry.key {
+        Some((counted, _)) if counted == newest => None,
+        Some((Some(counted), _)) => Some(hour_of(counted).max(from)),
+        _ => Some(from),
+    };
+    let mut hours = std::mem::take(&mut entry.hours).split_off(&from);
+    if let Some(read_from) = read_from {
+        let mut kept = hours.split_off(&read_from);
+        for rollup in &store.rollups(name, Granularity::Hour, read_from)? {
+            let counts = (rollup.up, rollup.warn, rollup.down);
+            let hour = match kept.remove(&rollup.start) {
+                Some(kept) if kept.counts == counts => kept,
+                _ => read_hour(store, name, rollup)?,
+            };
+            hours.insert(rollup.start, hour);
+        }
+    }
+    let mut open_before = false;
+    for (start, hour) in hours.iter_mut() {
+        if open_before && hour.first_at.is_none() {
+            let first = store.history_page(name, *start, 1)?.pop();
+            hour.first_at = Some(first.map_or(*start, |o| o.started_at));
+        }
+        open_before = hour.runs.last().is_some_and(|r| r.end.is_none());
+    }
+    let streaks = Arc::new(assemble(name, &hours));
+    *entry = Entry {
+        key: Some((newest, from)),
+        hours,
+        streaks: streaks.clone(),
+    };
+    Ok(streaks)
 }
 
 /// The words a streak is listed with: its first result's first failure.
@@ -309,6 +341,7 @@ fn assemble(name: &str, hours: &BTreeMap<OffsetDateTime, Hour>) -> Streaks {
 pub(super) mod tests {
     use time::macros::datetime;
 
+    use super::super::rows::tests::Counting;
     use super::*;
     use crate::outcome::{Assertion, Failure};
     use crate::store::contract::up;
@@ -443,5 +476,39 @@ pub(super) mod tests {
         assert!(Arc::ptr_eq(&first, &same));
         let changed = cache.streaks(&store, "web", Some(at(30)), now).unwrap();
         assert_eq!(changed.list[0].end, Some(at(30)));
+    }
+
+    #[test]
+    fn a_new_result_reads_again_only_from_the_hour_of_the_newest_counted() {
+        let store = Counting::new(MemoryStore::new());
+        // Every 60 s for three hours: a streak across the first hour's end,
+        // and one open at the end.
+        let down = |s: i64| (3000..4000).contains(&s) || s >= 10_500;
+        for s in (0..10_800).step_by(60) {
+            store.inner.append(&result(s, down(s))).unwrap();
+        }
+        let cache = StreakCache::default();
+        cache
+            .streaks(&store, "web", Some(at(10_740)), at(10_800))
+            .unwrap();
+        store.reads();
+        // The open streak goes on into the next hour, then ends.
+        for (s, down) in [(10_800, true), (10_860, true), (10_920, false)] {
+            store.inner.append(&result(s, down)).unwrap();
+        }
+        let now = at(10_980);
+        let streaks = cache.streaks(&store, "web", Some(at(10_920)), now).unwrap();
+        assert_eq!(store.reads(), 1, "the hour rollups from 02:00 on only");
+        assert_eq!(shown(&streaks), from_raw(&store.inner, now));
+        assert_eq!(streaks.list[0].end, Some(at(10_920)));
+        // With no new result, the window moves past the first two hours
+        // without a read.
+        let later = at(7200) + WINDOW;
+        let streaks = cache
+            .streaks(&store, "web", Some(at(10_920)), later)
+            .unwrap();
+        assert_eq!(store.reads(), 0);
+        assert_eq!(shown(&streaks), from_raw(&store.inner, later));
+        assert_eq!(streaks.list.len(), 1);
     }
 }

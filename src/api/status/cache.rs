@@ -3,6 +3,10 @@
 //! their ETags) is built at most once per [`FRESH`]: the first request
 //! after it expires builds the next one while the others wait on the same
 //! lock and then share it, so N requests at once build it once.
+//!
+//! It also keeps what makes a build cheap: the public checks' day and hour
+//! figures and failure streaks, so a build reads the store only for the
+//! checks with a new result.
 
 use std::future::Future;
 use std::hash::{Hash, Hasher};
@@ -13,6 +17,7 @@ use axum::body::Bytes;
 use tokio::sync::Mutex;
 use tokio::time::{Duration, Instant};
 
+use super::super::pages::rows::RowCache;
 use super::super::pages::streaks::StreakCache;
 use super::view::PublicStatus;
 use crate::metrics::{Exposition, Family};
@@ -60,6 +65,8 @@ pub struct StatusCache {
     renders: AtomicU64,
     /// The failure streaks of the public checks, kept between builds.
     pub(super) streaks: StreakCache,
+    /// The public checks' day and hour figures, kept between builds.
+    pub(super) rows: RowCache,
 }
 
 impl StatusCache {

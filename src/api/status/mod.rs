@@ -11,7 +11,9 @@
 //!   feed, the SVG badges, all drawn from the snapshot.
 //!
 //! The data comes from the operator pages' builders (`pages::build` for the
-//! day bars, uptime and certificate; `pages::streaks` for the incidents)
+//! day bars, uptime and certificate, through `pages::rows`, which keeps
+//! each check's figures between builds and reads only what a new result
+//! changed; `pages::streaks` for the incidents)
 //! and the incident updates the on-call person wrote. The listener's bounds
 //! (request deadline, connection cap, host check) are in front of these
 //! routes as of every other.
@@ -25,7 +27,7 @@ mod view;
 pub use cache::StatusCache;
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -36,7 +38,7 @@ use axum::routing::get;
 use axum::Router;
 use time::{Duration, OffsetDateTime};
 
-use super::pages::{self, build, incidents};
+use super::pages::{self, incidents};
 use super::ApiState;
 use crate::alert::maintenance_end;
 use crate::config::Config;
@@ -166,7 +168,12 @@ fn gather(
         .iter()
         .filter(|c| page.shows(&c.name))
         .collect();
-    cache.streaks.retain(|name| page.shows(name));
+    // What is kept between builds follows the checks listed now: a check
+    // removed from the config or from the page is forgotten.
+    let names: HashSet<&str> = public.iter().map(|c| c.name.as_str()).collect();
+    let listed = |name: &str| names.contains(name);
+    cache.streaks.retain(listed);
+    cache.rows.retain(listed);
     let windows: Vec<_> = config.maintenance.iter().filter(|w| w.public).collect();
     let policies = incidents::policies(config);
     let records = incidents::Records {
@@ -179,7 +186,7 @@ fn gather(
     let mut incidents: Vec<PublicIncident> = Vec::new();
     for check in &public {
         let newest = latest.get(&check.name);
-        let row = build::check_row(store, check, newest.as_deref(), now)?;
+        let row = cache.rows.row(store, check, newest.as_deref(), now)?;
         let maintenance = windows
             .iter()
             .any(|w| w.covers(&check.name) && maintenance_end(w, now).is_some());
