@@ -9,11 +9,10 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use time::OffsetDateTime;
 
-use super::build::BAR_DAYS;
 use super::chart;
 use super::view::{
-    clock, days_left, hold_words, percent, status_word, window_label, CheckRow, FailureRow, Footer,
-    Group, Incident, LeafBar, Point,
+    clock, days_left, hold_words, percent, status_word, window_labels, CheckRow, FailureRow,
+    Footer, Group, Incident, LeafBar, Point,
 };
 use crate::alert::{IncidentId, Silence};
 use crate::incident_update::{IncidentUpdate, UpdateState};
@@ -161,16 +160,7 @@ fn why(check: &CheckRow, now: OffsetDateTime) -> Markup {
 /// The bar and the figures (the overview puts a head above them). A
 /// figure over a window longer than the history is headed "since ...".
 fn check_card(check: &CheckRow, now: OffsetDateTime) -> Markup {
-    let today = now.replace_time(time::Time::MIDNIGHT);
-    let from = check.history_from;
-    let label_24h = window_label("24 h", now - time::Duration::hours(24), from, now);
-    let label_30d = window_label("30 d", today - time::Duration::days(29), from, now);
-    let label_90d = window_label(
-        "90 d",
-        today - time::Duration::days(BAR_DAYS - 1),
-        from,
-        now,
-    );
+    let [label_24h, label_30d, label_90d] = window_labels(check.history_from, now);
     html! {
         (chart::uptime_bar(&check.name, &check.days))
         dl.figures {

@@ -406,6 +406,18 @@ mod tests {
     }
 
     #[test]
+    fn a_young_history_reads_since_its_start_not_as_days_of_record() {
+        let html = render::page(&status()).into_string();
+        // Every check's first result is minutes old: one figure, headed
+        // by when the history began.
+        assert!(html.contains("<dt>since 19:49 UTC</dt>"), "{html}");
+        assert!(
+            !html.contains("<dt>30 d</dt>") && !html.contains("<dt>90 d</dt>"),
+            "{html}"
+        );
+    }
+
+    #[test]
     fn the_page_shows_words_groups_notices_and_updates_and_nothing_private() {
         let status = status();
         let html = render::page(&status).into_string();

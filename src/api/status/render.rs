@@ -6,7 +6,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use time::OffsetDateTime;
 
-use super::super::pages::view::{clock, days_left, percent, DayCell};
+use super::super::pages::view::{clock, days_left, percent, window_labels, DayCell};
 use super::view::{Notice, PublicCheck, PublicIncident, PublicStatus, Word};
 use crate::when::minute;
 
@@ -87,6 +87,7 @@ fn notice_markup(notice: &Notice, now: OffsetDateTime) -> Markup {
 
 fn check_markup(check: &PublicCheck, now: OffsetDateTime) -> Markup {
     let today = now.date();
+    let [label_24h, label_30d, label_90d] = window_labels(check.history_from, now);
     html! {
         div.head {
             span class=(format!("status {}", check.word.class())) { (check.word.text()) }
@@ -108,9 +109,11 @@ fn check_markup(check: &PublicCheck, now: OffsetDateTime) -> Markup {
         // Each figure with its heading in one box, so a narrow screen
         // wraps between figures, never inside one.
         dl.figures.pairs {
-            div { dt { "24 h" } dd { (share(check.uptime_24h)) } }
-            div { dt { "30 d" } dd { (share(check.uptime_30d)) } }
-            div { dt { "90 d" } dd { (share(check.uptime_90d)) } }
+            div { dt { (label_24h) } dd { (share(check.uptime_24h)) } }
+            // Windows that say the same thing (a young history) are
+            // shown once.
+            @if label_30d != label_24h { div { dt { (label_30d) } dd { (share(check.uptime_30d)) } } }
+            @if label_90d != label_30d { div { dt { (label_90d) } dd { (share(check.uptime_90d)) } } }
             @if let Some(days) = check.cert_days_left {
                 div {
                     dt { "certificate" }

@@ -75,6 +75,9 @@ pub struct PublicCheck {
     pub uptime_24h: Option<f64>,
     pub uptime_30d: Option<f64>,
     pub uptime_90d: Option<f64>,
+    /// The check's first result, when the windows above reach further
+    /// back: their headings then say "since ...".
+    pub history_from: Option<OffsetDateTime>,
     pub cert_days_left: Option<i64>,
 }
 
@@ -184,6 +187,7 @@ pub fn public(row: &CheckRow, config: &StatusPageConfig, maintenance: bool) -> P
         uptime_24h: row.uptime_24h,
         uptime_30d: row.uptime_30d,
         uptime_90d: row.uptime_90d,
+        history_from: row.history_from,
         cert_days_left: row.certificate.as_ref().map(|c| c.days_left),
     }
 }
