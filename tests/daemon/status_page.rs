@@ -322,6 +322,20 @@ async fn the_public_status_page_feed_and_badge_show_only_what_is_public() {
             .any(|c| c.contains("site") && c.contains("Operational")),
         "{cards:?}"
     );
+    // The update written with the CLI, as a reader's browser shows it.
+    let mut said = Vec::new();
+    for update in client
+        .find_all(Locator::Css("article.incident div.update"))
+        .await
+        .unwrap()
+    {
+        said.push(update.text().await.unwrap());
+    }
+    assert!(
+        said.iter()
+            .any(|u| u.starts_with("identified") && u.contains("Our upstream provider is down")),
+        "{said:?}"
+    );
     let dom: String = serde_json::from_value(
         client
             .execute("return document.documentElement.outerHTML;", vec![])

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use time::{Duration, OffsetDateTime};
 
 use super::streaks::hour_of;
-use super::view::{uptime, CertSummary, CheckRow, DayCell, FailureRow, Group, LeafBar, Point};
+use super::view::{
+    uptime, window_label, CertSummary, CheckRow, DayCell, FailureRow, Group, LeafBar, Point,
+};
 use crate::cert::is_staging;
 use crate::check::Check;
 use crate::outcome::Outcome;
@@ -333,6 +335,23 @@ pub fn failures(latest: Option<&Outcome>) -> Vec<FailureRow> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The headings of the 24 h, 30 d and 90 d figures at `now` for a
+/// history that began at `history_from` (see [`window_label`]), on the
+/// operator pages and the public page alike.
+pub fn window_labels(history_from: Option<OffsetDateTime>, now: OffsetDateTime) -> [String; 3] {
+    let today = now.replace_time(time::Time::MIDNIGHT);
+    [
+        window_label("24 h", now - Duration::hours(24), history_from, now),
+        window_label("30 d", today - Duration::days(29), history_from, now),
+        window_label(
+            "90 d",
+            today - Duration::days(BAR_DAYS - 1),
+            history_from,
+            now,
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -9,10 +9,11 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use time::OffsetDateTime;
 
+use super::build::window_labels;
 use super::chart;
 use super::view::{
-    clock, days_left, hold_words, percent, status_word, window_labels, CheckRow, FailureRow,
-    Footer, Group, Incident, LeafBar, Point,
+    clock, days_left, hold_words, percent, status_word, CheckRow, FailureRow, Footer, Group,
+    Incident, LeafBar, Point,
 };
 use crate::alert::{IncidentId, Silence};
 use crate::incident_update::{IncidentUpdate, UpdateState};

@@ -295,23 +295,6 @@ pub fn window_label(
     }
 }
 
-/// The headings of the 24 h, 30 d and 90 d figures at `now` for a
-/// history that began at `history_from` (see [`window_label`]), on the
-/// operator pages and the public page alike.
-pub fn window_labels(history_from: Option<OffsetDateTime>, now: OffsetDateTime) -> [String; 3] {
-    let today = now.replace_time(time::Time::MIDNIGHT);
-    [
-        window_label("24 h", now - Duration::hours(24), history_from, now),
-        window_label("30 d", today - Duration::days(29), history_from, now),
-        window_label(
-            "90 d",
-            today - Duration::days(super::build::BAR_DAYS - 1),
-            history_from,
-            now,
-        ),
-    ]
-}
-
 /// "19:36 UTC" within the 24 hours around `now`, else the date too.
 pub fn clock(at: OffsetDateTime, now: OffsetDateTime) -> String {
     if (at - now).abs() < Duration::hours(24) {

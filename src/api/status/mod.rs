@@ -406,6 +406,37 @@ mod tests {
     }
 
     #[test]
+    fn an_incident_s_updates_read_newest_first_on_the_page_and_in_the_feed() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path());
+        let (store, latest, updates, start) = world();
+        updates
+            .add(&IncidentUpdate {
+                check: "api".into(),
+                incident: IncidentId::new("api", start),
+                since: start,
+                at: NOW - Duration::minutes(2),
+                state: UpdateState::Monitoring,
+                text: "Rolled back; watching.".into(),
+            })
+            .unwrap();
+        let cache = StatusCache::default();
+        let status = gather(&config, &store, &latest, Some(&updates), &cache, NOW).unwrap();
+        let html = render::page(&status).into_string();
+        let (newer, older) = (
+            html.find("Rolled back").unwrap(),
+            html.find("rolling back").unwrap(),
+        );
+        assert!(newer < older, "newest first on the page: {html}");
+        let xml = feed::feed(&status, None);
+        let (newer, older) = (
+            xml.find("Rolled back").unwrap(),
+            xml.find("rolling back").unwrap(),
+        );
+        assert!(newer < older, "newest first in the feed: {xml}");
+    }
+
+    #[test]
     fn a_young_history_reads_since_its_start_not_as_days_of_record() {
         let html = render::page(&status()).into_string();
         // Every check's first result is minutes old: one figure, headed

@@ -6,7 +6,8 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use time::OffsetDateTime;
 
-use super::super::pages::view::{clock, days_left, percent, window_labels, DayCell};
+use super::super::pages::build::window_labels;
+use super::super::pages::view::{clock, days_left, percent, DayCell};
 use super::view::{Notice, PublicCheck, PublicIncident, PublicStatus, Word};
 use crate::when::minute;
 

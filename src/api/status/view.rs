@@ -199,9 +199,11 @@ pub fn public_incident(incident: &Incident) -> PublicIncident {
         check: incident.check.clone(),
         start: incident.start,
         end: incident.end,
+        // The pages' incidents list their updates newest first.
         updates: incident
             .updates
             .iter()
+            .rev()
             .map(|u| PublicUpdate {
                 at: u.at,
                 state: u.state,
