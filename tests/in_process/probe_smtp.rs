@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::common::env::{assertions, failure, pretty, run_one, Env};
 use crate::common::smtp::{SmtpOpts, SmtpServer};
@@ -165,6 +165,84 @@ async fn hostile(
         }
     });
     (port, task)
+}
+
+/// An SMTP peer that greets, offers STARTTLS in its EHLO answer, and
+/// answers STARTTLS with `answer`, sent as one write.
+async fn answering_starttls_with(answer: &'static [u8]) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let task = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (read, mut write) = tcp.into_split();
+                let mut lines = tokio::io::BufReader::new(read).lines();
+                if write.write_all(b"220 relay.test ESMTP\r\n").await.is_err() {
+                    return;
+                }
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let command = line.to_ascii_uppercase();
+                    let reply: &[u8] = if command.starts_with("EHLO") {
+                        b"250-relay.test\r\n250 STARTTLS\r\n"
+                    } else if command.starts_with("STARTTLS") {
+                        answer
+                    } else if command.starts_with("QUIT") {
+                        b"221 bye\r\n"
+                    } else {
+                        b"502 5.5.1 not here\r\n"
+                    };
+                    if write.write_all(reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, task)
+}
+
+/// A relay that offers STARTTLS and then refuses it (a 454, as a relay
+/// whose certificate failed to load says), or agrees and sends more
+/// before the handshake (what the STARTTLS injection flaw rides on): each
+/// is `smtp.starttls`, with the answer in its words.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_or_overfull_starttls_answer_is_down_saying_which() {
+    let (port, task) =
+        answering_starttls_with(b"454 4.7.0 TLS not available due to temporary reason\r\n").await;
+    let outcome = run_one(&smtp_check(&format!("smtp://{HOST}:{port}"), "")).await;
+    task.abort();
+    assert_eq!(outcome.status, Status::Down, "{}", pretty(&outcome));
+    assert_eq!(assertions(&outcome), vec![Assertion::SmtpStarttls]);
+    let f = failure(&outcome, "smtp.starttls");
+    assert!(
+        f.message.contains("refused it with 454")
+            && f.message
+                .contains("TLS not available due to temporary reason"),
+        "{}",
+        f.message
+    );
+    assert!(outcome.tls.is_none(), "no handshake after a refusal");
+
+    let (port, task) =
+        answering_starttls_with(b"220 2.0.0 go ahead\r\nMAIL FROM:<injected@example.test>\r\n")
+            .await;
+    let outcome = run_one(&smtp_check(&format!("smtp://{HOST}:{port}"), "")).await;
+    task.abort();
+    assert_eq!(
+        assertions(&outcome),
+        vec![Assertion::SmtpStarttls],
+        "{}",
+        pretty(&outcome)
+    );
+    let f = failure(&outcome, "smtp.starttls");
+    assert!(
+        f.message
+            .contains("after agreeing to STARTTLS, before the TLS handshake"),
+        "{}",
+        f.message
+    );
 }
 
 /// Endless reply lines, or one endless line: the probe stops at its caps
