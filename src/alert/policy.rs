@@ -5,7 +5,7 @@
 //! config can change shape without touching the machine, and a policy can
 //! change between two probes (a reload) without corrupting any state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::config::AlertingConfig;
@@ -64,6 +64,16 @@ impl Policy {
     /// it, and what the pages judge its failure streaks by.
     pub fn of_check(alerting: &AlertingConfig, check: &crate::check::Check) -> Self {
         Self::new(alerting, &check.alert, &check.labels)
+    }
+
+    /// The policy of every configured check, by name: the alerter's
+    /// cache of them and the pages' judgment of failure streaks alike.
+    pub fn of_every_check(config: &crate::config::Config) -> HashMap<String, Policy> {
+        config
+            .checks
+            .iter()
+            .map(|c| (c.name.clone(), Self::of_check(&config.alerting, c)))
+            .collect()
     }
 
     /// Whether `downs` `down` probes in a row open an incident: below

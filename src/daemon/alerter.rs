@@ -136,11 +136,7 @@ impl Policies {
     pub fn new(config: &Arc<Config>) -> Self {
         Policies {
             of: config.clone(),
-            by_check: config
-                .checks
-                .iter()
-                .map(|c| (c.name.clone(), Policy::of_check(&config.alerting, c)))
-                .collect(),
+            by_check: Policy::of_every_check(config),
             global: Policy::global(&config.alerting),
         }
     }

@@ -16,7 +16,6 @@ use time::OffsetDateTime;
 use super::streaks::StreakCache;
 use super::view::{incidents_and_blips, Incident};
 use crate::alert::{IncidentId, Policy};
-use crate::config::Config;
 use crate::store::{IncidentUpdates, Store, StoreError, ToldLedger};
 
 /// What sorting streaks reads besides the streaks: the results (for the
@@ -27,15 +26,6 @@ pub struct Records<'a> {
     pub told: Option<&'a ToldLedger>,
     pub updates: Option<&'a IncidentUpdates>,
     pub policies: &'a HashMap<String, Policy>,
-}
-
-/// Every configured check's alerting policy, as the alerter resolves it.
-pub fn policies(config: &Config) -> HashMap<String, Policy> {
-    config
-        .checks
-        .iter()
-        .map(|c| (c.name.clone(), Policy::of_check(&config.alerting, c)))
-        .collect()
 }
 
 impl Records<'_> {

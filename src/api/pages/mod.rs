@@ -38,7 +38,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::reply::error;
 use super::ApiState;
-use crate::alert::maintenance_end;
+use crate::alert::{maintenance_end, Policy};
 use crate::store::Granularity;
 use login::{login, login_form, require_session};
 use std::sync::Arc;
@@ -277,7 +277,7 @@ async fn check(
     let newest = state.latest.get(&name);
     let told = state.told.clone();
     let updates = state.updates.clone();
-    let policies = incidents::policies(&config);
+    let policies = Policy::of_every_check(&config);
     let built = tokio::task::spawn_blocking(move || {
         let latest = newest.as_deref();
         let row = build::check_row(store.as_ref(), &check, latest, now)?;
@@ -362,7 +362,7 @@ async fn incidents(
     cache.retain(|name| checks.iter().any(|(n, _)| n == name));
     let told = state.told.clone();
     let updates = state.updates.clone();
-    let policies = incidents::policies(&config);
+    let policies = Policy::of_every_check(&config);
     let found = tokio::task::spawn_blocking(move || {
         let mut all = Vec::new();
         let mut capped = false;

@@ -27,12 +27,12 @@ use time::OffsetDateTime;
 
 use super::super::incidents::add_to;
 use super::super::{auth, body, ApiState};
-use super::incidents::{self, Records};
+use super::incidents::Records;
 use super::render::{self, incident_address, Form};
 use super::streaks::StreakCache;
 use super::view::Incident;
 use super::{footer, page, store_failed};
-use crate::alert::{IncidentId, KnownIncident};
+use crate::alert::{IncidentId, KnownIncident, Policy};
 use crate::incident_update::UpdateState;
 
 /// `GET /incidents/{key}`.
@@ -158,7 +158,7 @@ async fn find(
     let updates = state.updates.clone();
     let key = key.to_string();
     let found = tokio::task::spawn_blocking(move || {
-        let policies = incidents::policies(&config);
+        let policies = Policy::of_every_check(&config);
         let records = Records {
             store: store.as_ref(),
             told: told.as_ref(),

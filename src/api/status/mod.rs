@@ -40,7 +40,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::pages::{self, incidents};
 use super::ApiState;
-use crate::alert::maintenance_end;
+use crate::alert::{maintenance_end, Policy};
 use crate::config::Config;
 use crate::incident_update::markdown_html;
 use cache::Snapshot;
@@ -175,7 +175,7 @@ fn gather(
     cache.streaks.retain(listed);
     cache.rows.retain(listed);
     let windows: Vec<_> = config.maintenance.iter().filter(|w| w.public).collect();
-    let policies = incidents::policies(config);
+    let policies = Policy::of_every_check(config);
     let records = incidents::Records {
         store,
         told: None,
