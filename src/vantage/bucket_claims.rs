@@ -11,7 +11,7 @@
 //! and says so.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -24,6 +24,7 @@ use super::published::{self, LocalView, ViewStatus};
 use super::quorum::{
     silent_check, silent_words, unbacked_claim_words, BackedClaim, Coordination, Fleet,
 };
+use super::released::Released;
 use super::stats::VantageStats;
 use super::wanted::Wanted;
 use crate::alert::{
@@ -86,6 +87,9 @@ pub struct BucketClaims {
     fleet: Arc<Fleet>,
     waiting: HashMap<String, Waiting>,
     unbacked: Vec<Unbacked>,
+    /// What each released page says of the vantages; `hold` takes
+    /// `&self`, hence the lock.
+    released: Mutex<Released>,
 }
 
 impl BucketClaims {
@@ -96,7 +100,20 @@ impl BucketClaims {
             fleet,
             waiting: HashMap::new(),
             unbacked: Vec::new(),
+            released: Mutex::new(Released::default()),
         }
+    }
+
+    /// The words of the judgment that released `event`, if the last one
+    /// judged for its check released a page of its kind.
+    fn released_words(&self, event: &alert::Event) -> Option<String> {
+        let down = match event.kind {
+            EventKind::Down | EventKind::Reminder => true,
+            EventKind::Resolved => false,
+            EventKind::Warn | EventKind::WarnResolved => return None,
+        };
+        let released = self.released.lock().unwrap_or_else(|p| p.into_inner());
+        released.words(&event.check, down)
     }
 
     /// Asks the bucket for `event`'s claim, for at most [`CLAIM_WITHIN`].
@@ -158,7 +175,9 @@ impl BucketClaims {
                     tracing::info!(check = %event.check, incident = %key, "this vantage sends the mail");
                     // The state listing the claim backs it for the others.
                     v.wanted.publish_now();
-                    event.vantage = fleet_words(&fleet, &event, now);
+                    event.vantage = self
+                        .released_words(&event)
+                        .or_else(|| fleet_words(&fleet, &event, now));
                     if event.kind == EventKind::Down && !event.check.starts_with("vigie:") {
                         v.stats.add_confirmations(1);
                     }
@@ -218,10 +237,17 @@ impl PageClaims for BucketClaims {
     }
 
     fn hold(&self, check: &str, self_down: bool, now: OffsetDateTime) -> Option<Hold> {
+        let mut released = self.released.lock().unwrap_or_else(|p| p.into_inner());
         if !coordinates(&self.fleet) || check.starts_with("vigie:") {
+            released.forget(check);
             return None;
         }
-        self.fleet.hold(check, self_down, now)
+        let judgment = self.fleet.judge(check, self_down, now);
+        let hold = judgment.hold(self_down);
+        if hold.is_none() {
+            released.released(check, &judgment, self_down);
+        }
+        hold
     }
 
     /// At once when the check changed between down and not.
@@ -444,17 +470,8 @@ fn fleet_words(fleet: &Fleet, event: &alert::Event, now: OffsetDateTime) -> Opti
     if event.check.starts_with("vigie:") || event.kind.is_warn() {
         return None;
     }
-    let judgment = fleet.judge(&event.check, event.kind != EventKind::Resolved, now);
-    Some(match event.kind {
-        EventKind::Down | EventKind::Reminder if judgment.confirms_down() => {
-            judgment.confirmed_down()
-        }
-        EventKind::Down | EventKind::Reminder => judgment.unconfirmed_down(),
-        EventKind::Resolved if judgment.confirms_up() => judgment.confirmed_up(),
-        EventKind::Resolved | EventKind::Warn | EventKind::WarnResolved => {
-            judgment.unconfirmed_up()
-        }
-    })
+    let self_down = event.kind != EventKind::Resolved;
+    Some(fleet.judge(&event.check, self_down, now).words(self_down))
 }
 
 /// The key `event`'s pushes carry: the fleet's key of its incident or

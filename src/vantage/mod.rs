@@ -21,6 +21,8 @@
 //! - `page_claims`: [`PageClaims`], the alerter's questions to the fleet
 //!   (holds, claims, what a mail says of the others), and [`SingleNode`].
 //! - `bucket_claims`: [`BucketClaims`], the answers through the bucket.
+//! - `released`: what a released page says of the vantages (the words of
+//!   the judgment that released it).
 //!
 //! The task that publishes and reads is `daemon/vantage_task.rs`; the
 //! alerter (`daemon/alerter.rs`) asks through [`PageClaims`] only.
@@ -31,6 +33,7 @@ pub mod claim;
 pub mod page_claims;
 pub mod published;
 pub mod quorum;
+pub mod released;
 pub mod signed;
 pub mod stats;
 #[cfg(test)]

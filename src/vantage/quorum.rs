@@ -165,17 +165,7 @@ impl Fleet {
     /// quorum does not confirm it, a RESOLVED while a quorum does not
     /// confirm the recovery. `self_down`: this node's latest probe failed.
     pub fn hold(&self, check: &str, self_down: bool, now: OffsetDateTime) -> Option<Hold> {
-        let judgment = self.judge(check, self_down, now);
-        let cause = match self_down {
-            true if !judgment.confirms_down() => HoldCause::Unconfirmed {
-                words: judgment.unconfirmed_down(),
-            },
-            false if !judgment.confirms_up() => HoldCause::FleetStillDown {
-                words: judgment.unconfirmed_up(),
-            },
-            _ => return None,
-        };
-        Some(Hold { cause, until: None })
+        self.judge(check, self_down, now).hold(self_down)
     }
 
     /// Each peer, and whether it has been silent for longer than
@@ -253,6 +243,33 @@ pub fn unbacked_claim_words(by: &str, node: &str) -> String {
 }
 
 impl Judgment {
+    /// The hold this judgment puts on a page: a DOWN (or reminder) while a
+    /// quorum does not confirm it, a RESOLVED while a quorum does not
+    /// confirm the recovery. `self_down`: this node's latest probe failed.
+    pub fn hold(&self, self_down: bool) -> Option<Hold> {
+        let cause = match self_down {
+            true if !self.confirms_down() => HoldCause::Unconfirmed {
+                words: self.unconfirmed_down(),
+            },
+            false if !self.confirms_up() => HoldCause::FleetStillDown {
+                words: self.unconfirmed_up(),
+            },
+            _ => return None,
+        };
+        Some(Hold { cause, until: None })
+    }
+
+    /// What a page of this judgment says of the vantages: confirmed or
+    /// not, down (`self_down`) or up.
+    pub fn words(&self, self_down: bool) -> String {
+        match self_down {
+            true if self.confirms_down() => self.confirmed_down(),
+            true => self.unconfirmed_down(),
+            false if self.confirms_up() => self.confirmed_up(),
+            false => self.unconfirmed_up(),
+        }
+    }
+
     pub fn confirms_down(&self) -> bool {
         self.down.len() >= self.quorum
     }

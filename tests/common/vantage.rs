@@ -194,6 +194,17 @@ impl Fleet {
         }
     }
 
+    /// Every running node's log, each headed by its name: what a failed
+    /// assertion on the fleet's mail prints, so that a page that went out
+    /// (or did not) can be traced to the node that decided it.
+    pub fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.daemon.as_ref().map(|d| (n, d)))
+            .map(|(node, daemon)| format!("\n===== {} =====\n{}", node.name, daemon.log()))
+            .collect()
+    }
+
     pub async fn stop(mut self) {
         for node in &mut self.nodes {
             if let Some(daemon) = node.daemon.as_mut() {

@@ -79,12 +79,19 @@ async fn one_vantage_alone_does_not_page_and_all_three_page_exactly_once() {
     let down = wait_mails(&fleet.smtp, "DOWN site", 1).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let downs = with_subject(&fleet.smtp, "DOWN site");
-    assert_eq!(downs.len(), 1, "{:?}", subjects(&fleet.smtp.received()));
+    assert_eq!(
+        downs.len(),
+        1,
+        "{:?}{}",
+        subjects(&fleet.smtp.received()),
+        fleet.logs()
+    );
     let text = body(&down[0]);
     assert!(
         text.contains("confirmed down from 3 of 3 vantages")
             || text.contains("confirmed down from 2 of 3 vantages"),
-        "{text}"
+        "{text}{}",
+        fleet.logs()
     );
 
     // Back for everyone: exactly one RESOLVED, threaded under the DOWN.

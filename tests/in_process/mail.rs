@@ -117,7 +117,8 @@ impl Site {
 
 /// An outbox in its own sled database under `dir`.
 fn open_outbox(dir: &Path) -> (SledStore, Arc<Outbox>) {
-    let store = SledStore::open(&dir.join("db"), Duration::from_secs(1)).expect("open store");
+    let store =
+        SledStore::open_when_unlocked(&dir.join("db"), Duration::from_secs(1)).expect("open store");
     let alerts = store.alerts().expect("open the outbox");
     (store, Arc::new(Outbox::new(alerts.outbox())))
 }
@@ -717,7 +718,7 @@ fn kill9_child_process() {
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let store = SledStore::open(&db, Duration::from_millis(200)).unwrap();
+        let store = SledStore::open_when_unlocked(&db, Duration::from_millis(200)).unwrap();
         let alerts = store.alerts().unwrap();
         let outbox = Arc::new(Outbox::new(alerts.outbox()));
         for n in 0..count {

@@ -62,7 +62,10 @@ fn setup(node: &str) -> Setup {
 
 impl Setup {
     fn store(&self, name: &str) -> Arc<SledStore> {
-        Arc::new(SledStore::open(&self.dir.path().join(name), Duration::from_millis(200)).unwrap())
+        Arc::new(
+            SledStore::open_when_unlocked(&self.dir.path().join(name), Duration::from_millis(200))
+                .unwrap(),
+        )
     }
 
     fn replicator(&self, store: &Arc<SledStore>, clock: &FakeClock) -> Replicator {
@@ -707,7 +710,9 @@ fn kill_9_between_upload_and_cursor_update_uploads_the_same_object_again() {
             .bytes()
             .await
             .unwrap();
-        let store = Arc::new(SledStore::open(&store_dir, Duration::from_millis(200)).unwrap());
+        let store = Arc::new(
+            SledStore::open_when_unlocked(&store_dir, Duration::from_millis(200)).unwrap(),
+        );
         assert_eq!(
             store.len().unwrap(),
             40,
@@ -763,7 +768,8 @@ fn crash_child(dir: &Path) -> ! {
         max_retries: 1,
         retry_timeout: Duration::from_secs(3),
     };
-    let store = SledStore::open(&dir.join("history"), Duration::from_millis(200)).unwrap();
+    let store =
+        SledStore::open_when_unlocked(&dir.join("history"), Duration::from_millis(200)).unwrap();
     store.enable_replication().unwrap();
     append_all(
         &store,

@@ -46,6 +46,8 @@ mod rollups;
 mod state;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(any(test, feature = "testing"))]
+mod unlocked;
 mod upgrade;
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use time::{Duration as TimeDuration, OffsetDateTime};
 
+pub(crate) use super::unlocked::when_unlocked;
 use super::{open_error, Packing, SledStore};
 use crate::outcome::Outcome;
 use crate::store::backend::Store;
@@ -16,24 +17,6 @@ use crate::store::error::StoreError;
 use crate::store::format::codec;
 use crate::store::format::keys::key_millis_of;
 use crate::store::rollup::{Granularity, Rollup, ServedLeaf};
-
-/// Runs `open` again while it finds the database locked, for up to 5 s:
-/// sled's flusher thread lets go of the file lock a moment after the
-/// last handle of this process is dropped (a race a loaded machine
-/// shows). Any other result is returned as it is.
-pub(crate) fn when_unlocked<T>(
-    mut open: impl FnMut() -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match open() {
-            Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            other => return other,
-        }
-    }
-}
 
 /// Also the replication queue's and the outbox's tests' way to open a
 /// store.
