@@ -95,6 +95,7 @@ fn down(name: &str, at: OffsetDateTime) -> Outcome {
         dns: None,
         upload: None,
         smtp: None,
+        domain: None,
     }
 }
 

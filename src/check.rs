@@ -56,6 +56,7 @@ impl Check {
             CheckKind::Upload(_) => KindName::Upload,
             CheckKind::Tls(_) => KindName::Tls,
             CheckKind::Smtp(_) => KindName::Smtp,
+            CheckKind::Domain(_) => KindName::Domain,
         }
     }
 }
@@ -76,6 +77,7 @@ pub enum CheckKind {
     Upload(UploadCheck),
     Tls(TlsPortCheck),
     Smtp(SmtpCheck),
+    Domain(DomainCheck),
 }
 
 /// The kind's name, as written in `kind = "..."` and in JSON.
@@ -88,6 +90,7 @@ pub enum KindName {
     Upload,
     Tls,
     Smtp,
+    Domain,
 }
 
 impl KindName {
@@ -99,6 +102,7 @@ impl KindName {
             KindName::Upload => "upload",
             KindName::Tls => "tls",
             KindName::Smtp => "smtp",
+            KindName::Domain => "domain",
         }
     }
 }
@@ -266,6 +270,69 @@ pub enum SmtpTlsMode {
     /// TLS from the first byte (smtps://).
     Implicit,
 }
+
+/// A domain's registration, read over RDAP (`kind = "domain"`): its
+/// expiry, its statuses, its registrar. [`Check::url`] is
+/// `domain:<name>`, what outcomes show as the target.
+#[derive(Debug, Clone)]
+pub struct DomainCheck {
+    /// The registered name as the registry knows it: lower-case, IDNA
+    /// A-labels (`xn--...`), no trailing dot.
+    pub domain: String,
+    /// The RDAP base URL to ask (ends with `/`; vigie appends
+    /// `domain/<name>`) instead of the one IANA's bootstrap names.
+    pub rdap_url: Option<Url>,
+    pub rules: DomainRules,
+}
+
+impl DomainCheck {
+    /// An RDAP base URL as it is joined with `domain/NAME`: its path ends
+    /// with `/`, so that the join goes under it rather than replacing its
+    /// last segment.
+    pub fn base(mut url: Url) -> Url {
+        if !url.path().ends_with('/') {
+            let path = format!("{}/", url.path());
+            url.set_path(&path);
+        }
+        url
+    }
+}
+
+/// Where IANA publishes the RDAP bootstrap for domain names (RFC 9224),
+/// the default of `rdap_bootstrap`.
+pub const IANA_RDAP_BOOTSTRAP: &str = "https://data.iana.org/rdap/dns.json";
+
+/// `[check.rdap]`: when a registration is judged close to its end, and how
+/// often its registry may be asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DomainRules {
+    /// Warn below this many days left (`domain.renewal_due`).
+    pub warn_days: u32,
+    /// Down below this many days left (`domain.expiry`); less than
+    /// `warn_days`.
+    pub critical_days: u32,
+    /// At most one RDAP query per domain this often, whatever `every`
+    /// says: between queries the check reports the last answer.
+    pub query_every: Duration,
+}
+
+impl Default for DomainRules {
+    fn default() -> Self {
+        Self {
+            warn_days: DEFAULT_DOMAIN_WARN_DAYS,
+            critical_days: DEFAULT_CRITICAL_DAYS,
+            query_every: DEFAULT_RDAP_QUERY_EVERY,
+        }
+    }
+}
+
+/// `[check.rdap] warn_days`: a month, time enough to renew by hand.
+pub const DEFAULT_DOMAIN_WARN_DAYS: u32 = 30;
+
+/// `[check.rdap] query_every`: registries rate-limit RDAP per address
+/// without saying how much; an expiry date and statuses that change over
+/// days are read twice a day.
+pub const DEFAULT_RDAP_QUERY_EVERY: Duration = Duration::from_secs(12 * 3600);
 
 /// A browser's presigned upload, end to end: presign a PUT, preflight it
 /// from `origin`, PUT, read the CORS headers of the PUT's answer, delete.

@@ -45,7 +45,7 @@
 //! Floor 3:
 //! - [`evaluate`]: pure judgment of an outcome against its check, a file
 //!   per kind (`caa`, with `caa_value` reading an issue record's
-//!   parameters; `cors`, `dns`, `upload`, `lifetime`, `ca`,
+//!   parameters; `cors`, `dns`, `domain`, `upload`, `lifetime`, `ca`,
 //!   `key_exchange`).
 //! - [`health`]: the daemon's verdict, read by `/healthz`, the metrics, the
 //!   watchdog and the heartbeat.
@@ -61,7 +61,9 @@
 //! - [`heartbeat`]: proof of life at an outside dead-man's switch.
 //! - [`probe`]: I/O only: `client` (every probe connection), one file per
 //!   kind, `ca` (what the CA says about the verified path: `ari`, `crl`,
-//!   through the bounded `cache`, within the probe's `budget`).
+//!   through the bounded `cache`, within the probe's `budget`), `domain/`
+//!   (RDAP: IANA's `bootstrap`, the registry's `document`, the `memory` of
+//!   answers that rate-limits the queries, kept in the state directory).
 //!
 //! Floor 5:
 //! - [`incident_update`]: what the on-call person says about an incident

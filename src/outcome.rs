@@ -47,6 +47,8 @@ pub struct Outcome {
     pub upload: Option<Box<UploadReport>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smtp: Option<Box<SmtpReport>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<Box<DomainReport>>,
 }
 
 impl Outcome {
@@ -82,6 +84,7 @@ impl Outcome {
             dns: None,
             upload: None,
             smtp: None,
+            domain: None,
         }
     }
 
@@ -201,6 +204,24 @@ pub enum Assertion {
     /// STARTTLS required but not offered, or refused when asked for.
     #[serde(rename = "smtp.starttls")]
     SmtpStarttls,
+    /// The registration expires within `[check.rdap] critical_days`, or
+    /// has expired.
+    #[serde(rename = "domain.expiry")]
+    DomainExpiry,
+    /// The registration expires within `[check.rdap] warn_days`: renew it,
+    /// or make sure auto-renewal is paid.
+    #[serde(rename = "domain.renewal_due")]
+    DomainRenewalDue,
+    /// The registry holds the domain out of the DNS (`clientHold`,
+    /// `serverHold`), it lapsed (`redemptionPeriod`, `pendingDelete`), or
+    /// it knows no such domain.
+    #[serde(rename = "domain.status")]
+    DomainStatus,
+    /// vigie could not learn the registration's facts: no RDAP service for
+    /// the TLD, the registry not answering, or its last answer too old.
+    /// Neither up nor down: a warning that says what is unknown.
+    #[serde(rename = "domain.rdap")]
+    DomainRdap,
     /// A peer vantage's state in the bucket is older than `stale_after`
     /// (vigie's own pseudo-check `vigie:vantage:<peer>`, never a probe's).
     #[serde(rename = "vantage.silent")]
@@ -256,13 +277,18 @@ pub enum Assertion {
 
 impl Assertion {
     /// What a failure of this assertion does to the check's status. Only a
-    /// renewal that looks stuck is a warning: the certificate still works,
-    /// someone should look today, nobody should be woken up. A renewal
+    /// renewal that looks stuck or due is a warning: the certificate (or
+    /// the domain) still works, someone should look today, nobody should
+    /// be woken up. So is a domain whose registration vigie cannot read:
+    /// that is unknown, which is neither up nor a reason to page. A renewal
     /// window ended longer than `ari_grace` ago is the one escalation:
     /// `evaluate` makes that check down.
     pub fn severity(self) -> Status {
         match self {
-            Assertion::TlsRenewalOverdue | Assertion::TlsRenewalWindow => Status::Warn,
+            Assertion::TlsRenewalOverdue
+            | Assertion::TlsRenewalWindow
+            | Assertion::DomainRenewalDue
+            | Assertion::DomainRdap => Status::Warn,
             _ => Status::Down,
         }
     }
@@ -293,6 +319,10 @@ impl Assertion {
             Assertion::SmtpBanner => "smtp.banner",
             Assertion::SmtpEhlo => "smtp.ehlo",
             Assertion::SmtpStarttls => "smtp.starttls",
+            Assertion::DomainExpiry => "domain.expiry",
+            Assertion::DomainRenewalDue => "domain.renewal_due",
+            Assertion::DomainStatus => "domain.status",
+            Assertion::DomainRdap => "domain.rdap",
             Assertion::VantageSilent => "vantage.silent",
             Assertion::CorsPreflight => "cors.preflight",
             Assertion::CorsOrigin => "cors.origin",
@@ -711,6 +741,78 @@ pub struct SmtpReport {
     /// Whether the EHLO answer offered STARTTLS (smtp:// only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starttls_offered: Option<bool>,
+}
+
+/// A domain's registration as its registry's RDAP server gave it
+/// (`kind = "domain"`, RFC 9083), or why vigie does not know it. Registries
+/// are asked at most once per `[check.rdap] query_every`: between queries
+/// the facts are those of the last answer, `queried` false. Every text
+/// from the registry is sanitised where it was read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DomainReport {
+    /// The name asked about (A-labels).
+    pub domain: String,
+    /// The RDAP URL asked (redacted); absent when no server is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdap_url: Option<String>,
+    /// The `expiration` event.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expires_at: Option<OffsetDateTime>,
+    /// The `last changed` event.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_changed: Option<OffsetDateTime>,
+    /// The name (vCard `fn`) of the entity with the `registrar` role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registrar: Option<String>,
+    /// The `status` array as the registry spells it (`client hold`,
+    /// `redemption period`; some write the EPP names, `clientHold`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statuses: Vec<String>,
+    /// The registry answered that it knows no such domain (HTTP 404).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_found: bool,
+    /// The RDAP bootstrap names no server for the TLD and the check sets
+    /// no `rdap_url`: nobody was asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_service: bool,
+    /// When the registry gave the facts above.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub answered_at: Option<OffsetDateTime>,
+    /// When vigie last asked, answered or not.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub queried_at: Option<OffsetDateTime>,
+    /// The earliest vigie asks again (`query_every`, a server's
+    /// `Retry-After`).
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub next_query_at: Option<OffsetDateTime>,
+    /// This probe asked the registry; false when it reported vigie's last
+    /// answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queried: bool,
+    /// Why there is no (new) answer: no RDAP service for the TLD, the last
+    /// query's failure, a server asking vigie to wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What an upload check's steps met (filled by the upload probe). Never

@@ -1,6 +1,7 @@
 //! Probe and judge: the one step `vigie check`, the scheduler and the
 //! canaries share. Builds the prober from a config (the CA files are read
-//! once), probes a check and evaluates its outcome.
+//! once; domain checks keep their registries' answers in the state
+//! directory), probes a check and evaluates its outcome.
 
 use std::sync::Arc;
 
@@ -13,12 +14,14 @@ use crate::evaluate::evaluate;
 use crate::net::CaFileError;
 use crate::outcome::Outcome;
 use crate::probe::client::Client;
+use crate::probe::domain::Rdap;
 use crate::probe::Prober;
 
 /// Builds the prober for a config: reads the CA files once.
 pub fn prober(config: &Config, clock: Arc<dyn Clock>) -> Result<Prober, CaFileError> {
     let client = Client::new(config.extra_ca_file.as_deref(), &config.checks, clock)?;
-    Ok(Prober::new(client, config.ca_cache_size))
+    let rdap = Rdap::new(config.rdap_bootstrap.clone(), Some(&config.state_dir));
+    Ok(Prober::new(client, config.ca_cache_size).with_rdap(rdap))
 }
 
 /// Probes and judges one check.

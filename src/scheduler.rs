@@ -463,6 +463,7 @@ mod tests {
             dns: None,
             upload: None,
             smtp: None,
+            domain: None,
         }
     }
 

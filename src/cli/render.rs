@@ -158,16 +158,26 @@ pub fn table(outcomes: &[Outcome]) -> String {
     out
 }
 
+/// DAYS and ISSUER are the leaf certificate's, or for a domain check the
+/// registration's days left and its registrar.
 fn row(outcome: &Outcome) -> [String; 6] {
     let leaf = outcome.leaf();
+    let domain = outcome.domain.as_deref();
+    let days = match (leaf, domain.and_then(|d| d.expires_at)) {
+        (Some(leaf), _) => Some(leaf.days_left),
+        (None, Some(expires_at)) => Some((expires_at - outcome.started_at).whole_days()),
+        (None, None) => None,
+    };
+    let issuer = match (leaf, domain.and_then(|d| d.registrar.as_ref())) {
+        (Some(leaf), _) => Some(cert::common_name(&leaf.issuer).to_string()),
+        (None, registrar) => registrar.cloned(),
+    };
     [
         outcome.name.clone(),
         outcome.status.to_string().to_uppercase(),
         format!("{:.0} ms", outcome.duration_ms),
-        leaf.map(|c| c.days_left.to_string())
-            .unwrap_or_else(|| "-".into()),
-        leaf.map(|c| cert::common_name(&c.issuer).to_string())
-            .unwrap_or_else(|| "-".into()),
+        days.map_or_else(|| "-".into(), |d| d.to_string()),
+        issuer.unwrap_or_else(|| "-".into()),
         outcome
             .first_failure()
             .map(|f| match outcome.failures.len() {
@@ -279,6 +289,22 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_domain_shows_its_days_left_and_registrar_in_the_table() {
+        let mut domain = up("brand", T0);
+        domain.tls = None;
+        domain.domain = Some(Box::new(crate::outcome::DomainReport {
+            domain: "example.com".into(),
+            expires_at: Some(T0 + time::Duration::days(40)),
+            registrar: Some("Example Registrar, Inc.".into()),
+            ..Default::default()
+        }));
+        let text = table(&[domain]);
+        let line = text.lines().nth(1).unwrap();
+        assert!(line.contains("  40  "), "{text}");
+        assert!(line.contains("Example Registrar, Inc."), "{text}");
     }
 
     #[test]

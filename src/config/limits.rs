@@ -35,6 +35,13 @@ const DAY: Duration = Duration::from_secs(86_400);
 /// certificate has usually expired anyway.
 pub const MAX_ARI_GRACE: Duration = Duration::from_secs(30 * 86_400);
 
+/// `[check.rdap] query_every`: registries rate-limit RDAP without saying
+/// how much, and a registration changes over days. Below an hour a
+/// registry sees vigie as a scraper; past a week a hold or a lapse goes
+/// unseen for too long (the memory of answers keeps a month).
+pub const MIN_RDAP_QUERY_EVERY: Duration = Duration::from_secs(3600);
+pub const MAX_RDAP_QUERY_EVERY: Duration = Duration::from_secs(7 * 86_400);
+
 /// Shortest `every` and interval: below a second a check is a load test.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 

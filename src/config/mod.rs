@@ -79,6 +79,9 @@ pub struct Config {
     /// What the CRL and ARI caches hold together, in bytes
     /// (`limits::MIN_CA_CACHE_SIZE..=MAX_CA_CACHE_SIZE`).
     pub ca_cache_size: usize,
+    /// `rdap_bootstrap`: where domain checks refresh IANA's RDAP bootstrap
+    /// (`dns.json`) from, at most daily.
+    pub rdap_bootstrap: Url,
     /// Where `*_credential` names were looked up: `credentials_dir`
     /// (default `/etc/vigie/credentials`), or `$CREDENTIALS_DIRECTORY`
     /// under systemd.

@@ -36,6 +36,8 @@ pub(crate) struct RawTop {
     pub acme_directory: Option<Spanned<String>>,
     /// The bytes the CRL and ARI caches hold together ("64 MiB").
     pub ca_cache_size: Option<Spanned<String>>,
+    /// Where the RDAP bootstrap of domain checks is refreshed from.
+    pub rdap_bootstrap: Option<Spanned<String>>,
     // The sections are decoded one by one, elsewhere. Naming them here makes
     // them known keys (and lists them in the "known keys" of an error), so
     // a misspelt section is reported like any unknown key.
@@ -324,6 +326,10 @@ pub(crate) struct RawCheck {
     pub server_name: Option<Spanned<String>>,
     // kind = "smtp"
     pub require_starttls: Option<Spanned<bool>>,
+    // kind = "domain"
+    pub domain: Option<Spanned<String>>,
+    pub rdap_url: Option<Spanned<String>>,
+    pub rdap: Option<RawRdap>,
 }
 
 /// `[check.expect]` of an http or a dns check (one table for both, for the
@@ -373,6 +379,15 @@ pub(crate) struct RawTls {
     pub ari_grace: Option<Spanned<DurationText>>,
     pub revocation: Option<Spanned<bool>>,
     pub require_pq: Option<Spanned<bool>>,
+}
+
+/// `[check.rdap]` of a domain check.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRdap {
+    pub warn_days: Option<Spanned<u32>>,
+    pub critical_days: Option<Spanned<u32>>,
+    pub query_every: Option<Spanned<DurationText>>,
 }
 
 /// Declares a string newtype whose only purpose is a better "expected ..."

@@ -194,6 +194,7 @@ mod tests {
             dns: None,
             upload: None,
             smtp: None,
+            domain: None,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod caa;
 mod caa_value;
 mod cors;
 mod dns;
+mod domain;
 mod key_exchange;
 mod lifetime;
 pub mod upload;
@@ -59,6 +60,11 @@ pub fn evaluate(check: &Check, outcome: &mut Outcome, now: OffsetDateTime) {
         CheckKind::Upload(upload) => {
             if let Some(report) = &outcome.upload {
                 upload::judge(upload, report, &mut failures);
+            }
+        }
+        CheckKind::Domain(check) => {
+            if let Some(report) = &outcome.domain {
+                domain::judge(&check.rules, report, now, &mut failures);
             }
         }
         // Their verdict is the chain's, judged above, and the probe's
@@ -532,6 +538,7 @@ mod tests {
             dns: None,
             upload: None,
             smtp: None,
+            domain: None,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod client;
 pub mod cors;
 pub mod crl;
 pub mod dns;
+pub mod domain;
 pub mod http;
 pub mod shown;
 pub mod smtp;
@@ -27,7 +28,8 @@ use std::sync::Arc;
 
 use crate::check::{Check, CheckKind};
 use crate::outcome::{
-    Assertion, CorsReport, DnsReport, HttpReport, Outcome, ProbeError, Status, UploadReport,
+    Assertion, CorsReport, DnsReport, DomainReport, HttpReport, Outcome, ProbeError, Status,
+    UploadReport,
 };
 use crate::redact::redact;
 use client::{Client, Trace};
@@ -38,6 +40,8 @@ pub struct Prober {
     client: Arc<Client>,
     /// ARI windows and CRLs, shared by every check.
     authority: Arc<ca::Authority>,
+    /// The RDAP bootstrap and the registries' last answers.
+    rdap: Arc<domain::Rdap>,
 }
 
 enum Facts {
@@ -45,6 +49,7 @@ enum Facts {
     Cors(CorsReport),
     Dns(DnsReport),
     Upload(UploadReport),
+    Domain(DomainReport),
     /// The kinds whose facts are all in the trace (`tls`, `smtp`).
     Traced,
 }
@@ -55,7 +60,15 @@ impl Prober {
         Self {
             client: Arc::new(client),
             authority: Arc::new(ca::Authority::new(ca_cache_size)),
+            rdap: Arc::new(domain::Rdap::default()),
         }
+    }
+
+    /// The same prober, asking registries as `rdap` says (its bootstrap,
+    /// where it keeps their answers).
+    pub fn with_rdap(mut self, rdap: domain::Rdap) -> Self {
+        self.rdap = Arc::new(rdap);
+        self
     }
 
     /// The shared ARI and CRL caches (their fetch counters).
@@ -103,7 +116,7 @@ impl Prober {
                 )
                 .await;
         }
-        let (mut http, mut cors, mut dns, mut upload) = (None, None, None, None);
+        let (mut http, mut cors, mut dns, mut upload, mut domain) = (None, None, None, None, None);
         let smtp = trace.smtp.take().map(Box::new);
         let mut probe_error = None;
         match facts {
@@ -111,6 +124,7 @@ impl Prober {
             Ok(Facts::Cors(report)) => cors = Some(Box::new(report)),
             Ok(Facts::Dns(report)) => dns = Some(Box::new(report)),
             Ok(Facts::Upload(report)) => upload = Some(Box::new(report)),
+            Ok(Facts::Domain(report)) => domain = Some(Box::new(report)),
             Ok(Facts::Traced) => {}
             Err(err) => probe_error = Some(bounded(err)),
         }
@@ -129,6 +143,7 @@ impl Prober {
             dns,
             upload,
             smtp,
+            domain,
         }
     }
 
@@ -151,6 +166,11 @@ impl Prober {
             CheckKind::Smtp(smtp) => smtp::probe(&self.client, check, smtp, &trust, trace)
                 .await
                 .map(|()| Facts::Traced),
+            // Never an error: a registry that cannot be read is unknown,
+            // which the report says (`evaluate::domain`).
+            CheckKind::Domain(domain) => Ok(Facts::Domain(
+                self.rdap.probe(&self.client, check, domain, &trust).await,
+            )),
         }
     }
 }

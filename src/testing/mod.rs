@@ -61,5 +61,6 @@ pub fn up(name: &str, at: OffsetDateTime) -> Outcome {
         dns: None,
         upload: None,
         smtp: None,
+        domain: None,
     }
 }

@@ -1,6 +1,7 @@
 //! Reusable integration-test harness: a test PKI ([`pki`]), loopback servers
-//! ([`servers`]), a real S3 server (moto, [`s3`]), a real SMTP server
-//! (aiosmtpd, [`smtp`]), the receivers of the push channels (webhook, ntfy,
+//! ([`servers`]), a registry's RDAP server ([`rdap_server`]), a real S3
+//! server (moto, [`s3`]), a real SMTP server (aiosmtpd, [`smtp`]), the
+//! receivers of the push channels (webhook, ntfy,
 //! PagerDuty, Slack: [`push`]) and a tiny rustls/hyper client ([`client`])
 //! to check them.
 //!
@@ -19,6 +20,7 @@ pub mod gate;
 pub mod history;
 pub mod pki;
 pub mod push;
+pub mod rdap_server;
 pub mod s3;
 pub mod s3_auth;
 pub mod s3_upload;

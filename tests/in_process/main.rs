@@ -1,5 +1,5 @@
 //! The integration tests that drive vigie's library in this process: probes
-//! against loopback TLS, DNS, S3 and SMTP servers, CORS, uploads, mail
+//! against loopback TLS, DNS, RDAP, S3 and SMTP servers, CORS, uploads, mail
 //! delivery, replication, the heartbeat, vantage claims, config loading,
 //! the push channels' loopback receivers (`push_peers`), the push
 //! sender's rate limit against them (`push_rate`) and the docs, and
@@ -23,6 +23,7 @@ mod heartbeat;
 mod layers;
 mod mail;
 mod probe_ca;
+mod probe_domain;
 mod probe_http;
 mod probe_smtp;
 mod probe_tls;

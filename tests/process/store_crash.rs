@@ -136,6 +136,7 @@ fn outcome(seq: u64) -> Outcome {
         dns: None,
         upload: None,
         smtp: None,
+        domain: None,
     }
 }
 

@@ -72,6 +72,10 @@ pub struct Report {
     pub certificates: Vec<CertRow>,
     /// https checks whose latest probe saw no certificate.
     pub unseen: Vec<Unseen>,
+    /// Every domain check's registration, soonest expiry first, those
+    /// whose expiry is unknown last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<DomainRow>,
     pub changes: Vec<CertChange>,
     /// Checks whose latest probe is `down` or `warn`, down first.
     pub problems: Vec<Problem>,
@@ -145,6 +149,42 @@ pub struct CertRow {
     /// (`X25519MLKEM768`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_exchange: Option<String>,
+}
+
+/// One domain check's registration, as its registry last gave it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DomainRow {
+    pub check: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    pub domain: String,
+    /// The check's latest status: `warn` also when the registration is
+    /// unknown (`note` says why).
+    pub status: Status,
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expires_at: Option<OffsetDateTime>,
+    /// Whole days from the report's time, negative once expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days_left: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registrar: Option<String>,
+    /// The registry's status codes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statuses: Vec<String>,
+    /// When the registry gave these facts.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub answered_at: Option<OffsetDateTime>,
+    /// The check's first failure: why it is down, warns, or is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,6 +320,20 @@ pub fn build(input: &ReportInput<'_>) -> Report {
                 .map_or("no certificate seen".to_string(), |f| f.message.clone()),
         })
         .collect();
+    let mut domains: Vec<DomainRow> = input
+        .latest
+        .iter()
+        .filter_map(|o| domain_row(o, now))
+        .map(|mut row| {
+            row.env = input.envs.get(&row.check).cloned();
+            row
+        })
+        .collect();
+    // Known expiries first, soonest first; then the unknown ones.
+    domains.sort_by(|a, b| {
+        let key = |r: &DomainRow| (r.expires_at.is_none(), r.expires_at, r.check.clone());
+        key(a).cmp(&key(b))
+    });
     let mut problems: Vec<Problem> = input
         .latest
         .iter()
@@ -297,6 +351,7 @@ pub fn build(input: &ReportInput<'_>) -> Report {
         host: input.host.to_string(),
         certificates,
         unseen,
+        domains,
         changes,
         problems,
         incidents,
@@ -389,6 +444,22 @@ fn cert_row(outcome: &Outcome, now: OffsetDateTime) -> Option<CertRow> {
             .cloned()
             .collect(),
         key_exchange: tls.key_exchange.clone(),
+    })
+}
+
+fn domain_row(outcome: &Outcome, now: OffsetDateTime) -> Option<DomainRow> {
+    let domain = outcome.domain.as_ref()?;
+    Some(DomainRow {
+        check: outcome.name.clone(),
+        env: None,
+        domain: domain.domain.clone(),
+        status: outcome.status,
+        expires_at: domain.expires_at,
+        days_left: domain.expires_at.map(|at| (at - now).whole_days()),
+        registrar: domain.registrar.clone(),
+        statuses: domain.statuses.clone(),
+        answered_at: domain.answered_at,
+        note: outcome.first_failure().map(|f| f.message.clone()),
     })
 }
 
@@ -702,6 +773,99 @@ mod tests {
             text.contains("unknown: https://ca.example/ari/a.b: HTTP 503"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn domains_stand_beside_the_certificates_soonest_expiry_first() {
+        use crate::outcome::{DomainReport, Failure};
+        let domain = |name: &str, expires: Option<OffsetDateTime>, status: Status| {
+            let mut o = up(name, T0 - HOUR);
+            o.kind = crate::check::KindName::Domain;
+            o.tls = None;
+            o.status = status;
+            o.domain = Some(Box::new(DomainReport {
+                domain: format!("{name}.com"),
+                expires_at: expires,
+                registrar: expires.map(|_| "Example Registrar, Inc.".to_string()),
+                statuses: vec!["client transfer prohibited".to_string()],
+                answered_at: expires.map(|_| T0 - HOUR),
+                ..DomainReport::default()
+            }));
+            o
+        };
+        let mut lapsing = domain("lapsing", Some(T0 + time::Duration::days(5)), Status::Down);
+        lapsing.failures = vec![Failure {
+            assertion: Assertion::DomainExpiry,
+            expected: ">= 7 days".to_string(),
+            observed: "5 days".to_string(),
+            message: "lapsing.com expires in 5 days (2026-12-06)".to_string(),
+        }];
+        let mut unknown = domain("unknown", None, Status::Warn);
+        unknown.failures = vec![Failure {
+            assertion: Assertion::DomainRdap,
+            expected: "the registry's RDAP answer".to_string(),
+            observed: "no RDAP service for .io: set rdap_url".to_string(),
+            message: "unknown.io: no RDAP service for .io: set rdap_url".to_string(),
+        }];
+        let latest = [
+            up("site", T0 - HOUR),
+            unknown,
+            domain("brand", Some(T0 + time::Duration::days(300)), Status::Up),
+            lapsing,
+        ];
+        let envs: BTreeMap<String, String> = [("brand".to_string(), "prod".to_string())].into();
+        let report = build(&ReportInput {
+            now: T0,
+            host: "probe-1.example.net",
+            latest: &latest,
+            states: &[],
+            changes: &[],
+            silences: &[],
+            health: Health::default(),
+            escape_hatches: &[],
+            envs: &envs,
+            zone: Default::default(),
+        });
+        let order: Vec<&str> = report.domains.iter().map(|r| r.check.as_str()).collect();
+        assert_eq!(order, ["lapsing", "brand", "unknown"]);
+        assert_eq!(report.domains[0].days_left, Some(5));
+        assert_eq!(report.domains[1].env.as_deref(), Some("prod"));
+        assert_eq!(
+            report.certificates.len(),
+            1,
+            "a domain serves no certificate"
+        );
+        let text = text(&report);
+        let certificates = text.find("Certificates, soonest expiry first").unwrap();
+        let domains = text.find("Domains, soonest expiry first").unwrap();
+        let changes = text.find("Certificate changes in the last 24 h").unwrap();
+        assert!(certificates < domains && domains < changes, "{text}");
+        assert!(
+            text.contains("lapsing.com expires in 5 days (2026-12-06)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("no RDAP service for .io: set rdap_url"),
+            "{text}"
+        );
+        assert!(text.contains("Example Registrar, Inc."), "{text}");
+        let json = serde_json::to_string(&report).unwrap();
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.domains, report.domains);
+        // Without domain checks the section is not there at all.
+        let plain = build(&ReportInput {
+            now: T0,
+            host: "probe-1.example.net",
+            latest: &latest[..1],
+            states: &[],
+            changes: &[],
+            silences: &[],
+            health: Health::default(),
+            escape_hatches: &[],
+            envs: &BTreeMap::new(),
+            zone: Default::default(),
+        });
+        assert!(!render::text(&plain).contains("Domains"));
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::{
-    CertChange, CertRow, Health, IncidentRow, IssuerFlag, Leaf, Problem, Renewal, Report, GROUP_BY,
+    CertChange, CertRow, DomainRow, Health, IncidentRow, IssuerFlag, Leaf, Problem, Renewal,
+    Report, GROUP_BY,
 };
 use crate::alert::layout::{self, days_left, Block, Doc, Item, Tone};
 use crate::alert::render::{domain, Email};
@@ -86,6 +87,7 @@ fn doc(report: &Report) -> Doc {
     let z = report.zone;
     let mut blocks = Vec::new();
     certificate_blocks(report, &mut blocks);
+    domain_blocks(report, &mut blocks);
     blocks.push(Block::Section(
         "Certificate changes in the last 24 h".to_string(),
     ));
@@ -257,6 +259,79 @@ fn certificate_blocks(report: &Report, blocks: &mut Vec<Block>) {
                 ));
             }
             (!fields.is_empty()).then(|| Item {
+                title: row.check.clone(),
+                fields,
+            })
+        })
+        .collect();
+    if !notes.is_empty() {
+        blocks.push(Block::Items(notes));
+    }
+}
+
+/// "Domains, soonest expiry first", beside the certificates: one table,
+/// the rows of checks not up marked, then each such check's reason. Left
+/// out when there is no domain check (it is not a thing vigie forgot to
+/// look at).
+fn domain_blocks(report: &Report, blocks: &mut Vec<Block>) {
+    if report.domains.is_empty() {
+        return;
+    }
+    let z = report.zone;
+    blocks.push(Block::Section("Domains, soonest expiry first".to_string()));
+    let marked = report
+        .domains
+        .iter()
+        .enumerate()
+        .filter(|(_, row)| row.status != Status::Up)
+        .map(|(i, _)| i)
+        .collect();
+    let rows = report
+        .domains
+        .iter()
+        .map(|row: &DomainRow| {
+            let check = match &row.env {
+                Some(env) => format!("{} ({GROUP_BY} = {env})", row.check),
+                None => row.check.clone(),
+            };
+            vec![
+                check,
+                row.domain.clone(),
+                row.days_left.map_or("?".to_string(), |d| d.to_string()),
+                row.expires_at.map_or("-".to_string(), |t| z.minute(t)),
+                row.registrar.clone().unwrap_or_else(|| "-".to_string()),
+                match row.statuses.is_empty() {
+                    true => "-".to_string(),
+                    false => row.statuses.join(", "),
+                },
+            ]
+        })
+        .collect();
+    blocks.push(Block::Table {
+        head: [
+            "check",
+            "domain",
+            "days",
+            "expires",
+            "registrar",
+            "registry status",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+        marked,
+    });
+    let notes: Vec<Item> = report
+        .domains
+        .iter()
+        .filter(|row| row.status != Status::Up)
+        .filter_map(|row| {
+            let note = row.note.clone()?;
+            let mut fields = vec![(row.status.to_string(), note)];
+            if let Some(at) = row.answered_at {
+                fields.push(("registry's answer".to_string(), z.minute(at)));
+            }
+            Some(Item {
                 title: row.check.clone(),
                 fields,
             })

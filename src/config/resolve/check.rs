@@ -20,7 +20,7 @@ use super::base_dir;
 use super::browser::{header_names, parse_origin};
 use super::cx::Cx;
 use super::upload;
-use super::{dns, keys, tls_kinds};
+use super::{dns, domain, keys, tls_kinds};
 use crate::check::{
     AlertOverrides, Cadence, Check, CheckKind, CorsCheck, HttpCheck, HttpExpect, KindName,
     TlsExpect, DEFAULT_ARI_GRACE, DEFAULT_CRITICAL_DAYS,
@@ -95,8 +95,9 @@ fn check(
         .required(d, "kind", raw.kind.as_ref(), &context)
         .and_then(|k| kind_name(cx, k));
     // A dns check has no URL of its own (it asks `query`), nor has a tls
-    // check (it connects to `address`); an smtp check's URL is read with
-    // its kind; every other kind needs a web URL.
+    // check (it connects to `address`) or a domain check (it asks the
+    // registry about `domain`); an smtp check's URL is read with its
+    // kind; every other kind needs a web URL.
     let mut url = match (kind_name, &raw.url) {
         (Some(KindName::Dns), Some(u)) => {
             let message = "a dns check has no url: it asks `query` (write the name there)";
@@ -108,7 +109,12 @@ fn check(
             cx.error(&u.span(), "url", message);
             None
         }
-        (Some(KindName::Dns | KindName::Tls | KindName::Smtp), _) => None,
+        (Some(KindName::Domain), Some(u)) => {
+            let message = "a domain check has no url: write `domain = \"example.com\"` (and `rdap_url` for the registry's RDAP server, if IANA lists none)";
+            cx.error(&u.span(), "url", message);
+            None
+        }
+        (Some(KindName::Dns | KindName::Tls | KindName::Smtp | KindName::Domain), _) => None,
         _ => cx
             .required(d, "url", raw.url.as_ref(), &context)
             .and_then(|u| cx.web_url("url", u)),
@@ -161,6 +167,11 @@ fn check(
             let (smtp, own_url) = tls_kinds::smtp(cx, d, &context)?;
             url = Some(own_url);
             CheckKind::Smtp(smtp)
+        }
+        KindName::Domain => {
+            let (domain, own_url) = domain::domain(cx, d, &context)?;
+            url = Some(own_url);
+            CheckKind::Domain(domain)
         }
     };
     let url = match &kind {

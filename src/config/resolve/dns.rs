@@ -247,7 +247,12 @@ fn addresses<T: FromStr + Into<IpAddr>>(
 /// A DNS name as written in zone files, lower-cased and (`fqdn`) with its
 /// trailing dot. ASCII only: international names go in their `xn--` form,
 /// which is what is on the wire. Underscores are allowed (`_acme-challenge`).
-fn domain_name(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>, fqdn: bool) -> Option<String> {
+pub(super) fn domain_name(
+    cx: &mut Cx<'_>,
+    key: &str,
+    value: &Spanned<String>,
+    fqdn: bool,
+) -> Option<String> {
     let text = value.get_ref().to_ascii_lowercase();
     let bare = text.strip_suffix('.').unwrap_or(&text);
     let problem = if bare.is_empty() {

@@ -1,4 +1,4 @@
-//! Which kind (of http, cors, dns, upload, tls and smtp) owns which key of a
+//! Which kind (of http, cors, dns, upload, tls, smtp and domain) owns which key of a
 //! `[[check]]`, so a key written on the wrong kind is reported instead of
 //! silently asserting nothing.
 
@@ -18,10 +18,11 @@ type Owned = (String, Option<Range<usize>>, &'static [KindName]);
 /// and the kinds it belongs to. `expect` is judged key by key, since http
 /// and dns checks share the table but not its keys.
 fn owned_keys(d: &Decoded<RawCheck>) -> Vec<(String, Range<usize>, &'static [KindName])> {
-    use KindName::{Cors, Dns, Http, Smtp, Tls, Upload};
+    use KindName::{Cors, Dns, Domain, Http, Smtp, Tls, Upload};
     const HTTP: &[KindName] = &[Http];
     const TLS: &[KindName] = &[Tls];
     const SMTP: &[KindName] = &[Smtp];
+    const DOMAIN: &[KindName] = &[Domain];
     // Every kind that makes a TLS connection of its own choosing.
     const CONNECTS: &[KindName] = &[Http, Cors, Upload, Tls, Smtp];
     const CORS: &[KindName] = &[Cors];
@@ -55,6 +56,21 @@ fn owned_keys(d: &Decoded<RawCheck>) -> Vec<(String, Range<usize>, &'static [Kin
             "require_starttls".into(),
             raw.require_starttls.as_ref().map(|v| v.span()),
             SMTP,
+        ),
+        (
+            "domain".into(),
+            raw.domain.as_ref().map(|v| v.span()),
+            DOMAIN,
+        ),
+        (
+            "rdap_url".into(),
+            raw.rdap_url.as_ref().map(|v| v.span()),
+            DOMAIN,
+        ),
+        (
+            "rdap".into(),
+            raw.rdap.as_ref().map(|_| d.span.clone()),
+            DOMAIN,
         ),
         (
             "follow_redirects".into(),

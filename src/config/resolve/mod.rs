@@ -11,8 +11,8 @@
 //! not reported again here as missing.
 //!
 //! This file resolves `config.toml`; `check.rs` the `[[check]]` entries
-//! (`keys.rs` which kind owns which key, `dns.rs` and `upload.rs` the
-//! keys of those kinds, `browser.rs` the
+//! (`keys.rs` which kind owns which key, `dns.rs`, `domain.rs`,
+//! `tls_kinds.rs` and `upload.rs` the keys of those kinds, `browser.rs` the
 //! origins and header names the `cors` and `upload` kinds share); `cx.rs`
 //! the shared turning of one string into one typed value (duration, cron,
 //! URL, regex, mailbox, existing file) with its message.
@@ -21,6 +21,7 @@ mod browser;
 mod check;
 mod cx;
 mod dns;
+mod domain;
 mod keys;
 mod notify;
 mod status_page;
@@ -158,6 +159,10 @@ pub(crate) fn config(
     let acme_directory = top
         .and_then(|t| t.acme_directory.as_ref())
         .and_then(|url| cx.web_url("acme_directory", url));
+    let rdap_bootstrap = top
+        .and_then(|t| t.rdap_bootstrap.as_ref())
+        .and_then(|url| cx.web_url("rdap_bootstrap", url))
+        .unwrap_or_else(default_rdap_bootstrap);
     let ca_cache_size = top
         .and_then(|t| t.ca_cache_size.as_ref())
         .and_then(|size| {
@@ -180,6 +185,7 @@ pub(crate) fn config(
         extra_ca_file,
         acme_directory,
         ca_cache_size,
+        rdap_bootstrap,
         credentials: credentials.clone(),
         api: api(&mut cx.section("api"), raw.api.as_ref()),
         connectivity: connectivity(&mut cx.section("connectivity"), raw.connectivity.as_ref()),
@@ -221,6 +227,12 @@ pub(crate) fn config(
         checks: Vec::new(),
         warnings: Vec::new(),
     }
+}
+
+/// IANA's RDAP bootstrap for domain names.
+fn default_rdap_bootstrap() -> Url {
+    // Invariant: a constant URL.
+    Url::parse(crate::check::IANA_RDAP_BOOTSTRAP).expect("IANA's bootstrap URL parses")
 }
 
 /// The directory relative paths in `file` are resolved against. A bare

@@ -44,8 +44,9 @@ use super::keys::ChainKey;
 use crate::cert::CertInfo;
 use crate::check::KindName;
 use crate::outcome::{
-    Assertion, CaaRecord, CaaReport, CorsReport, DeniedOrigin, DnsReport, Failure, HttpReport,
-    Outcome, ProbeError, S3Error, Status, TlsReport, UploadReport, UploadStep, VerifyError,
+    Assertion, CaaRecord, CaaReport, CorsReport, DeniedOrigin, DnsReport, DomainReport, Failure,
+    HttpReport, Outcome, ProbeError, S3Error, Status, TlsReport, UploadReport, UploadStep,
+    VerifyError,
 };
 
 /// First byte of every result value.
@@ -220,6 +221,27 @@ enum Extension {
     Upload(StoredUpload),
     /// The TLS report's negotiated key exchange group.
     KeyExchange(Str),
+    /// A domain check's registration (`kind = "domain"`).
+    Domain(StoredDomain),
+}
+
+/// A [`DomainReport`]: the registry's words are interned (they repeat
+/// from one probe to the next until the next query).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredDomain {
+    domain: Str,
+    rdap_url: Option<Str>,
+    expires_at: Option<Time>,
+    last_changed: Option<Time>,
+    registrar: Option<Str>,
+    statuses: Vec<Str>,
+    not_found: bool,
+    no_service: bool,
+    answered_at: Option<Time>,
+    queried_at: Option<Time>,
+    next_query_at: Option<Time>,
+    queried: bool,
+    error: Option<Str>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -376,11 +398,51 @@ pub(in crate::store) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -
     if let Some(group) = outcome.tls.as_ref().and_then(|t| t.key_exchange.as_deref()) {
         ext.push(Extension::KeyExchange(intern(group)));
     }
+    if let Some(domain) = &outcome.domain {
+        ext.push(Extension::Domain(stored_domain(domain, intern)));
+    }
     let value = match ext.is_empty() {
         true => to_bytes(RECORD_FORMAT, &record),
         false => to_bytes(RECORD_FORMAT_EXT, &Full { base: record, ext }),
     };
     Encoded { value, chain }
+}
+
+fn stored_domain(domain: &DomainReport, intern: &mut dyn FnMut(&str) -> Str) -> StoredDomain {
+    StoredDomain {
+        domain: intern(&domain.domain),
+        rdap_url: domain.rdap_url.as_deref().map(&mut *intern),
+        expires_at: domain.expires_at.map(Time::of),
+        last_changed: domain.last_changed.map(Time::of),
+        registrar: domain.registrar.as_deref().map(&mut *intern),
+        statuses: domain.statuses.iter().map(|s| intern(s)).collect(),
+        not_found: domain.not_found,
+        no_service: domain.no_service,
+        answered_at: domain.answered_at.map(Time::of),
+        queried_at: domain.queried_at.map(Time::of),
+        next_query_at: domain.next_query_at.map(Time::of),
+        queried: domain.queried,
+        error: domain.error.as_deref().map(&mut *intern),
+    }
+}
+
+fn domain_from(domain: StoredDomain, strings: &[String]) -> Result<DomainReport, DecodeError> {
+    let time = |t: Option<Time>| t.map(Time::to_datetime).transpose();
+    Ok(DomainReport {
+        domain: resolve(domain.domain, strings)?,
+        rdap_url: resolve_opt(domain.rdap_url, strings)?,
+        expires_at: time(domain.expires_at)?,
+        last_changed: time(domain.last_changed)?,
+        registrar: resolve_opt(domain.registrar, strings)?,
+        statuses: resolve_all(domain.statuses, strings)?,
+        not_found: domain.not_found,
+        no_service: domain.no_service,
+        answered_at: time(domain.answered_at)?,
+        queried_at: time(domain.queried_at)?,
+        next_query_at: time(domain.next_query_at)?,
+        queried: domain.queried,
+        error: resolve_opt(domain.error, strings)?,
+    })
 }
 
 fn stored_upload(upload: &UploadReport, intern: &mut dyn FnMut(&str) -> Str) -> StoredUpload {
@@ -730,12 +792,13 @@ impl Decoded {
     ) -> Result<Outcome, DecodeError> {
         let text = |s: Str| resolve(s, strings);
         let Full { base: record, ext } = self.0;
-        let (mut dns, mut upload, mut key_exchange) = (None, None, None);
+        let (mut dns, mut upload, mut key_exchange, mut domain) = (None, None, None, None);
         for extension in ext {
             match extension {
                 Extension::Dns(d) => dns = Some(dns_from(d, strings)?),
                 Extension::Upload(u) => upload = Some(upload_from(u, strings)?),
                 Extension::KeyExchange(group) => key_exchange = Some(resolve(group, strings)?),
+                Extension::Domain(d) => domain = Some(domain_from(d, strings)?),
             }
         }
         Ok(Outcome {
@@ -778,6 +841,7 @@ impl Decoded {
             dns: dns.map(Box::new),
             upload: upload.map(Box::new),
             smtp: None,
+            domain: domain.map(Box::new),
         })
     }
 }
@@ -1149,7 +1213,9 @@ fn kind_code(kind: KindName) -> u8 {
         KindName::Cors => 1,
         KindName::Dns => 2,
         KindName::Upload => 3,
-        // TLS without HTTP; 4 to 9 are left to the kinds added alongside.
+        // The kinds added alongside TLS without HTTP: the domain's
+        // registration; 5 to 9 are left to others.
+        KindName::Domain => 4,
         KindName::Tls => 10,
         KindName::Smtp => 11,
     }
@@ -1161,6 +1227,7 @@ fn kind_from(code: u8) -> Result<KindName, DecodeError> {
         1 => KindName::Cors,
         2 => KindName::Dns,
         3 => KindName::Upload,
+        4 => KindName::Domain,
         10 => KindName::Tls,
         11 => KindName::Smtp,
         _ => return Err(unknown_code("check kind", code)),
@@ -1218,6 +1285,11 @@ fn assertion_code(assertion: Assertion) -> u8 {
         // CAA account binding (RFC 8657).
         Assertion::DnsCaaAccounturi => 54,
         Assertion::DnsCaaValidationmethods => 55,
+        // kind = "domain" (RDAP).
+        Assertion::DomainExpiry => 56,
+        Assertion::DomainRenewalDue => 57,
+        Assertion::DomainStatus => 58,
+        Assertion::DomainRdap => 59,
     }
 }
 
@@ -1267,6 +1339,10 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         53 => Assertion::SmtpStarttls,
         54 => Assertion::DnsCaaAccounturi,
         55 => Assertion::DnsCaaValidationmethods,
+        56 => Assertion::DomainExpiry,
+        57 => Assertion::DomainRenewalDue,
+        58 => Assertion::DomainStatus,
+        59 => Assertion::DomainRdap,
         _ => return Err(unknown_code("assertion", code)),
     })
 }
@@ -1338,6 +1414,52 @@ mod tests {
         let (back, _) = round_trip(&outcome, &mut Dict::default());
         let group = back.tls.and_then(|tls| tls.key_exchange);
         assert_eq!(group.as_deref(), Some("X25519MLKEM768"));
+    }
+
+    /// A domain check's registration travels as an extension, its
+    /// registry's words through the dictionary.
+    #[test]
+    fn a_domain_registration_round_trips() {
+        let mut outcome = up("example-domain", T0);
+        outcome.kind = KindName::Domain;
+        outcome.target = "domain:example.com".to_string();
+        outcome.tls = None;
+        outcome.http = None;
+        outcome.status = Status::Down;
+        outcome.failures = vec![Failure {
+            assertion: Assertion::DomainStatus,
+            expected: "none of clientHold".to_string(),
+            observed: "client hold".to_string(),
+            message: "example.com is on clientHold at its registry".to_string(),
+        }];
+        outcome.domain = Some(Box::new(DomainReport {
+            domain: "example.com".to_string(),
+            rdap_url: Some("https://rdap.example/domain/example.com".to_string()),
+            expires_at: Some(T0 + Duration::days(300)),
+            last_changed: Some(T0 - Duration::days(3)),
+            registrar: Some("Example Registrar, Inc.".to_string()),
+            statuses: vec!["client hold".to_string(), "active".to_string()],
+            not_found: false,
+            no_service: false,
+            answered_at: Some(T0 - Duration::hours(2)),
+            queried_at: Some(T0 - Duration::hours(2)),
+            next_query_at: Some(T0 + Duration::hours(10)),
+            queried: false,
+            error: None,
+        }));
+        let (back, _) = round_trip(&outcome, &mut Dict::default());
+        assert_eq!(back.domain, outcome.domain);
+        assert_eq!(back.kind, KindName::Domain);
+        assert_eq!(back.failures, outcome.failures);
+        for assertion in [
+            Assertion::DomainExpiry,
+            Assertion::DomainRenewalDue,
+            Assertion::DomainStatus,
+            Assertion::DomainRdap,
+        ] {
+            let code = assertion_code(assertion);
+            assert_eq!(assertion_from(code).unwrap(), assertion);
+        }
     }
 
     #[test]
@@ -1413,7 +1535,8 @@ mod tests {
         );
         assert_eq!(kind_from(2).unwrap(), KindName::Dns);
         assert_eq!(kind_from(3).unwrap(), KindName::Upload);
-        assert!(kind_from(4).is_err());
+        assert_eq!(kind_from(4).unwrap(), KindName::Domain);
+        assert!(kind_from(5).is_err());
     }
 
     /// Outcomes without extensions keep formats 1 and 2 (readable by an
