@@ -11,8 +11,8 @@
 //! not reported again here as missing.
 //!
 //! This file resolves `config.toml`; `check.rs` the `[[check]]` entries
-//! (`keys.rs` which kind owns which key, `dns.rs` and `upload.rs` the
-//! keys of those kinds, `browser.rs` the
+//! (`keys.rs` which kind owns which key, `dns.rs` (with `dnssec.rs`) and
+//! `upload.rs` the keys of those kinds, `browser.rs` the
 //! origins and header names the `cors` and `upload` kinds share); `cx.rs`
 //! the shared turning of one string into one typed value (duration, cron,
 //! URL, regex, mailbox, existing file) with its message.
@@ -21,6 +21,7 @@ mod browser;
 mod check;
 mod cx;
 mod dns;
+mod dnssec;
 mod keys;
 mod notify;
 mod status_page;

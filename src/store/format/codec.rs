@@ -44,8 +44,9 @@ use super::keys::ChainKey;
 use crate::cert::CertInfo;
 use crate::check::KindName;
 use crate::outcome::{
-    Assertion, CaaRecord, CaaReport, CorsReport, DeniedOrigin, DnsReport, Failure, HttpReport,
-    Outcome, ProbeError, S3Error, Status, TlsReport, UploadReport, UploadStep, VerifyError,
+    Assertion, CaaRecord, CaaReport, CorsReport, DeniedOrigin, DnsReport, Dnssec, DnssecAnswer,
+    Failure, HttpReport, Outcome, ProbeError, S3Error, Status, TlsReport, UploadReport, UploadStep,
+    VerifyError,
 };
 
 /// First byte of every result value.
@@ -220,6 +221,16 @@ enum Extension {
     Upload(StoredUpload),
     /// The TLS report's negotiated key exchange group.
     KeyExchange(Str),
+    /// The dns report's DNSSEC verdicts (`[check.dns] dnssec = true`).
+    Dnssec(StoredDnssec),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredDnssec {
+    /// [`dnssec_code`] of the weakest verdict.
+    weakest: u8,
+    /// Record type, name, [`dnssec_code`].
+    answers: Vec<(Str, Str, u8)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -369,6 +380,22 @@ pub(in crate::store) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -
     let mut ext = Vec::new();
     if let Some(dns) = &outcome.dns {
         ext.push(Extension::Dns(stored_dns(dns, intern)));
+        if let Some(weakest) = dns.dnssec {
+            ext.push(Extension::Dnssec(StoredDnssec {
+                weakest: dnssec_code(weakest),
+                answers: dns
+                    .dnssec_answers
+                    .iter()
+                    .map(|a| {
+                        (
+                            intern(&a.record_type),
+                            intern(&a.name),
+                            dnssec_code(a.dnssec),
+                        )
+                    })
+                    .collect(),
+            }));
+        }
     }
     if let Some(upload) = &outcome.upload {
         ext.push(Extension::Upload(stored_upload(upload, intern)));
@@ -730,13 +757,17 @@ impl Decoded {
     ) -> Result<Outcome, DecodeError> {
         let text = |s: Str| resolve(s, strings);
         let Full { base: record, ext } = self.0;
-        let (mut dns, mut upload, mut key_exchange) = (None, None, None);
+        let (mut dns, mut upload, mut key_exchange, mut dnssec) = (None, None, None, None);
         for extension in ext {
             match extension {
                 Extension::Dns(d) => dns = Some(dns_from(d, strings)?),
                 Extension::Upload(u) => upload = Some(upload_from(u, strings)?),
                 Extension::KeyExchange(group) => key_exchange = Some(resolve(group, strings)?),
+                Extension::Dnssec(d) => dnssec = Some(d),
             }
+        }
+        if let (Some(dns), Some(stored)) = (dns.as_mut(), dnssec) {
+            dnssec_from(dns, stored, strings)?;
         }
         Ok(Outcome {
             name: name.to_string(),
@@ -808,6 +839,47 @@ fn upload_from(upload: StoredUpload, strings: &[String]) -> Result<UploadReport,
     })
 }
 
+/// Puts the stored DNSSEC verdicts back into the dns report.
+fn dnssec_from(
+    dns: &mut DnsReport,
+    stored: StoredDnssec,
+    strings: &[String],
+) -> Result<(), DecodeError> {
+    dns.dnssec = Some(dnssec_from_code(stored.weakest)?);
+    dns.dnssec_answers = stored
+        .answers
+        .into_iter()
+        .map(|(record_type, name, verdict)| {
+            Ok(DnssecAnswer {
+                record_type: resolve(record_type, strings)?,
+                name: resolve(name, strings)?,
+                dnssec: dnssec_from_code(verdict)?,
+            })
+        })
+        .collect::<Result<_, DecodeError>>()?;
+    Ok(())
+}
+
+/// Part of the format: append only.
+fn dnssec_code(verdict: Dnssec) -> u8 {
+    match verdict {
+        Dnssec::Secure => 0,
+        Dnssec::Insecure => 1,
+        Dnssec::Bogus => 2,
+        Dnssec::Indeterminate => 3,
+    }
+}
+
+fn dnssec_from_code(code: u8) -> Result<Dnssec, DecodeError> {
+    Ok(match code {
+        0 => Dnssec::Secure,
+        1 => Dnssec::Insecure,
+        2 => Dnssec::Bogus,
+        3 => Dnssec::Indeterminate,
+        _ => return Err(unknown_code("DNSSEC verdict", code)),
+    })
+}
+
 /// Part of the format: append only.
 fn step_code(step: UploadStep) -> u8 {
     match step {
@@ -841,6 +913,9 @@ fn dns_from(dns: StoredDns, strings: &[String]) -> Result<DnsReport, DecodeError
         aaaa: list(dns.aaaa)?,
         txt: list(dns.txt)?,
         more: Default::default(),
+        // Its own extension, read after this one.
+        dnssec: None,
+        dnssec_answers: Vec::new(),
         caa: dns
             .caa
             .map(|caa| {
@@ -1218,6 +1293,7 @@ fn assertion_code(assertion: Assertion) -> u8 {
         // CAA account binding (RFC 8657).
         Assertion::DnsCaaAccounturi => 54,
         Assertion::DnsCaaValidationmethods => 55,
+        Assertion::DnsDnssec => 56,
     }
 }
 
@@ -1267,6 +1343,7 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         53 => Assertion::SmtpStarttls,
         54 => Assertion::DnsCaaAccounturi,
         55 => Assertion::DnsCaaValidationmethods,
+        56 => Assertion::DnsDnssec,
         _ => return Err(unknown_code("assertion", code)),
     })
 }
@@ -1404,7 +1481,12 @@ mod tests {
             if let Ok(kind) = kind_from(code) {
                 assert_eq!(kind_code(kind), code);
             }
+            if let Ok(verdict) = dnssec_from_code(code) {
+                assert_eq!(dnssec_code(verdict), code);
+            }
         }
+        assert_eq!(assertion_from(56).unwrap(), Assertion::DnsDnssec);
+        assert!(dnssec_from_code(4).is_err());
         assert_eq!(assertion_from(24).unwrap(), Assertion::Internal);
         assert_eq!(assertion_from(29).unwrap(), Assertion::DnsTxt);
         assert_eq!(
