@@ -8,8 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use hickory_resolver::proto::dnssec::TrustAnchors;
 use http::HeaderName;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -171,7 +173,37 @@ pub struct DnsCheck {
     /// Resolvers to ask, in order; `None`: those of `/etc/resolv.conf`,
     /// read at each probe.
     pub resolvers: Option<Vec<SocketAddr>>,
+    /// `[check.dns] dnssec = true`: every answer is validated, from this
+    /// trust anchor.
+    pub dnssec: Option<TrustAnchor>,
     pub expect: DnsExpect,
+}
+
+/// Where DNSSEC validation starts: the keys trusted without a DS record
+/// above them.
+#[derive(Clone)]
+pub enum TrustAnchor {
+    /// The root zone's key-signing keys, as hickory ships them (KSK-2017
+    /// and KSK-2024).
+    Root,
+    /// `trust_anchor_file`: the DNSKEY records read from it at load.
+    File {
+        path: PathBuf,
+        keys: Arc<TrustAnchors>,
+    },
+}
+
+impl std::fmt::Debug for TrustAnchor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TrustAnchor::Root => f.write_str("TrustAnchor::Root"),
+            TrustAnchor::File { path, keys } => f
+                .debug_struct("TrustAnchor::File")
+                .field("path", path)
+                .field("keys", &keys.len())
+                .finish(),
+        }
+    }
 }
 
 /// `[check.expect]` of a dns check; at least one is set (config refuses a
@@ -196,6 +228,9 @@ pub struct DnsExpect {
     pub aaaa: Option<AddressSet>,
     /// Some TXT record of the name must match.
     pub txt_regex: Option<Regex>,
+    /// `expect.dnssec = "secure"`: an answer from a zone that is not
+    /// signed (DNSSEC insecure) fails too, not only a bogus one.
+    pub dnssec_secure: bool,
     /// `false`: the name must not exist (NXDOMAIN), e.g. a retired one.
     /// Otherwise a name that does not exist is down whatever else is
     /// expected of it.
@@ -213,6 +248,7 @@ impl Default for DnsExpect {
             a: None,
             aaaa: None,
             txt_regex: None,
+            dnssec_secure: false,
             exists: true,
         }
     }

@@ -45,8 +45,8 @@
 //! Floor 3:
 //! - [`evaluate`]: pure judgment of an outcome against its check, a file
 //!   per kind (`caa`, with `caa_value` reading an issue record's
-//!   parameters; `cors`, `dns`, `domain`, `upload`, `lifetime`, `ca`,
-//!   `key_exchange`).
+//!   parameters; `cors`, `dns` with `dnssec` for its answers' DNSSEC
+//!   verdicts, `domain`, `upload`, `lifetime`, `ca`, `key_exchange`).
 //! - [`health`]: the daemon's verdict, read by `/healthz`, the metrics, the
 //!   watchdog and the heartbeat.
 //! - [`net`]: TLS roots, the crypto provider, the HTTP clients of what is

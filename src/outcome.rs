@@ -258,6 +258,11 @@ pub enum Assertion {
     DnsAaaa,
     #[serde(rename = "dns.txt")]
     DnsTxt,
+    /// `[check.dns] dnssec = true`: an answer fails DNSSEC validation
+    /// (bogus) or cannot be validated (indeterminate); with
+    /// `expect.dnssec = "secure"`, also one from a zone that is not signed.
+    #[serde(rename = "dns.dnssec")]
+    DnsDnssec,
     #[serde(rename = "upload.presign")]
     UploadPresign,
     #[serde(rename = "upload.preflight")]
@@ -338,6 +343,7 @@ impl Assertion {
             Assertion::DnsA => "dns.a",
             Assertion::DnsAaaa => "dns.aaaa",
             Assertion::DnsTxt => "dns.txt",
+            Assertion::DnsDnssec => "dns.dnssec",
             Assertion::UploadPresign => "upload.presign",
             Assertion::UploadPreflight => "upload.preflight",
             Assertion::UploadPut => "upload.put",
@@ -659,6 +665,81 @@ pub struct DnsReport {
     /// Not stored in the history (the failures that quote it are).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub more: std::collections::BTreeMap<String, u64>,
+    /// With `[check.dns] dnssec = true`: the weakest verdict of DNSSEC
+    /// validation over every answer (bogus, then indeterminate, then
+    /// insecure, then secure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dnssec: Option<Dnssec>,
+    /// Each question asked and its verdict, in the order asked (the CAA
+    /// climb one question per name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dnssec_answers: Vec<DnssecAnswer>,
+}
+
+/// What DNSSEC validation made of an answer (RFC 4035 section 4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dnssec {
+    /// Signed, and the signatures chain up to the trust anchor.
+    Secure,
+    /// Provably unsigned: a signed parent says the zone has no DS record.
+    Insecure,
+    /// Should be signed and does not validate (a bad, expired or missing
+    /// signature): validating resolvers answer SERVFAIL.
+    Bogus,
+    /// The records needed to decide could not be had.
+    Indeterminate,
+}
+
+impl Dnssec {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dnssec::Secure => "secure",
+            Dnssec::Insecure => "insecure",
+            Dnssec::Bogus => "bogus",
+            Dnssec::Indeterminate => "indeterminate",
+        }
+    }
+
+    /// The weaker of two verdicts: what a set of answers is worth is what
+    /// its weakest answer is worth. A failed validation outranks one that
+    /// could not be decided, which outranks an unsigned zone.
+    pub fn weakest(self, other: Dnssec) -> Dnssec {
+        let rank = |d: Dnssec| match d {
+            Dnssec::Secure => 0,
+            Dnssec::Insecure => 1,
+            Dnssec::Indeterminate => 2,
+            Dnssec::Bogus => 3,
+        };
+        match rank(other) > rank(self) {
+            true => other,
+            false => self,
+        }
+    }
+
+    /// Whether a validating resolver passes the answer on (secure or
+    /// insecure), rather than answering SERVFAIL.
+    pub fn passes(self) -> bool {
+        matches!(self, Dnssec::Secure | Dnssec::Insecure)
+    }
+}
+
+impl fmt::Display for Dnssec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One question of a dns check and what DNSSEC validation made of its
+/// answer, a denial (NXDOMAIN, no record of the type) included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DnssecAnswer {
+    /// The record type asked: `"A"`, `"CAA"`, ...
+    #[serde(rename = "type")]
+    pub record_type: String,
+    /// The name asked about, fully qualified.
+    pub name: String,
+    pub dnssec: Dnssec,
 }
 
 /// The relevant CAA RRset (RFC 8659 section 3): the first found climbing
@@ -911,5 +992,38 @@ mod tests {
             + std::mem::size_of::<UploadReport>();
         assert!(inline < 700, "an Outcome is {inline} bytes");
         assert!(inline < reports, "{inline} bytes against {reports}");
+    }
+
+    #[test]
+    fn the_weakest_dnssec_verdict_wins_whatever_the_order() {
+        use Dnssec::{Bogus, Indeterminate, Insecure, Secure};
+        let cases = [
+            (Secure, Secure, Secure),
+            (Secure, Insecure, Insecure),
+            (Insecure, Indeterminate, Indeterminate),
+            (Indeterminate, Bogus, Bogus),
+            (Secure, Bogus, Bogus),
+            (Insecure, Bogus, Bogus),
+        ];
+        for (a, b, weakest) in cases {
+            assert_eq!(a.weakest(b), weakest, "{a} and {b}");
+            assert_eq!(b.weakest(a), weakest, "{b} and {a}");
+        }
+        assert!(Secure.passes() && Insecure.passes());
+        assert!(!Bogus.passes() && !Indeterminate.passes());
+    }
+
+    #[test]
+    fn dnssec_verdicts_are_written_in_lower_case() {
+        let answer = DnssecAnswer {
+            record_type: "CAA".to_string(),
+            name: "example.com.".to_string(),
+            dnssec: Dnssec::Bogus,
+        };
+        assert_eq!(
+            serde_json::to_string(&answer).unwrap(),
+            r#"{"type":"CAA","name":"example.com.","dnssec":"bogus"}"#
+        );
+        assert_eq!(Dnssec::Indeterminate.to_string(), "indeterminate");
     }
 }

@@ -617,7 +617,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                "c.toml:3:1: unknown key `bogus` in check \"site\" (known keys: name, kind, url, every, schedule, timeout, resolve, labels, tls, alert, follow_redirects, redirect_to_private, redact_headers, expect, origin, method, request_headers, deny_origins, allow_any_origin, credentials, min_max_age, expose_headers, query, resolvers, region, key_prefix, content_type, access_key_id_file, access_key_id_credential, secret_access_key_file, secret_access_key_credential, address, server_name, require_starttls, domain, rdap_url, rdap)",
+                "c.toml:3:1: unknown key `bogus` in check \"site\" (known keys: name, kind, url, every, schedule, timeout, resolve, labels, tls, alert, follow_redirects, redirect_to_private, redact_headers, expect, origin, method, request_headers, deny_origins, allow_any_origin, credentials, min_max_age, expose_headers, query, resolvers, dns, region, key_prefix, content_type, access_key_id_file, access_key_id_credential, secret_access_key_file, secret_access_key_credential, address, server_name, require_starttls, domain, rdap_url, rdap)",
                 "c.toml:4:11: `timeout`: expected a duration such as \"30s\", found an integer 5",
                 "c.toml:7:10: `expect.status`: expected an array, found a string \"200\"",
             ]

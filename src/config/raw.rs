@@ -313,6 +313,7 @@ pub(crate) struct RawCheck {
     // kind = "dns"
     pub query: Option<Spanned<String>>,
     pub resolvers: Option<Vec<Spanned<String>>>,
+    pub dns: Option<RawDns>,
     // kind = "upload" (with `origin` and `expose_headers` of cors)
     pub region: Option<Spanned<String>>,
     pub key_prefix: Option<Spanned<String>>,
@@ -352,7 +353,16 @@ pub(crate) struct RawExpect {
     pub a: Option<Vec<Spanned<String>>>,
     pub aaaa: Option<Vec<Spanned<String>>>,
     pub txt_regex: Option<Spanned<String>>,
+    pub dnssec: Option<Spanned<String>>,
     pub exists: Option<Spanned<bool>>,
+}
+
+/// `[check.dns]`: how a dns check's answers are validated.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDns {
+    pub dnssec: Option<Spanned<bool>>,
+    pub trust_anchor_file: Option<Spanned<String>>,
 }
 
 /// `[check.alert]`: this check's exceptions to `[alerting]`.

@@ -1,20 +1,29 @@
 //! Judging a dns outcome: the CNAME, CAA (with its account and method
 //! binding), A/AAAA and TXT expectations of a `kind = "dns"` check against
-//! what the resolvers answered.
+//! what the resolvers answered, after DNSSEC's verdicts (`dnssec.rs`): the
+//! records of an answer that fails validation are not judged, since no
+//! validating resolver passes them on.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::caa::{self, Refusal, Unbound};
+use super::dnssec;
 use crate::check::{AddressSet, DnsCheck, DnsExpect};
 use crate::outcome::{Assertion, CaaReport, DnsReport, Failure};
 
 pub(super) fn judge(check: &DnsCheck, report: &DnsReport, out: &mut Vec<Failure>) {
+    dnssec::judge(check, report, out);
+    let judged = |rtype: &str| !dnssec::unvalidated(report, rtype);
     let expect = &check.expect;
     let name = report.query.trim_end_matches('.');
+    // `exists = false` asks for A records: a denial that fails
+    // validation proves nothing either way.
+    let existence = expect.exists || judged("A");
+    // First, and whatever else is judged: a parent's CAA, found by the
+    // climb, would otherwise make a missing name look fine.
     match (expect.exists, report.nxdomain) {
-        // First, and whatever else is judged: a parent's CAA, found by
-        // the climb, would otherwise make a missing name look fine.
+        _ if !existence => {}
         (true, true) => out.push(Failure {
             assertion: Assertion::Dns,
             expected: format!("{name} exists"),
@@ -29,13 +38,13 @@ pub(super) fn judge(check: &DnsCheck, report: &DnsReport, out: &mut Vec<Failure>
         }),
         _ => {}
     }
-    if let Some(cname) = &expect.cname {
+    if let Some(cname) = expect.cname.as_ref().filter(|_| judged("CNAME")) {
         judge_cname(cname, report, out);
     }
-    if let Some(set) = &expect.a {
+    if let Some(set) = expect.a.as_ref().filter(|_| judged("A")) {
         judge_addresses(Assertion::DnsA, "A", set, report.a.as_deref(), report, out);
     }
-    if let Some(set) = &expect.aaaa {
+    if let Some(set) = expect.aaaa.as_ref().filter(|_| judged("AAAA")) {
         judge_addresses(
             Assertion::DnsAaaa,
             "AAAA",
@@ -45,7 +54,7 @@ pub(super) fn judge(check: &DnsCheck, report: &DnsReport, out: &mut Vec<Failure>
             out,
         );
     }
-    if let Some(pattern) = &expect.txt_regex {
+    if let Some(pattern) = expect.txt_regex.as_ref().filter(|_| judged("TXT")) {
         let txt = report.txt.as_deref().unwrap_or_default();
         if !txt.iter().any(|t| pattern.is_match(t)) {
             out.push(Failure {
@@ -55,6 +64,9 @@ pub(super) fn judge(check: &DnsCheck, report: &DnsReport, out: &mut Vec<Failure>
                 message: format!("no TXT record of {} matches /{pattern}/", report.query),
             });
         }
+    }
+    if !judged("CAA") {
+        return;
     }
     let empty = CaaReport::default();
     let caa = report.caa.as_ref().unwrap_or(&empty);

@@ -11,6 +11,7 @@ pub mod caa;
 mod caa_value;
 mod cors;
 mod dns;
+mod dnssec;
 mod domain;
 mod key_exchange;
 mod lifetime;

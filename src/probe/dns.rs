@@ -19,20 +19,33 @@
 //! distinct values of each type, sorted, are kept; the rest are counted
 //! (`more`). Queries carry EDNS0, so that a large answer comes over UDP
 //! where the resolver allows it rather than always falling back to TCP.
+//!
+//! With `[check.dns] dnssec = true` the resolver is hickory's validating
+//! one, anchored at the check's trust anchor: every question, each step of
+//! the CAA climb included, gets a verdict (secure, insecure, bogus,
+//! indeterminate) in `dnssec_answers`. hickory marks each record of an
+//! answer with its proof and a denial by the proof of the SOA that comes
+//! with it; a denial it cannot verify comes back as an error, which is a
+//! bogus answer here, not a resolver failure: validating resolvers answer
+//! SERVFAIL to it, and a CA stops its climb there and refuses to issue.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use hickory_resolver::config::{NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts};
+use hickory_resolver::lookup::Lookup;
 use hickory_resolver::name_server::TokioConnectionProvider;
+use hickory_resolver::proto::dnssec::Proof;
 use hickory_resolver::proto::op::ResponseCode;
 use hickory_resolver::proto::rr::{RData, Record, RecordType};
 use hickory_resolver::proto::xfer::Protocol;
 use hickory_resolver::proto::ProtoErrorKind;
 use hickory_resolver::{Name, ResolveError, TokioResolver};
 
-use crate::check::{Check, DnsCheck};
-use crate::outcome::{Assertion, CaaRecord, CaaReport, DnsReport, ProbeError};
+use crate::check::{Check, DnsCheck, TrustAnchor};
+use crate::outcome::{
+    Assertion, CaaRecord, CaaReport, DnsReport, Dnssec, DnssecAnswer, ProbeError,
+};
 use crate::sanitize;
 
 /// The part of the check's timeout the lookups may use: what is left is
@@ -50,7 +63,13 @@ pub async fn probe(check: &Check, dns: &DnsCheck) -> Result<DnsReport, ProbeErro
         resolvers: servers.iter().map(|s| s.to_string()).collect(),
         ..DnsReport::default()
     };
-    let resolver = resolver(&servers, check.timeout);
+    let resolver = Resolver {
+        hickory: resolver(&servers, check.timeout, dns.dnssec.as_ref()),
+        plain: dns
+            .dnssec
+            .as_ref()
+            .map(|_| resolver(&servers, check.timeout, None)),
+    };
     let budget = check.timeout.mul_f64(LOOKUP_SHARE);
     let mut asking = String::new();
     let observed = tokio::time::timeout(budget, observe(&resolver, dns, &mut report, &mut asking));
@@ -99,10 +118,26 @@ fn servers(dns: &DnsCheck) -> Result<Vec<SocketAddr>, ProbeError> {
     Ok(addrs)
 }
 
+/// The probe's resolver, and when it validates, the same without.
+struct Resolver {
+    hickory: TokioResolver,
+    /// Asked again when a validated question fails without an answer:
+    /// hickory's validator drops the response code of a question the
+    /// servers refused or failed (SERVFAIL, REFUSED), which this one
+    /// keeps, so that the failure says what the servers said.
+    plain: Option<TokioResolver>,
+}
+
 /// A stub resolver asking `servers` in order, UDP then TCP when a
 /// response is truncated; no hosts file, no search domains (the query is
-/// fully qualified), one attempt per server within `timeout`.
-fn resolver(servers: &[SocketAddr], timeout: Duration) -> TokioResolver {
+/// fully qualified), one attempt per server within `timeout`. With a
+/// trust anchor, it validates every answer from it (asking the same
+/// servers for the DNSKEY and DS records that takes).
+fn resolver(
+    servers: &[SocketAddr],
+    timeout: Duration,
+    anchor: Option<&TrustAnchor>,
+) -> TokioResolver {
     let mut config = ResolverConfig::new();
     for &addr in servers {
         config.add_name_server(NameServerConfig::new(addr, Protocol::Udp));
@@ -117,9 +152,14 @@ fn resolver(servers: &[SocketAddr], timeout: Duration) -> TokioResolver {
     options.preserve_intermediates = true;
     options.cache_size = 64;
     options.edns0 = true;
-    TokioResolver::builder_with_config(config, TokioConnectionProvider::default())
-        .with_options(options)
-        .build()
+    options.validate = anchor.is_some();
+    let builder = TokioResolver::builder_with_config(config, TokioConnectionProvider::default())
+        .with_options(options);
+    match anchor {
+        // hickory's default anchors are the root zone's.
+        None | Some(TrustAnchor::Root) => builder.build(),
+        Some(TrustAnchor::File { keys, .. }) => builder.with_trust_anchor(keys.clone()).build(),
+    }
 }
 
 /// What one question got.
@@ -129,10 +169,14 @@ enum Answer {
     NxDomain,
     /// The name exists, without records of this type.
     NoData,
+    /// A denial that DNSSEC validation did not accept (bogus, or
+    /// indeterminate): validating resolvers answer SERVFAIL, so nothing
+    /// can be read from it.
+    Unproven,
 }
 
 async fn observe(
-    resolver: &TokioResolver,
+    resolver: &Resolver,
     dns: &DnsCheck,
     report: &mut DnsReport,
     asking: &mut String,
@@ -202,33 +246,115 @@ async fn observe(
 /// Asks one question; NXDOMAIN is noted in the report (it is the answer
 /// to every type).
 async fn ask(
-    resolver: &TokioResolver,
+    resolver: &Resolver,
     name: &Name,
     record_type: RecordType,
     report: &mut DnsReport,
     asking: &mut String,
 ) -> Result<Vec<Record>, ProbeError> {
-    match lookup(resolver, name, record_type, asking).await? {
+    match lookup(resolver, name, record_type, report, asking).await? {
         Answer::Records(records) => Ok(records),
         Answer::NxDomain => {
             report.nxdomain = true;
             Ok(Vec::new())
         }
-        Answer::NoData => Ok(Vec::new()),
+        Answer::NoData | Answer::Unproven => Ok(Vec::new()),
     }
 }
 
+/// Asks one question; when validating, notes what DNSSEC made of the
+/// answer in `report`.
 async fn lookup(
-    resolver: &TokioResolver,
+    resolver: &Resolver,
     name: &Name,
     record_type: RecordType,
+    report: &mut DnsReport,
     asking: &mut String,
 ) -> Result<Answer, ProbeError> {
     *asking = format!("asking {record_type} {}", shown_name(name));
-    match resolver.lookup(name.clone(), record_type).await {
-        Ok(lookup) => Ok(Answer::Records(lookup.records().to_vec())),
-        Err(err) => classify(&err, record_type, name),
+    let validating = resolver.plain.is_some();
+    let result = resolver.hickory.lookup(name.clone(), record_type).await;
+    if validating {
+        if let Some(verdict) = verdict(&result) {
+            note(report, record_type, name, verdict);
+        }
     }
+    let err = match result {
+        Ok(lookup) => return Ok(Answer::Records(lookup.records().to_vec())),
+        Err(err) => err,
+    };
+    let failure = classify(&err, record_type, name, validating);
+    let (Err(_), Some(plain)) = (&failure, &resolver.plain) else {
+        return failure;
+    };
+    match plain.lookup(name.clone(), record_type).await {
+        Err(theirs) => match classify(&theirs, record_type, name, validating) {
+            // The servers' own failure (SERVFAIL, REFUSED), as they gave it.
+            Err(failure) => Err(failure),
+            Ok(_) => Err(unvalidated(&err, record_type, name)),
+        },
+        Ok(_) => Err(unvalidated(&err, record_type, name)),
+    }
+}
+
+/// The servers answered, and validation failed without a verdict.
+fn unvalidated(err: &ResolveError, record_type: RecordType, name: &Name) -> ProbeError {
+    ProbeError {
+        kind: Assertion::Dns,
+        message: format!(
+            "cannot validate the answer to {record_type} {} by DNSSEC: {}",
+            shown_name(name),
+            sanitize::message(&err.to_string())
+        ),
+    }
+}
+
+/// What DNSSEC validation made of an answer: the weakest proof of its
+/// records (CNAMEs on the way included), or for a denial the proof of the
+/// SOA that came with it (hickory only returns a denial whose NSEC proof
+/// it accepted, or one from a zone it proved unsigned). `None` when there
+/// was no answer to judge (a resolver failure).
+fn verdict(result: &Result<Lookup, ResolveError>) -> Option<Dnssec> {
+    let err = match result {
+        Ok(lookup) => {
+            let proofs = lookup.records().iter().map(|r| dnssec(r.proof()));
+            return proofs
+                .reduce(Dnssec::weakest)
+                .or(Some(Dnssec::Indeterminate));
+        }
+        Err(err) => err,
+    };
+    match err.proto()?.kind() {
+        ProtoErrorKind::NoRecordsFound {
+            response_code: ResponseCode::NXDomain | ResponseCode::NoError,
+            soa,
+            ..
+        } => Some(
+            soa.as_ref()
+                .map_or(Dnssec::Indeterminate, |s| dnssec(s.proof())),
+        ),
+        ProtoErrorKind::Nsec { proof, .. } => Some(dnssec(*proof)),
+        _ => None,
+    }
+}
+
+fn dnssec(proof: Proof) -> Dnssec {
+    match proof {
+        Proof::Secure => Dnssec::Secure,
+        Proof::Insecure => Dnssec::Insecure,
+        Proof::Bogus => Dnssec::Bogus,
+        Proof::Indeterminate => Dnssec::Indeterminate,
+    }
+}
+
+/// Adds a question's verdict to the report, and to its weakest.
+fn note(report: &mut DnsReport, record_type: RecordType, name: &Name, verdict: Dnssec) {
+    report.dnssec_answers.push(DnssecAnswer {
+        record_type: record_type.to_string(),
+        name: shown_name(name),
+        dnssec: verdict,
+    });
+    report.dnssec = Some(report.dnssec.map_or(verdict, |d| d.weakest(verdict)));
 }
 
 /// A negative answer is an answer; anything else means the resolvers
@@ -237,22 +363,36 @@ fn classify(
     err: &ResolveError,
     record_type: RecordType,
     name: &Name,
+    validating: bool,
 ) -> Result<Answer, ProbeError> {
     if let Some(proto) = err.proto() {
-        if let ProtoErrorKind::NoRecordsFound { response_code, .. } = proto.kind() {
-            match *response_code {
+        match proto.kind() {
+            ProtoErrorKind::NoRecordsFound { response_code, .. } => match *response_code {
                 ResponseCode::NXDomain => return Ok(Answer::NxDomain),
                 ResponseCode::NoError => return Ok(Answer::NoData),
                 code => {
+                    // A resolver that validates itself answers SERVFAIL
+                    // to what fails validation, before vigie sees it.
+                    let hint = match (validating, code) {
+                        (true, ResponseCode::ServFail) => " (a resolver that validates DNSSEC itself answers so to a bogus answer too)",
+                        _ => "",
+                    };
                     return Err(ProbeError {
                         kind: Assertion::Dns,
                         message: format!(
-                            "the resolver answered {code} to {record_type} {}",
+                            "the resolver answered {code} to {record_type} {}{hint}",
                             shown_name(name)
                         ),
-                    })
+                    });
                 }
-            }
+            },
+            // A denial from a zone validation proved unsigned is one.
+            ProtoErrorKind::Nsec {
+                proof: Proof::Insecure,
+                ..
+            } => return Ok(Answer::NoData),
+            ProtoErrorKind::Nsec { .. } => return Ok(Answer::Unproven),
+            _ => {}
         }
     }
     Err(ProbeError {
@@ -268,17 +408,22 @@ fn classify(
 /// RFC 8659 section 3: the CAA RRset of the name, else of its parent, and
 /// so on up to (not including) the root. The name itself not existing is
 /// noted in `report` (the parent's CAA would otherwise make it look fine).
+/// A step whose denial fails validation ends the climb, as it ends a CA's:
+/// what is above it does not count.
 async fn relevant_caa(
-    resolver: &TokioResolver,
+    resolver: &Resolver,
     name: &Name,
     report: &mut DnsReport,
     asking: &mut String,
 ) -> Result<CaaReport, ProbeError> {
     let mut at = name.clone();
     while !at.is_root() {
-        let answer = lookup(resolver, &at, RecordType::CAA, asking).await?;
+        let answer = lookup(resolver, &at, RecordType::CAA, report, asking).await?;
         if matches!(answer, Answer::NxDomain) && at == *name {
             report.nxdomain = true;
+        }
+        if matches!(answer, Answer::Unproven) {
+            break;
         }
         if let Answer::Records(records) = answer {
             let caa: Vec<CaaRecord> = records

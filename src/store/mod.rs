@@ -244,6 +244,19 @@ pub(crate) mod contract {
                     value: "letsencrypt.org; validationmethods=dns-01".to_string(),
                 }],
             }),
+            dnssec: Some(crate::outcome::Dnssec::Bogus),
+            dnssec_answers: vec![
+                crate::outcome::DnssecAnswer {
+                    record_type: "CNAME".to_string(),
+                    name: "_acme-challenge.example.com.".to_string(),
+                    dnssec: crate::outcome::Dnssec::Insecure,
+                },
+                crate::outcome::DnssecAnswer {
+                    record_type: "CAA".to_string(),
+                    name: "example.com.".to_string(),
+                    dnssec: crate::outcome::Dnssec::Bogus,
+                },
+            ],
         }));
         outcome.upload = Some(Box::new(crate::outcome::UploadReport {
             key: "vigie-probe/probe-1/20261201T121500.123Z".to_string(),

@@ -1,16 +1,31 @@
 //! A real DNS server on loopback for the dns-check tests: hickory-server
 //! in-process, authoritative for a few test zones, on 127.0.0.1 UDP and TCP
 //! at one random port. And a resolver that never answers.
+//!
+//! Some zones are signed (DNSSEC, keys made at each start): `test.` plays
+//! the root of the test world, and its key is the trust anchor the tests
+//! write ([`DnsServer::anchor`]). It delegates securely (a DS record) to the
+//! signed zones and insecurely (an NS record and the NSEC that proves no
+//! DS) to the others, so that a validating resolver anchored at `test.`
+//! finds the first secure and the second insecure, as it would under the
+//! real root. A DS record lives on the parent's side of a zone cut: the
+//! server's handler answers a DS question about a child zone's apex from
+//! `test.`, where a single catalog would answer it from the child.
 
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hickory_server::authority::{Catalog, ZoneType};
+use hickory_server::authority::{AuthorityObject, Catalog, ZoneType};
+use hickory_server::dnssec::NxProofKind;
+use hickory_server::proto::dnssec::crypto::EcdsaSigningKey;
+use hickory_server::proto::dnssec::rdata::{DNSSECRData, DNSKEY, DS};
+use hickory_server::proto::dnssec::{Algorithm, DigestType, SigSigner, SigningKey};
 use hickory_server::proto::rr::rdata::caa::{KeyValue, Value};
-use hickory_server::proto::rr::rdata::{A, AAAA, CAA, CNAME, SOA, TXT};
-use hickory_server::proto::rr::{LowerName, Name, RData, Record};
+use hickory_server::proto::rr::rdata::{A, AAAA, CAA, CNAME, NS, SOA, TXT};
+use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordSet, RecordType, RrKey};
+use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::store::in_memory::InMemoryAuthority;
 use hickory_server::ServerFuture;
 
@@ -26,9 +41,18 @@ pub const ACCOUNT: &str = "https://acme-v02.api.letsencrypt.org/acme/acct/123";
 /// The account `other.bound.test`'s CAA binds instead.
 pub const OTHER_ACCOUNT: &str = "https://acme-v02.api.letsencrypt.org/acme/acct/999";
 
+/// The address `www.broken.test`'s A record was signed with.
+pub const SIGNED_A: &str = "192.0.2.40";
+
+/// The address it is served with instead: the zone changed after signing.
+pub const FORGED_A: &str = "192.0.2.66";
+
 /// A running server; stops when dropped.
 pub struct DnsServer {
     pub addr: SocketAddr,
+    /// A trust anchor file anchoring validation at `test.`: its DNSKEY, as
+    /// `dig` prints it.
+    pub anchor: String,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -36,6 +60,7 @@ impl DnsServer {
     /// The zones (see [`zones`]) on a fresh port, served by a thread with a
     /// runtime of its own, so that any test (async or not) can query it.
     pub fn start() -> DnsServer {
+        let (handler, anchor) = handler();
         let (udp, tcp, addr) = udp_and_tcp_on_one_port();
         udp.set_nonblocking(true).expect("nonblocking udp");
         tcp.set_nonblocking(true).expect("nonblocking tcp");
@@ -46,7 +71,7 @@ impl DnsServer {
                 .build()
                 .expect("dns server runtime");
             runtime.block_on(async move {
-                let mut server = ServerFuture::new(catalog());
+                let mut server = ServerFuture::new(handler);
                 server.register_socket(tokio::net::UdpSocket::from_std(udp).expect("udp"));
                 server.register_listener(
                     tokio::net::TcpListener::from_std(tcp).expect("tcp"),
@@ -56,7 +81,11 @@ impl DnsServer {
                 let _ = server.shutdown_gracefully().await;
             });
         });
-        DnsServer { addr, _stop: stop }
+        DnsServer {
+            addr,
+            anchor,
+            _stop: stop,
+        }
     }
 }
 
@@ -138,8 +167,16 @@ fn issue_raw(value: &str) -> RData {
 ///   to [`ACCOUNT`] with http-01 only; `spaced.bound.test` to [`ACCOUNT`]
 ///   with whitespace around `;` and `=`; `broken.bound.test` with a
 ///   parameter that is not `tag=value`.
-/// - `test.` itself, empty, so that climbing reaches the top-level domain
-///   and gets an answer (as from a real resolver) rather than REFUSED.
+///   `www.bound.test` has an A record (and no CAA of its own).
+/// - `broken.test.`: signed, then changed: its CAA (letsencrypt.org when
+///   signed) now names ca.example.net under the old signature, the A
+///   record of `www` is [`FORGED_A`] under a signature of [`SIGNED_A`], and
+///   the CAA record of `stripped` is gone while the NSEC still lists it.
+/// - `test.` itself, so that climbing reaches the top-level domain and gets
+///   an answer (as from a real resolver) rather than REFUSED; the parent of
+///   every other zone (see the module's documentation).
+///
+/// `test.`, `bound.test.` and `broken.test.` are signed ([`SIGNED`]).
 fn zones() -> Vec<(&'static str, Vec<Record>)> {
     let many = (0..MANY_A).map(|n| record("many.example.test.", RData::A(A::new(198, 51, 100, n))));
     let mut zones = vec![
@@ -222,6 +259,16 @@ fn zones() -> Vec<(&'static str, Vec<Record>)> {
                     "broken.bound.test.",
                     issue_raw("letsencrypt.org; accounturi"),
                 ),
+                record("www.bound.test.", RData::A(A::new(192, 0, 2, 50))),
+            ],
+        ),
+        (
+            "broken.test.",
+            vec![
+                record("broken.test.", issue("letsencrypt.org")),
+                record("www.broken.test.", RData::A(A::from_str(SIGNED_A).unwrap())),
+                record("stripped.broken.test.", issue("letsencrypt.org")),
+                record("stripped.broken.test.", RData::A(A::new(192, 0, 2, 41))),
             ],
         ),
     ];
@@ -229,25 +276,159 @@ fn zones() -> Vec<(&'static str, Vec<Record>)> {
     zones
 }
 
-fn catalog() -> Catalog {
+/// The zones that are signed (`test.`'s key is the anchor, and it holds
+/// the others' DS records).
+const SIGNED: [&str; 3] = ["test.", "bound.test.", "broken.test."];
+
+/// The server's handler, and the trust anchor file of `test.`.
+fn handler() -> (ParentSide, String) {
     let mut catalog = Catalog::new();
-    for (origin, records) in zones() {
-        let origin = name(origin);
-        let mut authority = InMemoryAuthority::empty(origin.clone(), ZoneType::Primary, false);
-        let soa = SOA::new(
-            name(&format!("ns.{origin}")),
-            name(&format!("hostmaster.{origin}")),
-            1,
-            3600,
-            600,
-            86400,
-            60,
-        );
-        authority.upsert_mut(Record::from_rdata(origin.clone(), 60, RData::SOA(soa)), 1);
-        for record in records {
-            authority.upsert_mut(record, 1);
+    let mut delegations = Vec::new();
+    let mut children = Vec::new();
+    let mut top = None;
+    for (text, records) in zones() {
+        let origin = name(text);
+        let key = SIGNED.contains(&text).then(|| zone_key(&origin));
+        if text == "test." {
+            top = Some((origin, records, key));
+            continue;
+        }
+        children.push(LowerName::new(&origin));
+        delegations.push(record(text, RData::NS(NS(name(&format!("ns.{text}"))))));
+        if let Some((_, dnskey)) = &key {
+            delegations.push(ds(&origin, dnskey));
+        }
+        let mut authority = authority(&origin, records, key.map(|(signer, _)| signer));
+        if text == "broken.test." {
+            break_signatures(&mut authority);
         }
         catalog.upsert(LowerName::new(&origin), vec![Arc::new(authority)]);
     }
-    catalog
+    let (origin, mut records, key) = top.expect("a test. zone");
+    let (signer, dnskey) = key.expect("test. is signed");
+    records.append(&mut delegations);
+    let anchor = format!("{origin} 3600 IN DNSKEY {dnskey}\n");
+    let top: Arc<dyn AuthorityObject> = Arc::new(authority(&origin, records, Some(signer)));
+    catalog.upsert(LowerName::new(&origin), vec![top.clone()]);
+    let mut parent = Catalog::new();
+    parent.upsert(LowerName::new(&origin), vec![top]);
+    let handler = ParentSide {
+        catalog,
+        parent,
+        children,
+    };
+    (handler, anchor)
+}
+
+/// One zone: its SOA, `records`, and with a `signer` its DNSKEY, NSEC
+/// chain and signatures.
+fn authority(origin: &Name, records: Vec<Record>, signer: Option<SigSigner>) -> InMemoryAuthority {
+    let proof = signer.as_ref().map(|_| NxProofKind::Nsec);
+    let mut authority = InMemoryAuthority::empty(origin.clone(), ZoneType::Primary, false, proof);
+    let soa = SOA::new(
+        name(&format!("ns.{origin}")),
+        name(&format!("hostmaster.{origin}")),
+        1,
+        3600,
+        600,
+        86400,
+        60,
+    );
+    authority.upsert_mut(Record::from_rdata(origin.clone(), 60, RData::SOA(soa)), 1);
+    for record in records {
+        authority.upsert_mut(record, 1);
+    }
+    if let Some(signer) = signer {
+        authority
+            .add_zone_signing_key_mut(signer)
+            .expect("add the zone's key");
+        authority.secure_zone_mut().expect("sign the zone");
+    }
+    authority
+}
+
+/// A fresh P-256 key for `origin` (algorithm 13, as most signed zones
+/// use now), and its DNSKEY as the zone publishes it.
+fn zone_key(origin: &Name) -> (SigSigner, DNSKEY) {
+    let algorithm = Algorithm::ECDSAP256SHA256;
+    let pkcs8 = EcdsaSigningKey::generate_pkcs8(algorithm).expect("generate a zone key");
+    let key = EcdsaSigningKey::from_pkcs8(&pkcs8, algorithm).expect("read the zone key");
+    let dnskey = DNSKEY::from_key(&key.to_public_key().expect("its public key"));
+    let week = Duration::from_secs(7 * 86400);
+    let signer = SigSigner::dnssec(dnskey.clone(), Box::new(key), origin.clone(), week);
+    (signer, dnskey)
+}
+
+/// The DS record of `child`'s key, for the parent's side of the cut.
+/// Built by hand: the key tag must be the whole DNSKEY's (RFC 4034
+/// appendix B), as RRSIGs carry it.
+fn ds(child: &Name, dnskey: &DNSKEY) -> Record {
+    let digest = dnskey
+        .to_digest(child, DigestType::SHA256)
+        .expect("the key's digest");
+    let ds = DS::new(
+        dnskey.calculate_key_tag().expect("the key's tag"),
+        Algorithm::ECDSAP256SHA256,
+        DigestType::SHA256,
+        digest.as_ref().to_vec(),
+    );
+    Record::from_rdata(child.clone(), 300, RData::DNSSEC(DNSSECRData::DS(ds)))
+}
+
+/// `broken.test.` after signing: data changed under old signatures, and
+/// a record removed whose type the NSEC still lists.
+fn break_signatures(authority: &mut InMemoryAuthority) {
+    let forged_caa = RData::CAA(CAA::new_issue(
+        false,
+        Some(name("ca.example.net")),
+        Vec::new(),
+    ));
+    replace_data("broken.test.", RecordType::CAA, forged_caa, authority);
+    let forged_a = RData::A(A::from_str(FORGED_A).unwrap());
+    replace_data("www.broken.test.", RecordType::A, forged_a, authority);
+    let stripped = RrKey::new(
+        LowerName::new(&name("stripped.broken.test.")),
+        RecordType::CAA,
+    );
+    authority.records_get_mut().remove(&stripped);
+}
+
+/// Serves `rdata` as the `rtype` RRset of `owner`, with the signatures
+/// made over what was there.
+fn replace_data(owner: &str, rtype: RecordType, rdata: RData, authority: &mut InMemoryAuthority) {
+    let key = RrKey::new(LowerName::new(&name(owner)), rtype);
+    let records = authority.records_get_mut();
+    let signed = records.get(&key).expect("a signed RRset to change");
+    let mut forged = RecordSet::new(name(owner), rtype, signed.serial());
+    forged.insert(record(owner, rdata), signed.serial());
+    for rrsig in signed.rrsigs() {
+        forged.insert_rrsig(rrsig.clone());
+    }
+    records.insert(key, Arc::new(forged));
+}
+
+/// The catalog, except that a DS question about a child zone's apex is
+/// answered by its parent, `test.` (RFC 4035 section 3.1.4.1), as a
+/// recursive resolver would get it.
+struct ParentSide {
+    catalog: Catalog,
+    parent: Catalog,
+    children: Vec<LowerName>,
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for ParentSide {
+    async fn handle_request<R: ResponseHandler>(
+        &self,
+        request: &Request,
+        response_handle: R,
+    ) -> ResponseInfo {
+        let parents_side = request.request_info().is_ok_and(|info| {
+            info.query.query_type() == RecordType::DS && self.children.contains(info.query.name())
+        });
+        match parents_side {
+            true => self.parent.handle_request(request, response_handle).await,
+            false => self.catalog.handle_request(request, response_handle).await,
+        }
+    }
 }

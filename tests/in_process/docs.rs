@@ -49,7 +49,7 @@ fn known_keys() -> BTreeMap<String, Vec<String>> {
     fs::write(dir.path().join("config.toml"), config).unwrap();
     fs::create_dir(dir.path().join("checks")).unwrap();
     let mut check = format!("[[check]]\nname = \"site\"\n{UNKNOWN} = 1\n");
-    for table in ["tls", "expect", "alert", "rdap"] {
+    for table in ["tls", "dns", "expect", "alert", "rdap"] {
         check.push_str(&format!("\n[check.{table}]\n{UNKNOWN} = 1\n"));
     }
     fs::write(dir.path().join("checks/site.toml"), check).unwrap();
@@ -80,9 +80,9 @@ fn known_keys() -> BTreeMap<String, Vec<String>> {
         let keys = list.split(", ").map(str::to_owned).collect();
         tables.insert(table, keys);
     }
-    // top, maintenance, notify, route, announcement, check and its four
+    // top, maintenance, notify, route, announcement, check and its five
     // tables
-    let expected = sections.len() + 10;
+    let expected = sections.len() + 11;
     assert_eq!(
         tables.len(),
         expected,

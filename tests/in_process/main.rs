@@ -1,5 +1,5 @@
 //! The integration tests that drive vigie's library in this process: probes
-//! against loopback TLS, DNS, RDAP, S3 and SMTP servers, CORS, uploads, mail
+//! against loopback TLS, DNS (DNSSEC too), RDAP, S3 and SMTP servers, CORS, uploads, mail
 //! delivery, replication, the heartbeat, vantage claims, config loading,
 //! the push channels' loopback receivers (`push_peers`), the push
 //! sender's rate limit against them (`push_rate`) and the docs, and
@@ -16,6 +16,7 @@ mod cors_edge;
 mod cors_s3;
 mod daemon_inprocess;
 mod dns;
+mod dnssec;
 mod docs;
 mod harness_s3_selftest;
 mod harness_selftest;

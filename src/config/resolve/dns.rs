@@ -1,5 +1,5 @@
 //! The keys of `kind = "dns"` checks: the query, the resolver and what
-//! the answer must hold.
+//! the answer must hold (DNSSEC's keys in `dnssec.rs`).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -38,8 +38,9 @@ pub(super) fn dns(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Opti
             .filter_map(|(i, r)| resolver(cx, &format!("resolvers[{i}]"), r))
             .collect::<Vec<_>>()
     });
+    let dnssec = super::dnssec::validation(cx, raw.dns.as_ref());
     let expect = match &raw.expect {
-        Some(e) => dns_expect(cx, e, &d.span),
+        Some(e) => dns_expect(cx, e, &d.span, dnssec.is_some()),
         None => DnsExpect::default(),
     };
     let records = expect.cname.is_some()
@@ -82,6 +83,7 @@ pub(super) fn dns(cx: &mut Cx<'_>, d: &Decoded<RawCheck>, context: &str) -> Opti
     Some(DnsCheck {
         query: query?,
         resolvers,
+        dnssec,
         expect,
     })
 }
@@ -100,7 +102,12 @@ fn resolver(cx: &mut Cx<'_>, key: &str, value: &Spanned<String>) -> Option<Socke
     None
 }
 
-fn dns_expect(cx: &mut Cx<'_>, raw: &RawExpect, header: &Range<usize>) -> DnsExpect {
+fn dns_expect(
+    cx: &mut Cx<'_>,
+    raw: &RawExpect,
+    header: &Range<usize>,
+    validated: bool,
+) -> DnsExpect {
     let cas = |cx: &mut Cx<'_>, key: &str, list: Option<&[Spanned<String>]>| -> Vec<String> {
         list.into_iter()
             .flatten()
@@ -155,6 +162,10 @@ fn dns_expect(cx: &mut Cx<'_>, raw: &RawExpect, header: &Range<usize>) -> DnsExp
             .txt_regex
             .as_ref()
             .and_then(|r| cx.regex("expect.txt_regex", r)),
+        dnssec_secure: raw
+            .dnssec
+            .as_ref()
+            .is_some_and(|d| super::dnssec::expect(cx, d, validated)),
         exists: raw.exists.as_ref().is_none_or(|e| *e.get_ref()),
     }
 }

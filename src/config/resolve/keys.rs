@@ -129,6 +129,7 @@ fn owned_keys(d: &Decoded<RawCheck>) -> Vec<(String, Range<usize>, &'static [Kin
             first_span(raw.resolvers.as_deref()),
             DNS,
         ),
+        ("dns".into(), raw.dns.as_ref().map(|_| d.span.clone()), DNS),
         (
             "region".into(),
             raw.region.as_ref().map(|v| v.span()),
@@ -232,6 +233,7 @@ fn expect_keys(e: &RawExpect, d: &Decoded<RawCheck>) -> Vec<Owned> {
             e.txt_regex.as_ref().map(|v| v.span()),
             DNS,
         ),
+        ("dnssec".into(), e.dnssec.as_ref().map(|v| v.span()), DNS),
         ("exists".into(), e.exists.as_ref().map(|v| v.span()), DNS),
     ];
     for key in &mut keys {

@@ -11,8 +11,9 @@
 //! not reported again here as missing.
 //!
 //! This file resolves `config.toml`; `check.rs` the `[[check]]` entries
-//! (`keys.rs` which kind owns which key, `dns.rs`, `domain.rs`,
-//! `tls_kinds.rs` and `upload.rs` the keys of those kinds, `browser.rs` the
+//! (`keys.rs` which kind owns which key, `dns.rs` (with `dnssec.rs`),
+//! `domain.rs`, `tls_kinds.rs` and `upload.rs` the keys of those kinds,
+//! `browser.rs` the
 //! origins and header names the `cors` and `upload` kinds share); `cx.rs`
 //! the shared turning of one string into one typed value (duration, cron,
 //! URL, regex, mailbox, existing file) with its message.
@@ -21,6 +22,7 @@ mod browser;
 mod check;
 mod cx;
 mod dns;
+mod dnssec;
 mod domain;
 mod keys;
 mod notify;

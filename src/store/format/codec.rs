@@ -44,9 +44,9 @@ use super::keys::ChainKey;
 use crate::cert::CertInfo;
 use crate::check::KindName;
 use crate::outcome::{
-    Assertion, CaaRecord, CaaReport, CorsReport, DeniedOrigin, DnsReport, DomainReport, Failure,
-    HttpReport, Outcome, ProbeError, S3Error, Status, TlsReport, UploadReport, UploadStep,
-    VerifyError,
+    Assertion, CaaRecord, CaaReport, CorsReport, DeniedOrigin, DnsReport, Dnssec, DnssecAnswer,
+    DomainReport, Failure, HttpReport, Outcome, ProbeError, S3Error, Status, TlsReport,
+    UploadReport, UploadStep, VerifyError,
 };
 
 /// First byte of every result value.
@@ -223,6 +223,16 @@ enum Extension {
     KeyExchange(Str),
     /// A domain check's registration (`kind = "domain"`).
     Domain(StoredDomain),
+    /// The dns report's DNSSEC verdicts (`[check.dns] dnssec = true`).
+    Dnssec(StoredDnssec),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredDnssec {
+    /// [`dnssec_code`] of the weakest verdict.
+    weakest: u8,
+    /// Record type, name, [`dnssec_code`].
+    answers: Vec<(Str, Str, u8)>,
 }
 
 /// A [`DomainReport`]: the registry's words are interned (they repeat
@@ -391,6 +401,22 @@ pub(in crate::store) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -
     let mut ext = Vec::new();
     if let Some(dns) = &outcome.dns {
         ext.push(Extension::Dns(stored_dns(dns, intern)));
+        if let Some(weakest) = dns.dnssec {
+            ext.push(Extension::Dnssec(StoredDnssec {
+                weakest: dnssec_code(weakest),
+                answers: dns
+                    .dnssec_answers
+                    .iter()
+                    .map(|a| {
+                        (
+                            intern(&a.record_type),
+                            intern(&a.name),
+                            dnssec_code(a.dnssec),
+                        )
+                    })
+                    .collect(),
+            }));
+        }
     }
     if let Some(upload) = &outcome.upload {
         ext.push(Extension::Upload(stored_upload(upload, intern)));
@@ -792,14 +818,19 @@ impl Decoded {
     ) -> Result<Outcome, DecodeError> {
         let text = |s: Str| resolve(s, strings);
         let Full { base: record, ext } = self.0;
-        let (mut dns, mut upload, mut key_exchange, mut domain) = (None, None, None, None);
+        let (mut dns, mut upload, mut key_exchange) = (None, None, None);
+        let (mut domain, mut dnssec) = (None, None);
         for extension in ext {
             match extension {
                 Extension::Dns(d) => dns = Some(dns_from(d, strings)?),
                 Extension::Upload(u) => upload = Some(upload_from(u, strings)?),
                 Extension::KeyExchange(group) => key_exchange = Some(resolve(group, strings)?),
                 Extension::Domain(d) => domain = Some(domain_from(d, strings)?),
+                Extension::Dnssec(d) => dnssec = Some(d),
             }
+        }
+        if let (Some(dns), Some(stored)) = (dns.as_mut(), dnssec) {
+            dnssec_from(dns, stored, strings)?;
         }
         Ok(Outcome {
             name: name.to_string(),
@@ -872,6 +903,47 @@ fn upload_from(upload: StoredUpload, strings: &[String]) -> Result<UploadReport,
     })
 }
 
+/// Puts the stored DNSSEC verdicts back into the dns report.
+fn dnssec_from(
+    dns: &mut DnsReport,
+    stored: StoredDnssec,
+    strings: &[String],
+) -> Result<(), DecodeError> {
+    dns.dnssec = Some(dnssec_from_code(stored.weakest)?);
+    dns.dnssec_answers = stored
+        .answers
+        .into_iter()
+        .map(|(record_type, name, verdict)| {
+            Ok(DnssecAnswer {
+                record_type: resolve(record_type, strings)?,
+                name: resolve(name, strings)?,
+                dnssec: dnssec_from_code(verdict)?,
+            })
+        })
+        .collect::<Result<_, DecodeError>>()?;
+    Ok(())
+}
+
+/// Part of the format: append only.
+fn dnssec_code(verdict: Dnssec) -> u8 {
+    match verdict {
+        Dnssec::Secure => 0,
+        Dnssec::Insecure => 1,
+        Dnssec::Bogus => 2,
+        Dnssec::Indeterminate => 3,
+    }
+}
+
+fn dnssec_from_code(code: u8) -> Result<Dnssec, DecodeError> {
+    Ok(match code {
+        0 => Dnssec::Secure,
+        1 => Dnssec::Insecure,
+        2 => Dnssec::Bogus,
+        3 => Dnssec::Indeterminate,
+        _ => return Err(unknown_code("DNSSEC verdict", code)),
+    })
+}
+
 /// Part of the format: append only.
 fn step_code(step: UploadStep) -> u8 {
     match step {
@@ -905,6 +977,9 @@ fn dns_from(dns: StoredDns, strings: &[String]) -> Result<DnsReport, DecodeError
         aaaa: list(dns.aaaa)?,
         txt: list(dns.txt)?,
         more: Default::default(),
+        // Its own extension, read after this one.
+        dnssec: None,
+        dnssec_answers: Vec::new(),
         caa: dns
             .caa
             .map(|caa| {
@@ -1290,6 +1365,7 @@ fn assertion_code(assertion: Assertion) -> u8 {
         Assertion::DomainRenewalDue => 57,
         Assertion::DomainStatus => 58,
         Assertion::DomainRdap => 59,
+        Assertion::DnsDnssec => 60,
     }
 }
 
@@ -1343,6 +1419,7 @@ fn assertion_from(code: u8) -> Result<Assertion, DecodeError> {
         57 => Assertion::DomainRenewalDue,
         58 => Assertion::DomainStatus,
         59 => Assertion::DomainRdap,
+        60 => Assertion::DnsDnssec,
         _ => return Err(unknown_code("assertion", code)),
     })
 }
@@ -1526,7 +1603,13 @@ mod tests {
             if let Ok(kind) = kind_from(code) {
                 assert_eq!(kind_code(kind), code);
             }
+            if let Ok(verdict) = dnssec_from_code(code) {
+                assert_eq!(dnssec_code(verdict), code);
+            }
         }
+        assert_eq!(assertion_from(56).unwrap(), Assertion::DomainExpiry);
+        assert_eq!(assertion_from(60).unwrap(), Assertion::DnsDnssec);
+        assert!(dnssec_from_code(4).is_err());
         assert_eq!(assertion_from(24).unwrap(), Assertion::Internal);
         assert_eq!(assertion_from(29).unwrap(), Assertion::DnsTxt);
         assert_eq!(
