@@ -199,6 +199,7 @@ fn state_size() {
         failure: (i % 50 == 0).then(|| "HTTP 503 Service Unavailable (expected 200)".to_string()),
         firing: i % 50 == 0,
         warning: false,
+        closed: None,
     };
     let build = || NodeState {
         node: "eu-par".into(),

@@ -75,8 +75,9 @@ struct Waiting {
 struct Unbacked {
     event: alert::Event,
     by: String,
-    /// The claim's name in the bucket.
+    /// The claim's name in the bucket, and the incident's fleet key.
     name: String,
+    key: String,
     claimed_at: OffsetDateTime,
 }
 
@@ -173,6 +174,12 @@ impl BucketClaims {
             match claimed {
                 Ok(Claimed::Won { key }) => {
                     tracing::info!(check = %event.check, incident = %key, "this vantage sends the mail");
+                    if event.kind == EventKind::Resolved {
+                        let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
+                        if let Some(check) = view.get_mut(&event.check) {
+                            check.closed = Some(key.clone());
+                        }
+                    }
                     // The state listing the claim backs it for the others.
                     v.wanted.publish_now();
                     event.vantage = self
@@ -203,6 +210,7 @@ impl BucketClaims {
                         event,
                         by,
                         name,
+                        key,
                         claimed_at: now,
                     });
                     v.wanted.set_pending(true);
@@ -409,6 +417,7 @@ impl PageClaims for BucketClaims {
             let backed = BackedClaim {
                 check: &claim.event.check,
                 name: &claim.name,
+                key: &claim.key,
                 resolved: matches!(
                     claim.event.kind,
                     EventKind::Resolved | EventKind::WarnResolved
@@ -425,6 +434,7 @@ impl PageClaims for BucketClaims {
                 mut event,
                 by,
                 name,
+                key,
                 claimed_at,
             } = claim;
             if now >= saturating_add(claimed_at, fleet.stale_after) {
@@ -443,6 +453,7 @@ impl PageClaims for BucketClaims {
                     event,
                     by,
                     name,
+                    key,
                     claimed_at,
                 });
             }

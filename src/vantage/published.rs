@@ -35,6 +35,7 @@ pub fn record(
         (_, _, Some(before)) if before.status == status => before.since,
         _ => probed,
     };
+    let closed = view.get(check).and_then(|before| before.closed.clone());
     view.insert(
         check.to_string(),
         CheckView {
@@ -44,6 +45,7 @@ pub fn record(
             failure: failure.map(str::to_string),
             firing,
             warning: false,
+            closed,
         },
     );
 }
@@ -69,6 +71,7 @@ pub fn configured<'a>(
             failure: None,
             firing: false,
             warning: false,
+            closed: None,
         });
     }
 }
@@ -123,6 +126,11 @@ pub struct CheckView {
     /// before it: read as none.
     #[serde(default)]
     pub warning: bool,
+    /// The fleet key of the latest incident whose RESOLVED this node
+    /// claimed: it backs that claim once the node fires again in a later
+    /// incident and the claim has left [`NodeState::claims`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<String>,
 }
 
 /// A check's status as a vantage reports it.
@@ -213,6 +221,7 @@ mod tests {
                     failure: Some("HTTP 503".into()),
                     firing: true,
                     warning: false,
+                    closed: None,
                 },
             )]),
             claims: vec!["incidents/site/20261201T071230Z/down".into()],

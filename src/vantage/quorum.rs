@@ -218,7 +218,12 @@ impl Fleet {
             true => v.warning,
             false => v.firing,
         };
-        listed || view.is_some_and(|v| open(v) != claim.resolved)
+        // An incident's RESOLVED the claimant sent before it fired again
+        // in a later incident: its claim may have left `claims` since.
+        let closed = |v: &CheckView| {
+            claim.resolved && !claim.warn && v.closed.as_deref().is_some_and(|c| c >= claim.key)
+        };
+        listed || view.is_some_and(|v| open(v) != claim.resolved || closed(v))
     }
 }
 
@@ -228,6 +233,9 @@ pub struct BackedClaim<'a> {
     pub check: &'a str,
     /// The claim object's name in the bucket.
     pub name: &'a str,
+    /// The incident's fleet key (its first failure, `20261201T071230Z`:
+    /// later keys sort after earlier ones).
+    pub key: &'a str,
     /// A RESOLVED (backed by the incident being over there).
     pub resolved: bool,
     /// About a warn episode (`warn`, `warn-resolved`): backed by the
@@ -402,6 +410,7 @@ mod tests {
                         failure: None,
                         firing: false,
                         warning: false,
+                        closed: None,
                     };
                     (name.to_string(), view)
                 })
@@ -597,6 +606,7 @@ mod tests {
         let claim = |check, resolved, at| BackedClaim {
             check,
             name: "v/incidents/site/K/down",
+            key: "20261201T070000Z",
             resolved,
             warn: false,
             claimed_at: t(at),
@@ -624,11 +634,59 @@ mod tests {
     }
 
     #[test]
+    fn a_resolved_claim_is_backed_once_its_claimant_closed_that_incident_and_fired_again() {
+        // fra sent the RESOLVED of the incident of 07:00, then fired again
+        // at 07:30; the claim has left its list. eu-par, which saw both
+        // outages as one, lost its RESOLVED claim of 07:00 to fra's.
+        let mut f = fleet(vec![peer("fra", 10, &[("site", Down)])]);
+        let set = |f: &mut Fleet, closed: Option<&str>| {
+            let state = Arc::make_mut(f.peers[0].state.as_mut().unwrap());
+            let site = state.checks.get_mut("site").unwrap();
+            site.firing = true;
+            site.closed = closed.map(str::to_string);
+        };
+        let claim = |key, warn| BackedClaim {
+            check: "site",
+            name: "v/incidents/site/20261201T070000Z/resolved",
+            key,
+            resolved: true,
+            warn,
+            claimed_at: t(5),
+        };
+        set(&mut f, None);
+        assert!(
+            !f.backs_claim("fra", &claim("20261201T070000Z", false), t(11)),
+            "firing, and nothing says it closed the incident of 07:00"
+        );
+        set(&mut f, Some("20261201T070000Z"));
+        assert!(f.backs_claim("fra", &claim("20261201T070000Z", false), t(11)));
+        set(&mut f, Some("20261201T071500Z"));
+        assert!(
+            f.backs_claim("fra", &claim("20261201T070000Z", false), t(11)),
+            "it closed a later incident, so that one too"
+        );
+        assert!(
+            !f.backs_claim("fra", &claim("20261201T073000Z", false), t(11)),
+            "not the incident it fires in now"
+        );
+        Arc::make_mut(f.peers[0].state.as_mut().unwrap())
+            .checks
+            .get_mut("site")
+            .unwrap()
+            .warning = true;
+        assert!(
+            !f.backs_claim("fra", &claim("20261201T070000Z", true), t(11)),
+            "a warn's end is backed by the warn episode alone"
+        );
+    }
+
+    #[test]
     fn a_warn_s_claim_is_backed_by_the_claimant_s_warn_episode_not_its_firing() {
         let mut f = fleet(vec![peer("fra", 10, &[("site", Warn)])]);
         let claim = |resolved| BackedClaim {
             check: "site",
             name: "v/incidents/site/K/warn",
+            key: "20261201T070000Z",
             resolved,
             warn: true,
             claimed_at: t(5),

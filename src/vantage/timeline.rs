@@ -60,6 +60,7 @@ impl World {
                 failure: None,
                 firing: false,
                 warning: false,
+                closed: None,
             };
             peer.modified = Some(self.now);
             peer.fetched_at = Some(self.now);
