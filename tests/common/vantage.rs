@@ -194,6 +194,27 @@ impl Fleet {
         }
     }
 
+    /// Waits until no node has an incident open (`vigie_alerts_firing` 0):
+    /// each has released its RESOLVED, which the fleet may have held
+    /// while the other nodes' states still said down.
+    pub async fn wait_none_firing(&self) {
+        for node in &self.nodes {
+            let daemon = node.daemon.as_ref().expect("a running node");
+            poll(
+                Duration::from_secs(30),
+                &format!("no incident open on {}", node.name),
+                async || {
+                    let (_, body) = daemon.get("/metrics").await?;
+                    match metric(&body, "vigie_alerts_firing") {
+                        Some(n) if n == 0.0 => Ok(()),
+                        other => Err(format!("vigie_alerts_firing {other:?}")),
+                    }
+                },
+            )
+            .await;
+        }
+    }
+
     /// Every running node's log, each headed by its name: what a failed
     /// assertion on the fleet's mail prints, so that a page that went out
     /// (or did not) can be traced to the node that decided it.

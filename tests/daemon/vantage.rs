@@ -170,9 +170,10 @@ async fn two_vantages_racing_on_the_same_incident_twenty_times_never_send_two_ma
         extra: &channel,
     };
     let fleet = Fleet::start_with(&["eu-par", "fra"], &spec).await;
-    // Each side of each outage lasts until both nodes saw it: a node that
-    // missed a recovery would see two outages as one incident, a race
-    // this test is not about.
+    // Each side of each outage lasts until both nodes saw it, and each
+    // recovery until both closed the incident (a RESOLVED the fleet held
+    // a moment on one node): a node that missed a recovery would see two
+    // outages as one incident, a race this test is not about.
     for round in 1..=20 / RACING_CHECKS {
         fleet.close_all();
         fleet.wait_all_see("site-", "down").await;
@@ -180,6 +181,7 @@ async fn two_vantages_racing_on_the_same_incident_twenty_times_never_send_two_ma
         fleet.open_all();
         fleet.wait_all_see("site-", "up").await;
         wait_mails(&fleet.smtp, "RESOLVED site", round * RACING_CHECKS).await;
+        fleet.wait_none_firing().await;
     }
     tokio::time::sleep(Duration::from_secs(4)).await;
     let mails = fleet.smtp.received();
