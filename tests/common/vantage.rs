@@ -206,7 +206,7 @@ impl Fleet {
                 async || {
                     let (_, body) = daemon.get("/metrics").await?;
                     match metric(&body, "vigie_alerts_firing") {
-                        Some(n) if n == 0.0 => Ok(()),
+                        Some(0.0) => Ok(()),
                         other => Err(format!("vigie_alerts_firing {other:?}")),
                     }
                 },
