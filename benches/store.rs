@@ -10,7 +10,9 @@
 //! before measuring the disk: sled's file size (log garbage included) and
 //! the key + value bytes of the `results` and `newest` trees. sled never
 //! gives back space inside its file (it only truncates a free tail), so the
-//! file size is the high-water mark of the append phase. Dropping what
+//! file size is the high-water mark of the append phase; the bench also
+//! prints what the appends wrote to the file (log garbage included) and
+//! the file's size right after them. Dropping what
 //! `history` returned is left out of its time (the caller's cost).
 //!
 //! The full size takes about 3 minutes on 2 idle cores; pass a smaller
@@ -26,7 +28,7 @@ use vigie::store::{SledStore, Store};
 
 #[path = "support/fleet.rs"]
 mod fleet;
-use fleet::{check_name, dir_size, outcome, status_kib, INTERVAL, T0};
+use fleet::{check_name, dir_size, outcome, status_kib, written_bytes, INTERVAL, T0};
 /// Answers timed: the first is cold (sled reads the check's pages from
 /// its file); the daemon's answers are mostly warm ones.
 const HISTORY_RUNS: usize = 100;
@@ -43,6 +45,7 @@ fn main() {
     let store = SledStore::open(&db, Duration::from_millis(500)).expect("open store");
 
     let appended = (checks * per_check) as u64;
+    let written_before = written_bytes();
     let started = Instant::now();
     for round in 0..per_check {
         for check in 0..checks {
@@ -51,6 +54,8 @@ fn main() {
     }
     store.flush().expect("flush");
     let append_secs = started.elapsed().as_secs_f64();
+    let written = written_bytes() - written_before;
+    let (_, appended_allocated) = dir_size(&db);
     // What a daemon holding this store would carry: sled's memory after a
     // day of appends, before the reads and the sweep below add their own.
     let appended_rss = status_kib("VmRSS");
@@ -117,6 +122,12 @@ fn main() {
         allocated as f64 / kept as f64,
         apparent as f64 / kept as f64,
         logical as f64 / kept as f64
+    );
+    println!(
+        "  the appends:   wrote {:.0} bytes/result appended to sled's file; the file was then {:.1} MiB allocated ({:.0} bytes/result appended)",
+        written as f64 / appended as f64,
+        appended_allocated as f64 / (1024.0 * 1024.0),
+        appended_allocated as f64 / appended as f64
     );
     println!("  by tree (per kept result): entries, key bytes, value bytes");
     for tree in &trees {

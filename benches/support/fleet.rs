@@ -92,6 +92,20 @@ pub fn dir_size(dir: &Path) -> (u64, u64) {
     sizes
 }
 
+/// Bytes this process has handed to write(2) and its kin so far
+/// (`/proc/self/io` `wchar`): what sled wrote to its file, log garbage
+/// included, when nothing else writes.
+pub fn written_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|line| line.strip_prefix("wchar:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// A `/proc/self/status` field in KiB (`VmRSS`, `VmHWM`).
 pub fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")

@@ -4,11 +4,14 @@
 //! at a time, each refused unread if the bucket says it is over
 //! [`segment::MAX_SEGMENT_BYTES`], and counted as it arrives), verifies each
 //! (zstd checksum, the segment's own sha256, the header against the name)
-//! a line at a time, then reads it again to put its results into the store
-//! through a [`Restoring`](crate::store::Restoring), which writes a check's
-//! new results as full blocks (20,000 results gathered at most, encoded
-//! as the store keeps them): memory holds a few compressed segments, one
-//! line and that, whatever a segment inflates to. A segment that fails verification or
+//! a line at a time as soon as it is in, then reads it again to put its
+//! results into the store through a [`Restoring`](crate::store::Restoring),
+//! which writes a check's new results as full blocks (20,000 results
+//! gathered at most, encoded as the store keeps them): memory holds a few
+//! compressed segments, a line and a zstd window per segment being read,
+//! and that, whatever a segment inflates to. The first pass of the next
+//! segments runs while a segment is put in, so the two passes take a core
+//! each. A segment that fails verification or
 //! download is reported by name and skipped; the rest is restored. The
 //! ETag of a segment refused is kept in the store, so a later restore
 //! does not download it again until it changes. Names that are not
@@ -39,8 +42,9 @@ use super::{blocking, segment, ReplicateError, SegmentError};
 use crate::sanitize::escape_controls;
 use crate::store::{RefusedSegment, Restored, SledStore, StoreError};
 
-/// Segments downloaded ahead of the one being restored: with the one being
-/// read, at most three segment caps in memory.
+/// Segments downloaded (and verified) ahead of the one being restored:
+/// with the one being put in, at most three segment caps in memory, and
+/// three segments being read (a line and a zstd window each).
 const DOWNLOADS_AHEAD: usize = 2;
 
 /// What a restore found and did.
@@ -196,27 +200,31 @@ pub async fn restore_telling(
     let ends: BTreeSet<u64> = segments.iter().map(|(_, last, _)| *last).collect();
     let lowest = segments.first().map(|(first, _, _)| *first);
 
+    // Each segment is downloaded and verified (the first pass) by a task
+    // of its own, [`DOWNLOADS_AHEAD`] at a time, while the one before it is
+    // put into the store (the second pass, below): on two cores the two
+    // passes of consecutive segments overlap.
     let mut downloads = stream::iter(segments.iter().cloned())
-        .map(|(first, last, name)| {
-            let store = store.clone();
-            async move {
+        .map(|(first, _last, name)| {
+            let (store, bucket, node) = (store.clone(), bucket.clone(), node.clone());
+            tokio::spawn(async move {
                 let refused = store.refused_segment(&name);
-                let got = match &refused {
+                let fetched = match &refused {
                     Ok(refused) => {
                         let etag = refused.as_ref().map(|r| r.etag.as_str());
-                        bucket
-                            .get_capped(&name, segment::MAX_SEGMENT_BYTES, etag)
-                            .await
+                        fetch(&bucket, &node, &name, etag).await
                     }
-                    // The store's error is returned below, unread `got`.
-                    Err(_) => Ok(Capped::Missing),
+                    // The store's error is returned below, unread `fetched`.
+                    Err(_) => Ok(Fetched::Missing),
                 };
-                (first, last, name, refused, got)
-            }
+                (first, name, refused, fetched)
+            })
         })
         .buffered(DOWNLOADS_AHEAD);
     let mut done = 0;
-    while let Some((first, _last, name, refused, got)) = downloads.next().await {
+    while let Some(joined) = downloads.next().await {
+        let (first, name, refused, fetched) =
+            joined.map_err(|e| ReplicateError::Task(e.to_string()))?;
         progress(RestoreProgress {
             segments_done: done,
             segments: report.segments,
@@ -224,9 +232,18 @@ pub async fn restore_telling(
         });
         done += 1;
         let refused = refused?;
-        let (bytes, version) = match got {
-            Ok(Capped::Found { bytes, version }) => (bytes, version),
-            Ok(Capped::Unchanged) => {
+        let (header, bytes, version) = match fetched {
+            Ok(Fetched::Verified {
+                header,
+                bytes,
+                version,
+            }) => (header, bytes, version),
+            // A damaged segment puts nothing in the store.
+            Ok(Fetched::Damaged { reason, version }) => {
+                refuse(&store, &mut report, name, &version, reason).await?;
+                continue;
+            }
+            Ok(Fetched::Unchanged) => {
                 let reason = refused.map_or_else(String::new, |r| r.reason);
                 report.corrupt.push(CorruptSegment {
                     name,
@@ -236,14 +253,14 @@ pub async fn restore_telling(
                 });
                 continue;
             }
-            Ok(Capped::Missing) => {
+            Ok(Fetched::Missing) => {
                 report.corrupt.push(CorruptSegment {
                     name,
                     reason: "it was listed but is gone: deleted while restoring?".to_string(),
                 });
                 continue;
             }
-            Ok(Capped::Oversized { size, version }) => {
+            Ok(Fetched::Oversized { size, version }) => {
                 let reason = format!(
                     "it is {size} bytes, over the {} a segment may have: not downloaded",
                     segment::MAX_SEGMENT_BYTES
@@ -259,23 +276,6 @@ pub async fn restore_telling(
                     name,
                     reason: err.to_string(),
                 });
-                continue;
-            }
-        };
-        let bytes = Arc::new(bytes);
-        // First pass: verified whole (checksum, count), nothing kept; a
-        // damaged segment puts nothing in the store.
-        let (check_node, check_name, check_bytes) = (node.clone(), name.clone(), bytes.clone());
-        let verified = blocking(move || {
-            segment::read(&check_node, &check_name, &check_bytes, |_, _| {
-                Ok::<(), std::convert::Infallible>(())
-            })
-        })
-        .await?;
-        let header = match verified {
-            Ok(Ok(header)) => header,
-            Err(err) => {
-                refuse(&store, &mut report, name, &version, err.to_string()).await?;
                 continue;
             }
         };
@@ -333,6 +333,65 @@ pub async fn restore_telling(
     Ok(report)
 }
 
+/// A segment as its download and first pass left it.
+enum Fetched {
+    /// Downloaded and verified whole: ready to be put into the store.
+    Verified {
+        header: segment::Header,
+        bytes: Bytes,
+        version: ObjectVersion,
+    },
+    /// Downloaded, and refused by the verification (why).
+    Damaged {
+        reason: String,
+        version: ObjectVersion,
+    },
+    /// Listed, but gone when downloaded.
+    Missing,
+    /// Still at the ETag of a segment refused before: not downloaded.
+    Unchanged,
+    /// Over [`segment::MAX_SEGMENT_BYTES`]: not read.
+    Oversized { size: u64, version: ObjectVersion },
+}
+
+/// Downloads segment `name` (unless it is still at `etag`) and verifies
+/// it whole, a line at a time, keeping nothing of what it reads (the
+/// first pass; `segment::read` bounds its memory).
+async fn fetch(
+    bucket: &Bucket,
+    node: &str,
+    name: &str,
+    etag: Option<&str>,
+) -> Result<Fetched, ReplicateError> {
+    let (bytes, version) = match bucket
+        .get_capped(name, segment::MAX_SEGMENT_BYTES, etag)
+        .await?
+    {
+        Capped::Found { bytes, version } => (bytes, version),
+        Capped::Missing => return Ok(Fetched::Missing),
+        Capped::Unchanged => return Ok(Fetched::Unchanged),
+        Capped::Oversized { size, version } => return Ok(Fetched::Oversized { size, version }),
+    };
+    let (node, name, read) = (node.to_string(), name.to_string(), bytes.clone());
+    let verified = blocking(move || {
+        segment::read(&node, &name, &read, |_, _| {
+            Ok::<(), std::convert::Infallible>(())
+        })
+    })
+    .await?;
+    Ok(match verified {
+        Ok(Ok(header)) => Fetched::Verified {
+            header,
+            bytes,
+            version,
+        },
+        Err(err) => Fetched::Damaged {
+            reason: err.to_string(),
+            version,
+        },
+    })
+}
+
 /// Reports segment `name` as unusable and remembers its ETag, so that the
 /// next restore does not download it again unless it changed.
 async fn refuse(
@@ -354,10 +413,10 @@ async fn refuse(
     Ok(())
 }
 
-/// Reads a verified segment again and puts its results into `store`
-/// through one [`Restoring`](crate::store::Restoring), which gathers a
-/// check's new results into full blocks: how many, and what the store
-/// did.
+/// Reads a verified segment again (without hashing it again) and puts its
+/// results into `store` through one [`Restoring`](crate::store::Restoring),
+/// which gathers a check's new results into full blocks: how many, and
+/// what the store did.
 fn put_in(
     store: &SledStore,
     node: &str,
@@ -366,7 +425,7 @@ fn put_in(
 ) -> Result<Result<(u64, Restored), StoreError>, SegmentError> {
     let mut results = 0u64;
     let mut restoring = store.restoring();
-    let read = segment::read(node, name, bytes, |_, outcome| {
+    let read = segment::read_verified(node, name, bytes, |_, outcome| {
         results += 1;
         restoring.put(outcome)
     })?;

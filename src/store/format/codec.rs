@@ -93,6 +93,7 @@ pub(in crate::store) struct Encoded {
 }
 
 /// A chain as stored in `chains`, and its key.
+#[derive(Clone)]
 pub(in crate::store) struct EncodedChain {
     pub key: ChainKey,
     pub bytes: Vec<u8>,
@@ -377,9 +378,35 @@ struct Time {
 
 /// Encodes `outcome`; `intern` turns a recurring string into a [`Str`].
 pub(in crate::store) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -> Str) -> Encoded {
+    let (full, chain) = full_record(outcome, intern, &mut |chain| encode_chain(chain));
+    let value = match full.ext.is_empty() {
+        true => to_bytes(RECORD_FORMAT, &full.base),
+        false => to_bytes(RECORD_FORMAT_EXT, &full),
+    };
+    Encoded { value, chain }
+}
+
+/// What [`encode`] gives, read back ([`Decoded::parse`] of its value),
+/// without the bytes in between; `chain_of` stands for [`encode_chain`]
+/// (a caller that sees the same chain over and over keeps its encoding).
+pub(in crate::store) fn decoded(
+    outcome: &Outcome,
+    intern: &mut dyn FnMut(&str) -> Str,
+    chain_of: &mut dyn FnMut(&[CertInfo]) -> EncodedChain,
+) -> (Decoded, Option<EncodedChain>) {
+    let (full, chain) = full_record(outcome, intern, chain_of);
+    (Decoded(full), chain)
+}
+
+/// The record of `outcome` and its chain.
+fn full_record(
+    outcome: &Outcome,
+    intern: &mut dyn FnMut(&str) -> Str,
+    chain_of: &mut dyn FnMut(&[CertInfo]) -> EncodedChain,
+) -> (Full, Option<EncodedChain>) {
     let (tls, chain) = match &outcome.tls {
         Some(tls) => {
-            let (stored, chain) = stored_tls(tls, intern);
+            let (stored, chain) = stored_tls(tls, intern, chain_of);
             (Some(stored), chain)
         }
         None => (None, None),
@@ -427,11 +454,7 @@ pub(in crate::store) fn encode(outcome: &Outcome, intern: &mut dyn FnMut(&str) -
     if let Some(domain) = &outcome.domain {
         ext.push(Extension::Domain(stored_domain(domain, intern)));
     }
-    let value = match ext.is_empty() {
-        true => to_bytes(RECORD_FORMAT, &record),
-        false => to_bytes(RECORD_FORMAT_EXT, &Full { base: record, ext }),
-    };
-    Encoded { value, chain }
+    (Full { base: record, ext }, chain)
 }
 
 fn stored_domain(domain: &DomainReport, intern: &mut dyn FnMut(&str) -> Str) -> StoredDomain {
@@ -548,8 +571,9 @@ fn stored_http(http: &HttpReport, intern: &mut dyn FnMut(&str) -> Str) -> Stored
 fn stored_tls(
     tls: &TlsReport,
     intern: &mut dyn FnMut(&str) -> Str,
+    chain_of: &mut dyn FnMut(&[CertInfo]) -> EncodedChain,
 ) -> (StoredTls, Option<EncodedChain>) {
-    let chain = (!tls.chain.is_empty()).then(|| encode_chain(&tls.chain));
+    let chain = (!tls.chain.is_empty()).then(|| chain_of(&tls.chain));
     let stored = StoredTls {
         server_name: intern(&tls.server_name),
         version: tls.version.as_deref().map(&mut *intern),
@@ -566,7 +590,8 @@ fn stored_tls(
     (stored, chain)
 }
 
-fn encode_chain(chain: &[CertInfo]) -> EncodedChain {
+/// A chain as `chains` stores it, and its key.
+pub(in crate::store) fn encode_chain(chain: &[CertInfo]) -> EncodedChain {
     let certs: Vec<StoredCert> = chain.iter().map(stored_cert).collect();
     let bytes = to_bytes(CHAIN_FORMAT, &certs);
     let digest = Sha256::digest(&bytes);
@@ -1536,6 +1561,30 @@ mod tests {
         ] {
             let code = assertion_code(assertion);
             assert_eq!(assertion_from(code).unwrap(), assertion);
+        }
+    }
+
+    /// What a restore puts in a block without the bytes in between is
+    /// what the bytes read back to, extended record or not, and the
+    /// chain a caller hands over is the one the record names.
+    #[test]
+    fn a_record_decoded_without_its_bytes_is_what_its_bytes_read_back_to() {
+        let mut grouped = up("site", T0);
+        grouped.tls.as_mut().unwrap().key_exchange = Some("X25519".to_string());
+        for outcome in [up("site", T0), rich("rich"), grouped] {
+            let inline = &mut |s: &str| Str::Inline(s.to_string());
+            let encoded = encode(&outcome, inline);
+            let (decoded, chain) = decoded(&outcome, inline, &mut |c| encode_chain(c));
+            let read = Decoded::parse(&encoded.value).unwrap();
+            assert_eq!(
+                to_bytes(encoded.value[0], &decoded.0),
+                to_bytes(encoded.value[0], &read.0)
+            );
+            assert_eq!(decoded.chain_key(), read.chain_key());
+            assert_eq!(
+                chain.map(|c| (c.key, c.bytes)),
+                encoded.chain.map(|c| (c.key, c.bytes))
+            );
         }
     }
 

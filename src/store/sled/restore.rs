@@ -14,11 +14,13 @@
 //! days it touched ([`SledStore::finish_restore`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use ::sled::Batch;
 
 use super::replication::Restored;
 use super::SledStore;
+use crate::cert::CertInfo;
 use crate::outcome::Outcome;
 use crate::store::error::StoreError;
 use crate::store::format::codec::{self, Decoded};
@@ -47,6 +49,8 @@ pub struct Restoring<'a> {
     gathered_count: usize,
     compared: Vec<Outcome>,
     restored: Restored,
+    /// Per check, the last chain seen and its encoding.
+    chains: HashMap<u32, (Arc<[CertInfo]>, codec::EncodedChain)>,
 }
 
 impl SledStore {
@@ -59,6 +63,7 @@ impl SledStore {
             gathered_count: 0,
             compared: Vec::new(),
             restored: Restored::default(),
+            chains: HashMap::new(),
         }
     }
 }
@@ -87,19 +92,32 @@ impl Restoring<'_> {
             return Ok(());
         }
         // What `append_with` does before the result is written: the
-        // references first, then the timeline.
+        // references first, then the timeline. The record goes straight
+        // into the block it is gathered for, never through its bytes; the
+        // check's chain is encoded (and hashed for its key) when it
+        // changes, not for every result.
         let mut fresh = Vec::new();
-        let encoded = {
+        let (decoded, chain) = {
             let dict = state.dicts.get(&id);
-            codec::encode(&outcome, &mut |text| intern(dict, &mut fresh, text))
+            let last_chain = &mut self.chains;
+            codec::decoded(
+                &outcome,
+                &mut |text| intern(dict, &mut fresh, text),
+                &mut |chain| match last_chain.get(&id) {
+                    Some((seen, encoded)) if seen[..] == *chain => encoded.clone(),
+                    _ => {
+                        let encoded = codec::encode_chain(chain);
+                        last_chain.insert(id, (Arc::from(chain), encoded.clone()));
+                        encoded
+                    }
+                },
+            )
         };
-        store.write_references(&mut state, id, millis, fresh, encoded.chain)?;
+        store.write_references(&mut state, id, millis, fresh, chain)?;
         if store.keep_rollups {
             store.record_leaf(&mut state, id, &outcome)?;
         }
         drop(state);
-        let decoded =
-            Decoded::parse(&encoded.value).map_err(|e| store.corrupt_entry(id, millis, e))?;
         self.gathered.entry(id).or_default().insert(millis, decoded);
         self.restored.added += 1;
         self.gathered_count += 1;
