@@ -35,8 +35,10 @@ fn report(outcome: &Outcome) -> &DnsReport {
         .unwrap_or_else(|| panic!("no dns report in {}", pretty(outcome)))
 }
 
+/// The assertions `outcome` failed, in order, and its status to match:
+/// up when none failed, else down. The DNSSEC tests judge with it too.
 #[track_caller]
-fn assert_failures(outcome: &Outcome, expected: &[&str]) {
+pub(crate) fn assert_failures(outcome: &Outcome, expected: &[&str]) {
     let names: Vec<&str> = outcome
         .failures
         .iter()

@@ -8,8 +8,9 @@
 
 use crate::common::dns::{DnsServer, ACCOUNT, FORGED_A, SIGNED_A};
 use crate::common::env::{failure, pretty, Env};
+use crate::dns::assert_failures;
 use vigie::check::{CheckKind, TrustAnchor};
-use vigie::outcome::{DnsReport, Dnssec, DnssecAnswer, Outcome, Status};
+use vigie::outcome::{DnsReport, Dnssec, DnssecAnswer, Outcome};
 
 /// One dns check asking `server` about `query` with `expect`, validated
 /// from the anchor file holding `anchor`.
@@ -58,21 +59,6 @@ fn answers(outcome: &Outcome) -> Vec<(String, String, Dnssec)> {
 
 fn answer(record_type: &str, name: &str, dnssec: Dnssec) -> (String, String, Dnssec) {
     (record_type.to_string(), name.to_string(), dnssec)
-}
-
-#[track_caller]
-fn assert_failures(outcome: &Outcome, expected: &[&str]) {
-    let names: Vec<&str> = outcome
-        .failures
-        .iter()
-        .map(|f| f.assertion.as_str())
-        .collect();
-    assert_eq!(names, expected, "{}", pretty(outcome));
-    let status = match expected.is_empty() {
-        true => Status::Up,
-        false => Status::Down,
-    };
-    assert_eq!(outcome.status, status, "{}", pretty(outcome));
 }
 
 fn bound(more: &str) -> String {
