@@ -84,7 +84,10 @@ pub fn notification(n: &Notification, host: &str, written: OffsetDateTime) -> Em
 /// first event's incident (and reminder number) make it unique, since an
 /// incident is announced once, reminded once per number and resolved once,
 /// and each event is in exactly one mail. Being derived, it is the same if
-/// the mail is rendered again.
+/// the mail is rendered again. With vantages, the incident is the fleet's
+/// key (`<vigie.resolved.site_20261129T070030Z@host>`): a node that saw
+/// two of the fleet's incidents as one of its own still sends each
+/// RESOLVED under a Message-ID of its own.
 pub fn message_id(n: &Notification, host: &str) -> String {
     let kind = match n.kind {
         EventKind::Down => "down".to_string(),
@@ -96,7 +99,7 @@ pub fn message_id(n: &Notification, host: &str) -> String {
     let incident = n
         .events
         .first()
-        .map(|e| atom(e.incident.as_str()))
+        .map(|e| atom(&e.push_key()))
         .unwrap_or_default();
     format!("<vigie.{kind}.{incident}@{}>", domain(host))
 }
@@ -565,6 +568,31 @@ mod tests {
         );
         assert_eq!(domain("..bad host.."), "bad_host");
         assert_eq!(domain(""), "vigie.invalid");
+    }
+
+    #[test]
+    fn with_vantages_the_message_id_is_the_fleets_incident_not_this_nodes() {
+        // One incident on this node since :48, two in the fleet: the
+        // RESOLVED of each is a mail of its own.
+        let resolved_under = |key: &str| {
+            let mut e = event(EventKind::Resolved, "site-1");
+            e.fleet_key = Some(format!("site-1@{key}"));
+            let n = Notification {
+                kind: EventKind::Resolved,
+                to: e.to.clone(),
+                events: vec![e],
+                opened: T0,
+            };
+            message_id(&n, "fra.example.net")
+        };
+        assert_eq!(
+            resolved_under("20261129T070048Z"),
+            "<vigie.resolved.site-1_20261129T070048Z@fra.example.net>"
+        );
+        assert_ne!(
+            resolved_under("20261129T070048Z"),
+            resolved_under("20261129T070112Z")
+        );
     }
 
     #[test]

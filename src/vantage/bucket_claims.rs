@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 
 use super::bucket::Coordinator;
-use super::claim::{claim, ClaimRequest, Claimed};
+use super::claim::{claim, ClaimRequest, Claimed, MessageIdFor};
 use super::page_claims::{ClaimFuture, Claiming, Lost, NewClaims, PageClaims};
 use super::published::{self, LocalView, ViewStatus};
 use super::quorum::{
@@ -121,7 +121,7 @@ impl BucketClaims {
     async fn ask(
         &self,
         event: &alert::Event,
-        message_id: &str,
+        message_id: MessageIdFor<'_>,
         now: OffsetDateTime,
     ) -> Result<Claimed, String> {
         let request = ClaimRequest {
@@ -166,13 +166,23 @@ impl BucketClaims {
                 kept.push(event);
                 continue;
             }
-            let message_id = group_id.clone().unwrap_or_else(|| message_id_of(&event));
+            // The mail's Message-ID, were it this event's alone, under the
+            // fleet's key: so two incidents the fleet keeps apart never
+            // share one, even where this node saw them as one.
+            let message_id = |key: &str| {
+                group_id.clone().unwrap_or_else(|| {
+                    let mut keyed = event.clone();
+                    keyed.fleet_key = Some(push_key(&event, key));
+                    message_id_of(&keyed)
+                })
+            };
             let claimed = match &unavailable {
                 Some(why) => Err(why.clone()),
                 None => self.ask(&event, &message_id, now).await,
             };
             match claimed {
                 Ok(Claimed::Won { key }) => {
+                    let sent_as = message_id(&key);
                     tracing::info!(check = %event.check, incident = %key, "this vantage sends the mail");
                     if event.kind == EventKind::Resolved {
                         let mut view = v.local.lock().unwrap_or_else(|p| p.into_inner());
@@ -189,7 +199,7 @@ impl BucketClaims {
                         v.stats.add_confirmations(1);
                     }
                     event.fleet_key = Some(push_key(&event, &key));
-                    group_id.get_or_insert(message_id);
+                    group_id.get_or_insert(sent_as);
                     kept.push(event);
                 }
                 Ok(Claimed::Lost {

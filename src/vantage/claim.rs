@@ -40,7 +40,7 @@ use crate::alert::EventKind;
 use crate::replicate::ReplicateError;
 
 /// One mail's event, about to be claimed.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClaimRequest<'a> {
     pub check: &'a str,
     pub kind: EventKind,
@@ -48,10 +48,16 @@ pub struct ClaimRequest<'a> {
     pub reminder: u32,
     /// The incident's first failed probe on this node.
     pub since: OffsetDateTime,
-    /// The Message-ID the mail will have if this node sends it.
-    pub message_id: &'a str,
+    /// The Message-ID the mail will have if this node sends it, given the
+    /// fleet's key of the incident: the key is known only once the pointer
+    /// is read, and a node that saw two outages as one claims under a key
+    /// other than its own incident start.
+    pub message_id: MessageIdFor<'a>,
     pub now: OffsetDateTime,
 }
+
+/// The Message-ID of a mail sent under the fleet's key given.
+pub type MessageIdFor<'a> = &'a (dyn Fn(&str) -> String + Sync);
 
 /// Who sends it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +109,7 @@ pub async fn claim(c: &Coordinator, request: &ClaimRequest<'_>) -> Result<Claime
     );
     let body = ClaimBody {
         node: c.node().to_string(),
-        message_id: request.message_id.to_string(),
+        message_id: (request.message_id)(&key),
         at: request.now,
     };
     let mut claimed = Claimed::Won { key: key.clone() };

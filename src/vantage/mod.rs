@@ -42,7 +42,7 @@ pub mod wanted;
 
 pub use bucket::{Conditional, Coordinator, Signed};
 pub use bucket_claims::{BucketClaims, VantageLink};
-pub use claim::{claim, ClaimRequest, Claimed};
+pub use claim::{claim, ClaimRequest, Claimed, MessageIdFor};
 pub use page_claims::{NewClaims, PageClaims, SingleNode};
 pub use published::{CheckView, LocalView, NodeHealth, NodeState, ViewStatus};
 pub use quorum::{

@@ -194,6 +194,17 @@ async fn two_vantages_racing_on_the_same_incident_twenty_times_never_send_two_ma
         "{:?}",
         subjects(&mails)
     );
+    // A node that saw two of the fleet's incidents as one (its RESOLVED
+    // held while the next outage began) still sends each RESOLVED under a
+    // Message-ID of its own: a client that drops repeated ids hides none.
+    let mut ids: Vec<String> = ["DOWN site", "RESOLVED site"]
+        .iter()
+        .flat_map(|subject| with_subject(&fleet.smtp, subject))
+        .map(|mail| mail.message_id())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 40, "one Message-ID per mail: {ids:?}");
     hook.wait_for_answers(40, Duration::from_secs(30)).await;
     let pushed = hook.deliveries();
     let downs = pushed.iter().filter(|d| d.body["event"] == "down").count();

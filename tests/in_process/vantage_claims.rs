@@ -43,7 +43,11 @@ fn coordinator(s3: &AuthS3, bucket: &str, node: &str) -> (Env, Coordinator) {
     (env, c)
 }
 
-fn request<'a>(check: &'a str, kind: EventKind, message_id: &'a str) -> ClaimRequest<'a> {
+fn request<'a>(
+    check: &'a str,
+    kind: EventKind,
+    message_id: &'a (dyn Fn(&str) -> String + Sync),
+) -> ClaimRequest<'a> {
     let now = OffsetDateTime::now_utc();
     ClaimRequest {
         check,
@@ -84,10 +88,11 @@ async fn two_vantages_racing_twenty_times_each_event_is_won_once() {
             _ => format!("vigie:vantage:peer-{round}"),
         };
         for kind in [EventKind::Down, EventKind::Resolved] {
-            let (ra, rb) = (
-                request(&check, kind, "<a@eu-par>"),
-                request(&check, kind, "<b@fra>"),
-            );
+            // Each node's Message-ID is made from the fleet's key, which
+            // only the claim learns.
+            let id_a = |key: &str| format!("<a.{key}@eu-par>");
+            let id_b = |key: &str| format!("<b.{key}@fra>");
+            let (ra, rb) = (request(&check, kind, &id_a), request(&check, kind, &id_b));
             let (x, y) = tokio::join!(claim(&a, &ra), claim(&b, &rb));
             let (x, y) = (x.unwrap(), y.unwrap());
             let won = [&x, &y]
@@ -108,11 +113,14 @@ async fn two_vantages_racing_twenty_times_each_event_is_won_once() {
                 unreachable!()
             };
             let expected = if by == "eu-par" {
-                "<a@eu-par>"
+                id_a(&key(lost))
             } else {
-                "<b@fra>"
+                id_b(&key(lost))
             };
-            assert_eq!(message_id, expected, "the loser learns the winner's mail");
+            assert_eq!(
+                message_id, &expected,
+                "the loser learns the winner's mail, under the fleet's key"
+            );
         }
     }
 }
@@ -122,16 +130,25 @@ async fn a_new_outage_after_a_resolved_one_gets_a_new_key() {
     let s3 = AuthS3::shared();
     let bucket = s3.bucket();
     let (_env, a) = coordinator(s3, &bucket, "eu-par");
-    let first = claim(&a, &request("site", EventKind::Down, "<1>"))
-        .await
-        .unwrap();
-    claim(&a, &request("site", EventKind::Resolved, "<2>"))
-        .await
-        .unwrap();
+    let first = claim(
+        &a,
+        &request("site", EventKind::Down, &|_| "<1>".to_string()),
+    )
+    .await
+    .unwrap();
+    claim(
+        &a,
+        &request("site", EventKind::Resolved, &|_| "<2>".to_string()),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let second = claim(&a, &request("site", EventKind::Down, "<3>"))
-        .await
-        .unwrap();
+    let second = claim(
+        &a,
+        &request("site", EventKind::Down, &|_| "<3>".to_string()),
+    )
+    .await
+    .unwrap();
     let (Claimed::Won { key: k1 }, Claimed::Won { key: k2 }) = (&first, &second) else {
         panic!("{first:?} {second:?}");
     };
