@@ -120,6 +120,7 @@
 pub(super) mod codec;
 pub(super) mod columns;
 pub(super) mod entries;
+pub(super) mod journal;
 pub(super) mod keys;
 pub(super) mod rollups;
 pub(super) mod schema;
