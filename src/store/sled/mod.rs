@@ -42,12 +42,12 @@
 //! a queue entry or a rollup sled kept for a result the journal lost is
 //! skipped by the replicator and repaired at open (`rollups.rs`).
 //!
-//! Locking. sled locks the directory: a
-//! second process gets [`StoreError::Locked`], and the journal is opened
-//! only once sled's open succeeded. Inside the process, appends
-//! and the chain collection of a sweep are serialised by one mutex over the
-//! in-memory indexes (names, dictionaries, known chains and uses); reads
-//! take it only to look up a check.
+//! Locking. sled locks the directory: a second process gets
+//! [`StoreError::Locked`], and the journal is opened only once sled's
+//! open succeeded. Inside the process, appends and the chain collection
+//! of a sweep are serialised by one mutex over the in-memory indexes
+//! (names, dictionaries, known chains and uses, the singles); reads take
+//! it only to look up a check and copy its few singles.
 //!
 //! Memory. The page cache is capped at [`CACHE_BYTES`], not sled's 1 GiB
 //! default: the daemon runs on a small VM, and reads are mostly "the last

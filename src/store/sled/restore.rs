@@ -2,7 +2,7 @@
 //! replica's segments hold every result of a check from a stretch of
 //! time, so those later than anything the store holds for the check are
 //! gathered and written as full blocks, in one batch per check, instead
-//! of one key each through `newest` and the packing. What may be in the
+//! of one single each through the journal and the packing. What may be in the
 //! store already is compared with what it holds and written one at a
 //! time, as appends are ([`SledStore::restore_results`]).
 //!
@@ -229,7 +229,7 @@ mod tests {
     fn new_results_go_in_as_full_blocks_after_what_the_store_holds() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        // Three singles of each check in `newest` before the restore.
+        // Three singles of each check before the restore.
         for n in 0..3 {
             for outcome in round(n) {
                 store.append(&outcome).unwrap();
