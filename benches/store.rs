@@ -7,8 +7,9 @@
 //! without TLS or HTTP. Results are appended in time order, all checks
 //! interleaved, as the scheduler does, with the store's default packing
 //! (blocks of 20). Then the oldest quarter is swept and the store flushed
-//! before measuring the disk: sled's file size (log garbage included) and
-//! the key + value bytes of the `results` and `newest` trees. sled never
+//! before measuring the disk: the store directory's size (sled's file,
+//! log garbage included, and the journal of the unpacked results) and
+//! the key + value bytes of the `results` tree. sled never
 //! gives back space inside its file (it only truncates a free tail), so the
 //! file size is the high-water mark of the append phase; the bench also
 //! prints what the appends wrote to the file (log garbage included) and
@@ -92,9 +93,10 @@ fn main() {
     let trees = tree_bytes(&db);
     let logical: u64 = trees
         .iter()
-        .filter(|t| matches!(t.name, "results" | "newest"))
+        .filter(|t| t.name == "results")
         .map(|t| t.keys + t.values)
         .sum();
+    let journal = std::fs::metadata(db.join("newest.journal")).map_or(0, |m| m.len());
 
     println!("store bench: {checks} checks x {per_check} results (one every 30 s), sled 0.34.7");
     println!(
@@ -128,6 +130,11 @@ fn main() {
         written as f64 / appended as f64,
         appended_allocated as f64 / (1024.0 * 1024.0),
         appended_allocated as f64 / appended as f64
+    );
+    println!(
+        "  the journal:   {:.1} KiB ({:.2} bytes/result kept) of unpacked results",
+        journal as f64 / 1024.0,
+        journal as f64 / kept as f64
     );
     println!("  by tree (per kept result): entries, key bytes, value bytes");
     for tree in &trees {
@@ -174,9 +181,8 @@ struct TreeBytes {
 /// What every tree of the store holds, read with sled directly: where a
 /// result's bytes go before sled's own overhead (the file size less these).
 fn tree_bytes(db: &Path) -> Vec<TreeBytes> {
-    const TREES: [&str; 9] = [
+    const TREES: [&str; 8] = [
         "results",
-        "newest",
         "checks",
         "chains",
         "chain_uses",

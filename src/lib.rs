@@ -71,8 +71,9 @@
 //! - [`runner`]: probe + evaluate one check (`vigie check`, the scheduler,
 //!   the canaries).
 //! - [`store`]: the history and everything kept on disk: `format/` is the
-//!   on-disk contract (keys, record codec, rollups, schema), `sled/` its
-//!   trees (history, rollups, replication queue, upgrades), beside the
+//!   on-disk contract (keys, record codec, rollups, journal frames,
+//!   schema), `sled/` its trees (history, rollups, replication queue,
+//!   upgrades) and the journal file of the unpacked results, beside the
 //!   alert states, the outbox's records and the newest outcome of each
 //!   check. The only module that opens sled trees.
 //!

@@ -46,15 +46,16 @@
 //!   them every 10 appends of the check, when the bucket is left, on
 //!   [`Store::flush`] and at close (`sled/rollups.rs` says why); a late
 //!   result is written at once. After an unclean stop the next open adds
-//!   to the newest buckets the results stored after what they count, so
-//!   the rollups lack at most one late result appended just before the
-//!   stop.
+//!   to the newest buckets the results stored after what they count, and
+//!   counts again a bucket that counts results the stop lost, so the
+//!   rollups lack at most one late result appended just before the stop.
 //!
 //! # On disk
 //!
-//! The sled trees, their keys and values, and the schema versions are the
+//! The sled trees, their keys and values, the journal file of each
+//! check's unpacked results beside them, and the schema versions are the
 //! on-disk contract, written down in `format/mod.rs`; the sled backend
-//! itself is `sled/` (one file per group of trees).
+//! itself is `sled/` (one file per group of trees, and the journal's).
 //!
 //! Replication (`sled/queue.rs`, `sled/replication.rs`, sled only): while the daemon
 //! replicates, each append also queues its key under the next sequence
@@ -113,8 +114,8 @@ pub use self::sled::{Packing, Restoring, SledStore};
 pub use self::told::{Told, ToldEvent, ToldLedger};
 pub use self::updates::{IncidentUpdates, UpdateRefused};
 
-/// sled flushes this often in the background: the most an unclean stop
-/// (kill -9, power loss) can lose.
+/// sled and the journal of the unpacked results flush this often in the
+/// background: the most an unclean stop (kill -9, power loss) can lose.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(1000);
 
 /// The history's database under `state_dir`.

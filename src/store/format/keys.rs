@@ -35,7 +35,8 @@ pub(in crate::store) fn key_millis_of(key: &[u8]) -> u64 {
     key.get(4..).and_then(be_u64).unwrap_or_default()
 }
 
-/// A `results` or `newest` key: check id ++ started_at millis.
+/// A `results` key (and a single's, in memory and in `newest` before
+/// schema 5): check id ++ started_at millis.
 pub(in crate::store) fn result_key(id: u32, millis: u64) -> [u8; 12] {
     let mut key = [0; 12];
     key[..4].copy_from_slice(&id.to_be_bytes());

@@ -1,7 +1,8 @@
 //! The history's on-disk contract: what a key looks like (`keys.rs`),
 //! what a value holds (`codec.rs` for results and chains, `columns.rs` for
 //! the column-wise blocks, `entries.rs` for a value of either, `rollups.rs`
-//! for rollups and the certificate timeline) and how versions are read
+//! for rollups and the certificate timeline, `journal.rs` for the
+//! journal file of the unpacked results) and how versions are read
 //! (`schema.rs`). A store written by one vigie is read by the next, so
 //! everything below is format: a key's bytes, a value's format byte, field
 //! and variant order, the codes of the `*_code` functions. Changing any of
@@ -11,12 +12,11 @@
 //! None of it knows sled: keys and values are bytes here, the trees they
 //! go in are opened by `sled/mod.rs` and written by the files beside it.
 //!
-//! # Key layout (sled, schema version 4)
+//! # Key layout (sled, schema version 5)
 //!
 //! | tree         | key                                   | value |
 //! |--------------|---------------------------------------|-------|
 //! | `results`    | check id (u32 BE) ++ started_at unix millis (u64 BE) | a block of the check's consecutive records from this time on (format byte `5`, header, zstd of columns; see `columns.rs`), or one record (format byte `1` ++ postcard) that arrived late, between blocks; see `codec.rs` |
-//! | `newest`     | check id (u32 BE) ++ started_at unix millis (u64 BE) | one record (format byte `1`), after the check's last `results` entry |
 //! | `checks`     | `n` ++ name (UTF-8)                   | check id (u32 BE) |
 //! | `checks`     | `i` ++ check id (u32 BE)              | name (UTF-8) |
 //! | `checks`     | `s` ++ check id ++ index (u32 BE each) | one string of the check's dictionary |
@@ -37,7 +37,10 @@
 //! from. A leaf's key is written when the leaf is new, seen earlier than
 //! before, or an hour after its last write.
 //!
-//! A check's newest results are one key each in `newest`; older ones are
+//! A check's newest results (its *singles*) are not in sled: they are held
+//! in memory and in the journal file beside sled's, `newest.journal`
+//! (`journal.rs`: a header, then one checksummed frame per single, check
+//! id, millis and the record as `codec.rs` encodes it); older ones are
 //! packed into blocks of 20 in `results` (`SledStore`'s packing), and
 //! those are merged into blocks of 120 (an hour of a 30 s check) once
 //! they add up to one, which is what keeps a result under 10 bytes of
@@ -46,20 +49,21 @@
 //! without its durations, body size and days left) once, each result an
 //! index to its shape, and the varying fields and start times as columns
 //! of small numbers, compressed with zstd. Entries of one check never overlap in time,
-//! and every `newest` entry is later than the check's `results`, so
-//! `history` is one range scan over the check's prefix in each tree,
-//! starting at the block `since` falls into. A `newest` entry at or before
-//! the check's last `results` entry is a copy a stop left behind while
-//! packing: readers skip it and the next open removes it.
+//! and every single is later than the check's `results`, so `history` is
+//! one range scan over the check's prefix in `results`, starting at the
+//! block `since` falls into, then its singles. A journal frame at or
+//! before the check's last `results` entry is a single packed since the
+//! file was last rewritten: the replay at open skips it.
 //!
-//! The singles have a tree of their own because of how sled 0.34 spends
-//! disk: every write to a leaf appends to its log, and every tenth
-//! rewrites the whole leaf. In one tree, a check's singles shared leaves
-//! with its last blocks (1–2 KB each), so each append rewrote kilobytes of
-//! blocks, and the log grew faster than sled reclaims it (benches/store.rs:
-//! 253 bytes/result allocated for 22 of data). In `newest` the churning
-//! leaves hold only small singles, and a `results` leaf changes once per
-//! block.
+//! The singles are out of sled because of how sled 0.34 spends disk:
+//! every write to a leaf appends to its log, and every tenth rewrites the
+//! whole leaf. In `results`, a check's singles shared leaves with its last
+//! blocks (1–2 KB each), so each append rewrote kilobytes of blocks (253
+//! bytes/result allocated for 22 of data, benches/store.rs); in a tree of
+//! their own (`newest`, schemas 2 to 4), written once and removed minutes
+//! later, they still made sled's log rewrite about 740 bytes per result
+//! and were most of its file (56 to 63 bytes/result of the store's 40-byte
+//! aim; see `docs/performance.md`).
 //!
 //! Check ids are allocated once per name (the highest id plus one), never
 //! reused, and survive restarts: `checks` entries are never deleted, so a
@@ -93,11 +97,19 @@
 //! column-wise block; chains, rollups and leaves: `1`): a byte a reader
 //! does not know is refused and named, never guessed at. The layout as a
 //! whole has a version, in `meta` / `schema_version`
-//! ([`schema::SCHEMA_VERSION`], 4). At open a
+//! ([`schema::SCHEMA_VERSION`], 5). At open a
 //! fresh store gets the current version; a newer one is refused before
 //! anything is written; an older one is upgraded in place
 //! (`sled/upgrade.rs`); and a database found empty beside the sentinel
 //! file [`schema::SENTINEL`] is damage, not a new store.
+//!
+//! Schema 4 kept the singles in the `newest` tree (key: check id ++
+//! millis; value: one record, after the check's last `results` entry).
+//! Opening such a store puts them in memory (dropping copies a block
+//! covers), writes the journal file whole and `fsync`s it, then empties
+//! and drops the tree, then bumps the version (after the older upgrades
+//! below, which read the singles from memory by then); a stop before the
+//! bump finds the tree gone or the same singles in both.
 //!
 //! Schema 3 wrote every block as its records one after the other, LZ4
 //! (formats `2` and `4`), twenty to a block. Opening such a store
@@ -113,13 +125,14 @@
 //! open). That is the only time rollups are made by scanning results.
 //!
 //! Schema 1 had no `newest`: the singles sat in `results` after the last
-//! block. Opening such a store moves them (copy, then remove, then bump
-//! the version; an interrupted move leaves copies that are skipped as
-//! above and is finished by the next open).
+//! block. Opening such a store moves them to `newest` first (copy, then
+//! remove, then bump the version; an interrupted move leaves copies that
+//! the move to the journal skips), and on to the journal as above.
 
 pub(super) mod codec;
 pub(super) mod columns;
 pub(super) mod entries;
+pub(super) mod journal;
 pub(super) mod keys;
 pub(super) mod rollups;
 pub(super) mod schema;

@@ -9,7 +9,7 @@
 pub(in crate::store) const SENTINEL: &str = "vigie-store";
 
 /// The layout this code reads and writes (`meta` / `schema_version`).
-pub(in crate::store) const SCHEMA_VERSION: u32 = 4;
+pub(in crate::store) const SCHEMA_VERSION: u32 = SCHEMA_JOURNAL;
 
 /// The first layout with the `newest` tree (what `upgrade_from_1`
 /// leaves).
@@ -19,6 +19,15 @@ pub(in crate::store) const SCHEMA_NEWEST: u32 = 2;
 /// leaves); version 4 writes every block column-wise, an hour of a check
 /// to a block.
 pub(in crate::store) const SCHEMA_ROLLUPS: u32 = 3;
+
+/// The first layout with every block column-wise, an hour to a block
+/// (what `upgrade_from_3` leaves).
+pub(in crate::store) const SCHEMA_COLUMNS: u32 = 4;
+
+/// The first layout with the unpacked singles in the journal file
+/// (`format/journal.rs`) instead of the `newest` tree (what
+/// `move_newest_to_journal` leaves).
+pub(in crate::store) const SCHEMA_JOURNAL: u32 = 5;
 
 /// `meta`: the schema version (u32 BE).
 pub(in crate::store) const SCHEMA_KEY: &[u8] = b"schema_version";

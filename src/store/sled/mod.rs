@@ -3,9 +3,11 @@
 //! opens it and holds the registry of its trees; what is done with them is
 //! in the files beside it, each the only writer of its trees:
 //!
-//! - `history.rs`: the results (`results`, `newest`), the check ids and
-//!   dictionaries (`checks`), the chains (`chains`, `chain_uses`): the
-//!   [`Store`](crate::store::Store) contract;
+//! - `history.rs`: the results (`results`, and the unpacked singles), the
+//!   check ids and dictionaries (`checks`), the chains (`chains`,
+//!   `chain_uses`): the [`Store`](crate::store::Store) contract;
+//! - `journal.rs` and `singles.rs`: the unpacked singles, in memory and in
+//!   the store's own journal file beside sled's (`newest.journal`);
 //! - `rollups.rs`: the rollups and the certificate timeline (`rollups`,
 //!   `leaves`);
 //! - `queue.rs` and `replication.rs`: the replication queue (`replication`,
@@ -17,32 +19,47 @@
 //! ([`SledStore::alerts`]; `store/alerts.rs`, `store/outbox.rs`).
 //!
 //! Durability. sled keeps writes in memory and writes them out every
-//! `flush_every` (and on [`Store::flush`](crate::store::Store::flush), and when the store is dropped).
-//! An unclean stop (kill -9, OOM, power loss) loses at most what was
-//! appended during the last `flush_every`, and never more than that: on
-//! reopening, sled recovers its log up to the first torn or missing write,
-//! so what survives is a prefix of what was written, across all trees
-//! (tests/process/store_crash.rs kills a writer repeatedly and checks exactly
-//! this). That prefix property is what lets an append write the check's
-//! id, dictionary strings, chain and chain use *before* the result that
-//! refers to them, instead of in a transaction: a result can never survive
-//! without them.
+//! `flush_every` (and on [`Store::flush`](crate::store::Store::flush), and
+//! when the store is dropped). On reopening after an unclean stop (kill
+//! -9, OOM, power loss), sled recovers its log up to the first torn or
+//! missing write, so what survives of sled is a prefix of what was
+//! written, across all trees. That prefix property is what lets an
+//! append write the check's id, dictionary strings, chain and chain use
+//! *before* the result that refers to them, instead of in a transaction.
 //!
+//! The unpacked results are not in sled but in the journal file
+//! (`journal.rs`), flushed on the same occasions: a flush takes the
+//! frames appends buffered, calls sled's flush, then writes and `fsync`s
+//! them, so a result in the journal never survives without what it
+//! refers to; and a pack moves into a block only results whose frame is
+//! on disk, so a block never holds a result appended after one the
+//! journal lost. An unclean stop thus loses at most what was appended
+//! during the last `flush_every`, and what survives is the results
+//! appended up to some point, every check alike
+//! (tests/process/store_crash.rs kills a writer repeatedly and checks
+//! exactly this). A late result (one that goes into an existing block)
+//! is written to sled directly and may outlive results appended before it;
+//! a queue entry or a rollup sled kept for a result the journal lost is
+//! skipped by the replicator and repaired at open (`rollups.rs`).
 //!
-//! second process gets [`StoreError::Locked`]. Inside the process, appends
-//! and the chain collection of a sweep are serialised by one mutex over the
-//! in-memory indexes (names, dictionaries, known chains and uses); reads
-//! take it only to look up a check.
+//! Locking. sled locks the directory: a second process gets
+//! [`StoreError::Locked`], and the journal is opened only once sled's
+//! open succeeded. Inside the process, appends and the chain collection
+//! of a sweep are serialised by one mutex over the in-memory indexes
+//! (names, dictionaries, known chains and uses, the singles); reads take
+//! it only to look up a check and copy its few singles.
 //!
 //! Memory. The page cache is capped at [`CACHE_BYTES`], not sled's 1 GiB
 //! default: the daemon runs on a small VM, and reads are mostly "the last
 //! day of one check".
 
 mod history;
+mod journal;
 mod queue;
 pub(super) mod replication;
 mod restore;
 mod rollups;
+mod singles;
 mod state;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -51,18 +68,19 @@ mod unlocked;
 mod upgrade;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ::sled::{Db, Tree};
 
+use self::journal::{Flush, Flusher, Journal};
 use self::queue::Queue;
 pub use self::restore::Restoring;
 use self::state::State;
 use crate::store::alerts::AlertStore;
 use crate::store::error::{rfc3339, StoreError};
 use crate::store::format::keys::{prefixed, time_of_millis, ID_PREFIX};
-use crate::store::format::schema::{SCHEMA_NEWEST, SCHEMA_ROLLUPS, SCHEMA_VERSION};
+use crate::store::format::schema::{SCHEMA_COLUMNS, SCHEMA_JOURNAL, SCHEMA_NEWEST, SCHEMA_ROLLUPS};
 
 /// sled's page cache budget. sled counts pages at their size on disk and
 /// holds them in memory at several times that, so this is what the
@@ -78,7 +96,7 @@ pub const CACHE_BYTES: u64 = 4 * 1024 * 1024;
 /// How results are grouped into blocks.
 #[derive(Debug, Clone, Copy)]
 pub struct Packing {
-    /// Results per block packed from `newest` (these small blocks are
+    /// Results per block packed from the singles (these small blocks are
     /// then merged into full ones of 120, `sled/history.rs`).
     pub size: usize,
     /// The newest results a check keeps as single keys.
@@ -87,14 +105,12 @@ pub struct Packing {
 
 impl Packing {
     /// Ten minutes of a check probed every 30 s per block, two minutes
-    /// single. What a check has not packed yet sits in `newest`, whose
-    /// leaves every append touches, so sled keeps them in memory whatever
-    /// its cache budget: with blocks of 60, a process appending 1000 checks'
-    /// results grew to 61 MiB RSS within six hours' worth and stayed there;
-    /// with blocks of 20, 33 MiB (`benches/store.rs` at 1000 x 720, RSS
-    /// sampled, 16 MiB cache; blocks of 12: 36 MiB; in that bench a cache
-    /// of 1 or 4 MiB with blocks of 60 changed nothing, in the daemon the
-    /// cache mattered too: see [`CACHE_BYTES`]). Smaller blocks also answer `history` faster
+    /// single. What a check has not packed yet is held in memory (and in
+    /// the journal file): when it was a sled tree, with blocks of 60, a
+    /// process appending 1000 checks' results grew to 61 MiB RSS within
+    /// six hours' worth and stayed there; with blocks of 20, 33 MiB
+    /// (`benches/store.rs` at 1000 x 720, RSS sampled, 16 MiB cache;
+    /// blocks of 12: 36 MiB). Smaller blocks also answer `history` faster
     /// (fewer singles to decode one by one: 1.2 ms against 3.1 ms for 720
     /// results) at about 1 byte more of key and value per result.
     pub const DEFAULT: Packing = Packing { size: 20, keep: 4 };
@@ -107,9 +123,6 @@ pub struct SledStore {
     db: Db,
     /// Blocks of each check's results, and late singles (`history.rs`).
     results: Tree,
-    /// Each check's single results after its last `results` entry
-    /// (`history.rs`).
-    newest: Tree,
     /// Check names, ids and dictionaries (`history.rs`).
     checks: Tree,
     /// Certificate chains, and which check used each when (`history.rs`).
@@ -122,7 +135,13 @@ pub struct SledStore {
     rollup_trees: RollupTrees,
     /// False only in benchmarks ([`SledStore::without_rollups`]).
     keep_rollups: bool,
-    state: Mutex<State>,
+    /// Shared with the journal's flusher, which takes the buffered frames.
+    state: Arc<Mutex<State>>,
+    /// The file of the unpacked singles (`journal.rs`).
+    journal: Arc<Journal>,
+    /// Flushes the journal every `flush_every`; `None` when that is zero
+    /// (and until the open is done).
+    flusher: Option<Flusher>,
 }
 
 /// The rollups' two trees (`sled/rollups.rs`).
@@ -186,15 +205,18 @@ impl SledStore {
             })
         };
         let meta = tree("meta")?;
+        // Before anything of ours is written: a newer schema is refused
+        // with its files untouched.
+        let found = Self::check_schema(dir, &meta)?;
         let replication = Queue::open(&db, &meta, dir)?;
         let rollup_trees = RollupTrees {
             rollups: tree("rollups")?,
             leaves: tree("leaves")?,
         };
-        let store = SledStore {
+        let (journal, replay) = Journal::open(dir)?;
+        let mut store = SledStore {
             path: dir.to_path_buf(),
             results: tree("results")?,
-            newest: tree("newest")?,
             checks: tree("checks")?,
             chains: tree("chains")?,
             chain_uses: tree("chain_uses")?,
@@ -205,21 +227,30 @@ impl SledStore {
             replication,
             rollup_trees,
             keep_rollups: true,
-            state: Mutex::new(State::default()),
+            state: Arc::new(Mutex::new(State::default())),
+            journal: Arc::new(journal),
+            flusher: None,
             db,
         };
-        let found = store.check_schema(&meta)?;
         if found < SCHEMA_NEWEST {
             store.upgrade_from_1(&meta)?;
         }
-        store.drop_packed_newest()?;
-        let state = store.load_state()?;
+        let mut state = store.load_state()?;
+        store.replay(&mut state, &replay)?;
+        drop(replay);
         *store.lock() = state;
+        store.journal.set_live();
+        if found < SCHEMA_JOURNAL {
+            store.move_newest_to_journal()?;
+        }
         if found < SCHEMA_ROLLUPS {
             store.upgrade_from_2(&meta)?;
         }
-        if found < SCHEMA_VERSION {
+        if found < SCHEMA_COLUMNS {
             store.upgrade_from_3(&meta)?;
+        }
+        if found < SCHEMA_JOURNAL {
+            store.upgraded_to(&meta, SCHEMA_JOURNAL)?;
         }
         let repaired = store.repair_rollups()?;
         if repaired > 0 {
@@ -228,7 +259,20 @@ impl SledStore {
                 "rollups caught up with results stored before an unclean stop"
             );
         }
+        if let Some(ms) = flush_ms {
+            store.flusher = Some(Flusher::spawn(
+                Duration::from_millis(ms),
+                Arc::clone(&store.journal),
+                Arc::clone(&store.state),
+                store.db.clone(),
+            )?);
+        }
         Ok(store)
+    }
+
+    /// Flushes sled, then the journal (`journal.rs`).
+    fn flush_journal(&self, why: Flush) -> Result<(), StoreError> {
+        self.journal.flush(&self.state, &self.db, why)
     }
 
     /// This store with appends that keep no rollups and no timeline, as
@@ -302,12 +346,16 @@ impl SledStore {
 }
 
 /// The newest rollups are written before sled closes the database (see
-/// `sled/rollups.rs`); an unclean stop leaves them to the next open.
+/// `sled/rollups.rs`); an unclean stop leaves them to the next open. Then
+/// the journal is flushed (after sled) and its flusher stopped.
 impl Drop for SledStore {
     fn drop(&mut self) {
-        let mut state = self.lock();
-        if let Err(err) = self.write_hot(&mut state) {
+        drop(self.flusher.take());
+        if let Err(err) = self.write_hot(&mut self.lock()) {
             tracing::error!(error = %err, "could not write the newest rollups at close; the next open catches them up from the results");
+        }
+        if let Err(err) = self.flush_journal(Flush::Everything) {
+            tracing::error!(error = %err, "could not write the journal of the newest results at close; the results of the last flush interval are lost");
         }
     }
 }

@@ -144,30 +144,38 @@ impl SledStore {
     }
 
     /// Queues every stored result (under the lock: no append interleaves).
-    fn seed_queue(&self, _locked: &mut State) -> Result<u64, StoreError> {
+    fn seed_queue(&self, locked: &mut State) -> Result<u64, StoreError> {
         let queue = &self.replication;
         let mut batch = Batch::default();
         let mut in_batch = 0;
         let mut seeded = 0;
-        for entry in self.results.iter().chain(self.newest.iter()) {
+        let mut queue_one = |id: u32, millis: u64| -> Result<(), StoreError> {
+            let seq = queue.next_seq.fetch_add(1, Ordering::AcqRel);
+            batch.insert(&seq_key(seq)[..], &result_key(id, millis)[..]);
+            in_batch += 1;
+            seeded += 1;
+            if in_batch == WRITE_CHUNK {
+                queue
+                    .tree
+                    .apply_batch(std::mem::take(&mut batch))
+                    .map_err(self.io("queue stored results for replication"))?;
+                in_batch = 0;
+            }
+            Ok(())
+        };
+        for entry in self.results.iter() {
             let (key, value) = entry.map_err(self.io("read results to queue for replication"))?;
             let key_ms = key_millis_of(&key);
             let id = be_u32(&key[..4.min(key.len())]).unwrap_or_default();
             let results = entries::parse_entry(key_ms, &value)
                 .map_err(|e| self.corrupt_entry(id, key_ms, e))?;
             for (millis, _) in results {
-                let seq = queue.next_seq.fetch_add(1, Ordering::AcqRel);
-                batch.insert(&seq_key(seq)[..], &result_key(id, millis)[..]);
-                in_batch += 1;
-                seeded += 1;
-                if in_batch == WRITE_CHUNK {
-                    queue
-                        .tree
-                        .apply_batch(std::mem::take(&mut batch))
-                        .map_err(self.io("queue stored results for replication"))?;
-                    in_batch = 0;
-                }
+                queue_one(id, millis)?;
             }
+        }
+        // Then the singles, which follow every check's blocks.
+        for (id, millis) in locked.singles.keys() {
+            queue_one(id, millis)?;
         }
         queue
             .tree
@@ -648,7 +656,7 @@ mod tests {
 
     use super::*;
     use crate::store::contract::{up, T0};
-    use crate::store::sled::tests::open;
+    use crate::store::sled::tests::{open, open_unflushed, unclean_copy};
 
     fn minute(n: i64) -> OffsetDateTime {
         T0 + TimeDuration::minutes(n)
@@ -660,6 +668,36 @@ mod tests {
             .iter()
             .map(|s| (s.outcome.name.clone(), s.outcome.started_at))
             .collect()
+    }
+
+    #[test]
+    fn a_queued_result_an_unclean_stop_lost_is_counted_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_unflushed(dir.path());
+        store.enable_replication().unwrap();
+        for n in 0..3 {
+            store.append(&up("a", minute(n))).unwrap();
+        }
+        store.flush().unwrap();
+        // Queued in sled, and then lost with the journal's buffer.
+        for n in 3..5 {
+            store.append(&up("a", minute(n))).unwrap();
+        }
+        let copy = tempfile::tempdir().unwrap();
+        unclean_copy(&store, copy.path());
+        drop(store);
+
+        let store = open(copy.path());
+        assert_eq!(store.history("a", T0).unwrap().len(), 3);
+        assert_eq!(store.replication_backlog().unwrap().results, 5);
+        let shipment = store.next_shipment(10, minute(9)).unwrap().unwrap();
+        assert_eq!(
+            names_and_times(&shipment),
+            (0..3).map(|n| ("a".into(), minute(n))).collect::<Vec<_>>()
+        );
+        assert_eq!(shipment.gone, 2);
+        store.shipped(&shipment).unwrap();
+        assert_eq!(store.replication_backlog().unwrap().results, 0);
     }
 
     #[test]

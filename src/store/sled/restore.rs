@@ -2,7 +2,7 @@
 //! replica's segments hold every result of a check from a stretch of
 //! time, so those later than anything the store holds for the check are
 //! gathered and written as full blocks, in one batch per check, instead
-//! of one key each through `newest` and the packing. What may be in the
+//! of one single each through the journal and the packing. What may be in the
 //! store already is compared with what it holds and written one at a
 //! time, as appends are ([`SledStore::restore_results`]).
 //!
@@ -16,8 +16,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ::sled::Batch;
-
 use super::replication::Restored;
 use super::SledStore;
 use crate::cert::CertInfo;
@@ -25,7 +23,7 @@ use crate::outcome::Outcome;
 use crate::store::error::StoreError;
 use crate::store::format::codec::{self, Decoded};
 use crate::store::format::entries;
-use crate::store::format::keys::{key_millis, key_millis_of};
+use crate::store::format::keys::key_millis;
 use crate::store::sled::state::intern;
 
 /// Results gathered before they are written: a segment of the replica
@@ -78,7 +76,7 @@ impl Restoring<'_> {
         let newest = match self.newest.get(&id) {
             Some(newest) => *newest,
             None => {
-                let newest = store.result_bounds(id)?.map(|(_, newest)| newest);
+                let newest = store.result_bounds(&state, id)?.map(|(_, newest)| newest);
                 self.newest.insert(id, newest);
                 newest
             }
@@ -134,9 +132,12 @@ impl Restoring<'_> {
         Ok(self.restored)
     }
 
-    /// Each check's gathered results, after its `newest` singles (which
-    /// they all follow), as blocks in `results`; then the singles are
-    /// removed from `newest` (the blocks first, as a pack does).
+    /// Each check's gathered results, after its singles (which they all
+    /// follow), as blocks in `results`; then the singles are dropped from
+    /// memory (the blocks first, as a pack does). Unlike a pack's, these
+    /// singles need not be in the journal on disk yet: a restore is the
+    /// store's only writer, and what an unclean stop leaves of it is
+    /// restored again.
     fn write_gathered(&mut self) -> Result<(), StoreError> {
         let store = self.store;
         for (id, gathered) in std::mem::take(&mut self.gathered) {
@@ -145,23 +146,23 @@ impl Restoring<'_> {
             };
             let mut state = store.lock();
             let tail = store.tail(&state, id)?;
-            let mut removals = Batch::default();
             let mut results = Vec::with_capacity(tail.singles + gathered.len());
-            for entry in store.newest_range(id, super::history::after(tail.packed_until)) {
-                let (key, value) = entry.map_err(store.io("read results to pack"))?;
-                let key_ms = key_millis_of(&key);
-                let parsed = entries::parse_entry(key_ms, &value)
-                    .map_err(|e| store.corrupt_entry(id, key_ms, e))?;
+            let mut last_single = None;
+            let from = super::history::after(tail.packed_until);
+            for (millis, record) in state.singles.records(id, from, u64::MAX) {
+                let parsed = entries::parse_entry(millis, record)
+                    .map_err(|e| store.corrupt_entry(id, millis, e))?;
                 results.extend(parsed);
-                removals.remove(key);
+                last_single = Some(millis);
             }
             let millis: Vec<u64> = gathered.keys().copied().collect();
             results.extend(gathered);
             let tail = store.append_blocks(id, tail, results)?;
-            store
-                .newest
-                .apply_batch(removals)
-                .map_err(store.io("pack results into a block"))?;
+            if let Some(last_single) = last_single {
+                state
+                    .singles
+                    .remove_before(id, last_single.saturating_add(1));
+            }
             state
                 .tails
                 .insert(id, super::state::Tail { singles: 0, ..tail });
@@ -203,7 +204,8 @@ mod tests {
     use crate::store::as_stored;
     use crate::store::backend::Store;
     use crate::store::contract::{up, T0};
-    use crate::store::sled::tests::{assert_rollups_recompute, open};
+    use crate::store::format::keys::key_millis_of;
+    use crate::store::sled::tests::{assert_rollups_recompute, open, singles};
 
     fn round(n: i64) -> Vec<Outcome> {
         let at = T0 + TimeDuration::seconds(30 * n);
@@ -227,7 +229,7 @@ mod tests {
     fn new_results_go_in_as_full_blocks_after_what_the_store_holds() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        // Three singles of each check in `newest` before the restore.
+        // Three singles of each check before the restore.
         for n in 0..3 {
             for outcome in round(n) {
                 store.append(&outcome).unwrap();
@@ -246,7 +248,7 @@ mod tests {
             restored.unchanged += done.unchanged;
         }
         assert_eq!((restored.added, restored.unchanged), (594, 0));
-        assert_eq!(store.newest.len(), 0);
+        assert_eq!(singles(&store), 0);
         // The singles with the first segment, then small blocks merged
         // into full ones as they add up to 120.
         assert_eq!(counts(&store), [120, 120, 3, 20, 20, 17].repeat(2));

@@ -208,13 +208,15 @@ impl SledStore {
             // A check without any rollup (new, and stopped before its
             // first write) is caught up over its last day at most: this is
             // no rebuild of a store whose rollups are gone.
-            let Some((_, newest)) = self.result_bounds(id)? else {
+            let bounds = self.result_bounds(&self.lock(), id)?;
+            let Some((_, newest)) = bounds else {
                 continue;
             };
             let floor = newest.saturating_sub(Granularity::Day.millis());
             // Per granularity, the first result its rollups may lack.
             let mut lacking = Vec::with_capacity(2);
             for granularity in Granularity::ALL {
+                added += self.recount_lost(id, &name, granularity, newest)?;
                 let through = self.last_through(id, granularity)?;
                 lacking.push((granularity, through.map_or(floor, |t| t.saturating_add(1))));
             }
@@ -257,6 +259,51 @@ impl SledStore {
                 .map_err(self.io("repair the newest rollups"))?;
         }
         Ok(added)
+    }
+
+    /// After an unclean stop, sled may have kept rollups that count
+    /// results the journal lost (`sled/journal.rs`: sled's own flusher
+    /// writes ahead of it): each of check `id`'s last `granularity`
+    /// rollups that counts a result newer than `newest`, its newest
+    /// result, is counted again from the results it holds (or removed
+    /// when it holds none). Returns the results counted again.
+    fn recount_lost(
+        &self,
+        id: u32,
+        name: &str,
+        granularity: Granularity,
+        newest: u64,
+    ) -> Result<u64, StoreError> {
+        let range = rollup_key(id, granularity, 0)..=rollup_key(id, granularity, u64::MAX);
+        let mut counted = 0;
+        let mut batch = Batch::default();
+        for entry in self.rollup_trees.rollups.range(range).rev() {
+            let (key, value) = entry.map_err(self.io("read the newest rollups"))?;
+            let start = rollup_key_start(&key);
+            let (_, through) = decode_rollup(granularity, start, &value)
+                .ok_or_else(|| self.corrupt_rollup(id, granularity, start))?;
+            if through <= newest {
+                break;
+            }
+            let outcomes = self.read_range(id, name, start, start + granularity.millis() - 1)?;
+            let mut rollup = Rollup::empty(granularity, start);
+            for outcome in &outcomes {
+                rollup.add(&Sample::of(outcome));
+            }
+            counted += outcomes.len() as u64;
+            match outcomes.is_empty() {
+                true => batch.remove(key),
+                false => batch.insert(
+                    key,
+                    encode_rollup(&rollup, through_of(&outcomes, granularity, start)),
+                ),
+            }
+        }
+        self.rollup_trees
+            .rollups
+            .apply_batch(batch)
+            .map_err(self.io("repair the newest rollups"))?;
+        Ok(counted)
     }
 
     /// The newest result counted by check `id`'s last `granularity` rollup.
@@ -512,7 +559,8 @@ impl SledStore {
             .collect();
         checks.sort_unstable_by_key(|(_, id)| *id);
         for (name, id) in checks {
-            let Some((first, last)) = self.result_bounds(id)? else {
+            let bounds = self.result_bounds(&self.lock(), id)?;
+            let Some((first, last)) = bounds else {
                 continue;
             };
             let mut leaves = Timeline::default();
@@ -553,28 +601,28 @@ impl SledStore {
         Ok(())
     }
 
-    /// The key millis of check `id`'s first and last results.
-    pub(super) fn result_bounds(&self, id: u32) -> Result<Option<(u64, u64)>, StoreError> {
-        let io = self.io("read a check's results");
-        let first_of = |entry: Option<::sled::Result<(::sled::IVec, ::sled::IVec)>>| {
-            entry
-                .transpose()
-                .map(|entry| entry.map(|(key, _)| key_millis_of(&key)))
-        };
-        let low = [
-            first_of(self.check_range(id, 0).next()).map_err(&io)?,
-            first_of(self.newest_range(id, 0).next()).map_err(&io)?,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        let high = [
-            self.packed_until(id)?,
-            first_of(self.newest_range(id, 0).next_back()).map_err(&io)?,
-        ]
-        .into_iter()
-        .flatten()
-        .max();
+    /// The key millis of check `id`'s first and last results (`state`:
+    /// the store's, locked by the caller).
+    pub(super) fn result_bounds(
+        &self,
+        state: &State,
+        id: u32,
+    ) -> Result<Option<(u64, u64)>, StoreError> {
+        let first = self
+            .check_range(id, 0)
+            .next()
+            .transpose()
+            .map_err(self.io("read a check's results"))?
+            .map(|(key, _)| key_millis_of(&key));
+        let singles = state.singles.bounds(id);
+        let low = [first, singles.map(|(low, _)| low)]
+            .into_iter()
+            .flatten()
+            .min();
+        let high = [self.packed_until(id)?, singles.map(|(_, high)| high)]
+            .into_iter()
+            .flatten()
+            .max();
         Ok(low.zip(high))
     }
 
@@ -634,7 +682,10 @@ mod tests {
 
     use super::*;
     use crate::store::contract::up;
-    use crate::store::sled::tests::{assert_rollups_recompute, minute, minutes, open_small_blocks};
+    use crate::store::sled::tests::{
+        assert_rollups_recompute, minute, minutes, open, open_small_blocks, open_unflushed,
+        unclean_copy,
+    };
     use crate::store::Store;
 
     #[test]
@@ -684,5 +735,54 @@ mod tests {
         let store = open_small_blocks(dir.path());
         assert_rollups_recompute(&store, "site");
         assert_rollups_recompute(&store, "new");
+    }
+
+    #[test]
+    fn rollups_counting_results_an_unclean_stop_lost_are_counted_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_unflushed(dir.path());
+        for outcome in minutes(0..3) {
+            store.append(&outcome).unwrap();
+        }
+        store.flush().unwrap();
+        // Counted in rollups sled wrote, and then lost with the journal's
+        // buffer; the last one starts a new day, which holds nothing then.
+        for outcome in minutes(3..5) {
+            store.append(&outcome).unwrap();
+        }
+        store
+            .append(&crate::store::contract::up(
+                "site",
+                minute(0) + TimeDuration::days(1),
+            ))
+            .unwrap();
+        store.write_hot(&mut store.lock()).unwrap();
+        let copy = tempfile::tempdir().unwrap();
+        unclean_copy(&store, copy.path());
+        drop(store);
+
+        let store = open(copy.path());
+        let raw = store.history("site", OffsetDateTime::UNIX_EPOCH).unwrap();
+        assert_eq!(raw, minutes(0..3));
+        // The timeline may keep the lost results' leaf sightings: the
+        // probe did see that certificate then.
+        let rollups_recompute = |raw: &[Outcome]| {
+            for granularity in Granularity::ALL {
+                assert_eq!(
+                    store
+                        .rollups("site", granularity, OffsetDateTime::UNIX_EPOCH)
+                        .unwrap(),
+                    Rollup::from_outcomes(granularity, raw),
+                    "{granularity:?}"
+                );
+            }
+        };
+        rollups_recompute(&raw);
+        store
+            .append(&crate::store::contract::up("site", minute(6)))
+            .unwrap();
+        let raw = store.history("site", OffsetDateTime::UNIX_EPOCH).unwrap();
+        assert_eq!(raw.len(), 4);
+        rollups_recompute(&raw);
     }
 }

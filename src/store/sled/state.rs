@@ -1,12 +1,14 @@
 //! What appends need to know without reading the disk, held in memory
 //! under the store's one mutex and rebuilt at open (`sled/history.rs`
 //! reads the checks, dictionaries and chains, `sled/rollups.rs` the
-//! timeline): the check ids, each check's dictionary, the chains and
-//! their uses, where each check's unpacked results start, and the newest
-//! rollups.
+//! timeline, `sled/journal.rs` the unpacked results): the check ids,
+//! each check's dictionary, the chains and their uses, where each check's
+//! unpacked results start, the unpacked results themselves, and the
+//! newest rollups.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use super::singles::Singles;
 use crate::store::format::codec::Str;
 use crate::store::format::keys::ChainKey;
 use crate::store::rollup::{Granularity, Rollup, Timeline};
@@ -31,14 +33,27 @@ pub(super) struct State {
     pub(super) tails: HashMap<u32, Tail>,
     /// The newest rollups and every timeline (`sled/rollups.rs`).
     pub(super) rollups: Cache,
+    /// Each check's unpacked results (`sled/singles.rs`).
+    pub(super) singles: Singles,
+    /// Journal frames buffered since the last journal flush
+    /// (`sled/journal.rs`).
+    pub(super) unwritten: Vec<u8>,
+    /// The journal epoch frames buffered now belong to (the flushes
+    /// taken so far, plus one).
+    pub(super) epoch: u32,
+    /// The last epoch whose frames are on disk (0: what the file held at
+    /// open).
+    pub(super) durable_epoch: u32,
+    /// Checks with a pack waiting for their singles' epoch to be durable.
+    pub(super) deferred_packs: BTreeSet<u32>,
 }
 
-/// The unpacked end of a check's results (its `newest` singles).
+/// The unpacked end of a check's results (its singles).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Tail {
     /// The last result its `results` entries cover, if any.
     pub(super) packed_until: Option<u64>,
-    /// Singles in `newest` after it.
+    /// Singles after it.
     pub(super) singles: usize,
     /// Results in the entries at the end of `results` that hold fewer than
     /// [`MERGED`](super::history::MERGED) each: what the next merge

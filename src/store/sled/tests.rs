@@ -8,14 +8,17 @@ use std::time::Duration;
 
 use time::{Duration as TimeDuration, OffsetDateTime};
 
+use super::journal::{self, Flush};
 pub(crate) use super::unlocked::when_unlocked;
 use super::{open_error, Packing, SledStore};
 use crate::outcome::Outcome;
 use crate::store::backend::Store;
 use crate::store::contract::{up, T0};
 use crate::store::error::StoreError;
+use crate::store::format;
 use crate::store::format::codec;
-use crate::store::format::keys::key_millis_of;
+use crate::store::format::journal::MAGIC;
+use crate::store::format::keys::{key_millis_of, result_key};
 use crate::store::rollup::{Granularity, Rollup, ServedLeaf};
 
 /// Also the replication queue's and the outbox's tests' way to open a
@@ -52,6 +55,80 @@ mod packed {
 pub(crate) fn open_small_blocks(dir: &Path) -> SledStore {
     let packing = Packing { size: 2, keep: 1 };
     open_packed(dir, packing)
+}
+
+/// Singles held in memory (and the journal), all checks.
+pub(crate) fn singles(store: &SledStore) -> usize {
+    store.lock().singles.count()
+}
+
+/// Rewrites the journal with exactly the singles in memory, as a
+/// checkpoint does (tests that then read the file, or write it into an
+/// older layout).
+pub(crate) fn checkpoint(store: &SledStore) {
+    store.flush_journal(Flush::Checkpoint).unwrap();
+}
+
+/// Closes `store` with its packs done and its journal holding exactly
+/// its singles.
+pub(crate) fn close(store: SledStore) {
+    store.flush().unwrap();
+    checkpoint(&store);
+    drop(store);
+}
+
+/// A store whose only flushes are the test's and the close: sled's and
+/// the journal's.
+pub(crate) fn open_unflushed(dir: &Path) -> SledStore {
+    when_unlocked(|| SledStore::open(dir, Duration::ZERO)).unwrap()
+}
+
+/// What an unclean stop would leave of `store` now, copied to `to`:
+/// sled's writes on disk (sled's own flusher may always be ahead of the
+/// journal's), the journal's buffered frames not.
+pub(crate) fn unclean_copy(store: &SledStore, to: &Path) {
+    store.db.flush().unwrap();
+    copy_dir(store.path(), to);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        match entry.file_type().unwrap().is_dir() {
+            true => copy_dir(&entry.path(), &target),
+            false => {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+}
+
+/// The frames of the journal in `dir` ((check id, millis), record), in
+/// file order.
+pub(crate) fn journal_frames(dir: &Path) -> Vec<((u32, u64), Vec<u8>)> {
+    let bytes = std::fs::read(dir.join(journal::FILE)).unwrap();
+    let mut rest = &bytes[MAGIC.len()..];
+    let mut frames = Vec::new();
+    while let Some((frame, used)) = format::journal::read(rest).unwrap() {
+        frames.push(((frame.id, frame.millis), frame.record.to_vec()));
+        rest = &rest[used..];
+    }
+    frames
+}
+
+/// Moves the journal's singles into sled tree `tree` of `db` (one key
+/// each, as schemas before 5 kept them) and removes the file. Take a
+/// [`checkpoint`] before closing the store: the file then holds exactly
+/// the singles.
+pub(crate) fn journal_into_tree(dir: &Path, db: &::sled::Db, tree: &str) {
+    let tree = db.open_tree(tree).unwrap();
+    for ((id, millis), record) in journal_frames(dir) {
+        tree.insert(result_key(id, millis), record).unwrap();
+    }
+    std::fs::remove_file(dir.join(journal::FILE)).unwrap();
+    db.flush().unwrap();
 }
 
 /// (key millis, span, is a block) of every entry, checking that the

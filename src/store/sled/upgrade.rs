@@ -4,89 +4,101 @@
 //! older layout is brought up to this one. What each version changed is
 //! in `format/mod.rs`.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use ::sled::{Batch, Tree};
 
 use super::history::MERGED;
+use super::journal::Flush;
 use super::SledStore;
 use crate::store::error::StoreError;
 use crate::store::format::codec;
 use crate::store::format::entries;
 use crate::store::format::keys::{be_u32, key_millis_of, result_key, ID_PREFIX};
 use crate::store::format::schema::{
-    SCHEMA_KEY, SCHEMA_NEWEST, SCHEMA_ROLLUPS, SCHEMA_VERSION, SENTINEL,
+    SCHEMA_COLUMNS, SCHEMA_JOURNAL, SCHEMA_KEY, SCHEMA_NEWEST, SCHEMA_ROLLUPS, SCHEMA_VERSION,
+    SENTINEL,
 };
 
+/// The tree of the singles in schemas 2 to 4.
+const NEWEST_TREE: &str = "newest";
+
 impl SledStore {
-    /// The stored schema version: a fresh store gets the current one; an
-    /// older one is returned for the caller to upgrade; a newer one is
-    /// refused before anything is written.
-    pub(super) fn check_schema(&self, meta: &Tree) -> Result<u32, StoreError> {
+    /// The stored schema version of the store in `dir`: a fresh store
+    /// gets the current one; an older one is returned for the caller to
+    /// upgrade; a newer one is refused before anything is written.
+    pub(super) fn check_schema(dir: &Path, meta: &Tree) -> Result<u32, StoreError> {
+        let io = |action: &str| {
+            let action = action.to_string();
+            move |cause| StoreError::Io {
+                path: dir.to_path_buf(),
+                action: action.clone(),
+                cause,
+            }
+        };
+        let corrupt = |what: &str, detail: String| StoreError::Corrupt {
+            path: dir.to_path_buf(),
+            what: what.to_string(),
+            detail,
+        };
         let stored = meta
             .get(SCHEMA_KEY)
-            .map_err(self.io("read the schema version"))?;
-        let sentinel = self.path.join(SENTINEL);
+            .map_err(io("read the schema version"))?;
+        let sentinel = dir.join(SENTINEL);
         let Some(bytes) = stored else {
             // sled opens a damaged file without a word and hands back what
             // it could read, often nothing: an empty database in a
             // directory vigie has written to before is that damage.
             if sentinel.exists() {
-                return Err(self.corrupt(
+                return Err(corrupt(
                     "the database",
                     "sled opened it empty although vigie had written to it (the file is damaged or truncated)".to_string(),
                 ));
             }
             meta.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes()[..])
-                .map_err(self.io("write the schema version"))?;
-            meta.flush().map_err(self.io("write the schema version"))?;
-            self.write_sentinel(&sentinel)?;
+                .map_err(io("write the schema version"))?;
+            meta.flush().map_err(io("write the schema version"))?;
+            write_sentinel(dir, &sentinel)?;
             return Ok(SCHEMA_VERSION);
         };
         if !sentinel.exists() {
-            self.write_sentinel(&sentinel)?;
+            write_sentinel(dir, &sentinel)?;
         }
         let found = <[u8; 4]>::try_from(bytes.as_ref())
             .map(u32::from_be_bytes)
             .map_err(|_| {
-                self.corrupt(
+                corrupt(
                     "the schema version",
                     format!("{} bytes, not 4", bytes.len()),
                 )
             })?;
         match found {
-            1 | SCHEMA_NEWEST | SCHEMA_ROLLUPS | SCHEMA_VERSION => Ok(found),
+            1 | SCHEMA_NEWEST | SCHEMA_ROLLUPS | SCHEMA_COLUMNS | SCHEMA_JOURNAL => Ok(found),
             newer if newer > SCHEMA_VERSION => Err(StoreError::SchemaTooNew {
-                path: self.path.clone(),
+                path: dir.to_path_buf(),
                 found: newer,
                 supported: SCHEMA_VERSION,
             }),
-            older => Err(self.corrupt("the schema version", format!("unknown version {older}"))),
+            older => Err(corrupt(
+                "the schema version",
+                format!("unknown version {older}"),
+            )),
         }
     }
 
-    /// Marks the directory as one vigie has written to (see
-    /// [`SENTINEL`]).
-    pub(super) fn write_sentinel(&self, sentinel: &Path) -> Result<(), StoreError> {
-        std::fs::write(
-            sentinel,
-            "vigie keeps its history here; a database found empty beside this file is damaged\n",
-        )
-        .map_err(|cause| StoreError::Io {
-            path: self.path.clone(),
-            action: "mark the store as written".to_string(),
-            cause: ::sled::Error::Io(cause),
-        })
-    }
-
     /// Schema 1 kept a check's newest results as single keys in `results`,
-    /// after its last block; version 2 keeps them in `newest`. Each check's
+    /// after its last block; version 2 keeps them in `newest` (which
+    /// [`SledStore::move_newest_to_journal`] then moves on). Each check's
     /// trailing singles are copied to `newest`, then removed from
     /// `results`, then the version is bumped. An interrupted upgrade leaves
-    /// copies in both trees, which every reader skips (a `newest` entry at
-    /// or before the check's last `results` entry) and the next open
-    /// finishes.
+    /// copies in both trees; the move skips those a `results` entry
+    /// covers, and the next open finishes the upgrade.
     pub(super) fn upgrade_from_1(&self, meta: &Tree) -> Result<(), StoreError> {
+        let newest = self
+            .db
+            .open_tree(NEWEST_TREE)
+            .map_err(self.io("open the newest results (upgrade)"))?;
         let mut ids: Vec<u32> = Vec::new();
         for key in self.checks.iter().keys() {
             let key = key.map_err(self.io("read the checks"))?;
@@ -112,7 +124,7 @@ impl SledStore {
                 copies.insert(key.clone(), value);
                 removals.remove(key);
             }
-            self.newest
+            newest
                 .apply_batch(copies)
                 .map_err(self.io("move the newest results (upgrade)"))?;
             self.results
@@ -133,7 +145,8 @@ impl SledStore {
     }
 
     /// Schema 3 wrote blocks of 20 records one after the other (LZ4);
-    /// version 4 writes them column-wise, [`MERGED`] results to a block.
+    /// version 4 writes them column-wise, [`MERGED`] results to a block
+    /// (the singles are not in `results`: in memory, by then).
     /// Each check's entries are rewritten in order: as soon as the results
     /// read add up to a full block, they are written as blocks (the rest
     /// as one smaller block) in the batch that removes the entries they
@@ -164,11 +177,73 @@ impl SledStore {
         self.db
             .flush()
             .map_err(self.io("flush the rewritten history"))?;
-        self.upgraded_to(meta, SCHEMA_VERSION)
+        self.upgraded_to(meta, SCHEMA_COLUMNS)
+    }
+
+    /// Schema 4 kept the singles in the `newest` tree; version 5 keeps
+    /// them in memory and in the journal file (`sled/journal.rs`). Those a
+    /// `results` entry does not cover (copies a pack or an upgrade left
+    /// behind are dropped) join what the journal replayed, the journal is
+    /// checkpointed (written whole and `fsync`ed), and only then is the
+    /// tree emptied and dropped. The caller bumps the version once the
+    /// other upgrades are done; a stop before that finds the tree gone
+    /// (or still full: the same singles again) and the journal holding
+    /// them.
+    pub(super) fn move_newest_to_journal(&self) -> Result<(), StoreError> {
+        let exists = self
+            .db
+            .tree_names()
+            .iter()
+            .any(|name| name.as_ref() == NEWEST_TREE.as_bytes());
+        if !exists {
+            return Ok(());
+        }
+        let newest = self
+            .db
+            .open_tree(NEWEST_TREE)
+            .map_err(self.io("open the newest results (upgrade)"))?;
+        let mut moved = 0;
+        {
+            let mut state = self.lock();
+            let known: HashSet<u32> = state.ids.values().copied().collect();
+            let mut covered: HashMap<u32, Option<u64>> = HashMap::new();
+            for entry in newest.iter() {
+                let (key, value) = entry.map_err(self.io("read the newest results (upgrade)"))?;
+                let Some(id) = be_u32(&key[..4.min(key.len())]) else {
+                    continue;
+                };
+                let millis = key_millis_of(&key);
+                if !known.contains(&id) {
+                    continue;
+                }
+                let until = match covered.get(&id) {
+                    Some(until) => *until,
+                    None => *covered.entry(id).or_insert(self.packed_until(id)?),
+                };
+                if until.is_some_and(|until| millis <= until) {
+                    continue;
+                }
+                state.singles.insert(id, millis, &value, 0);
+                moved += 1;
+            }
+            state.tails.clear();
+            state.count = None;
+        }
+        self.flush_journal(Flush::Checkpoint)?;
+        newest
+            .clear()
+            .map_err(self.io("empty the newest results tree (upgrade)"))?;
+        drop(newest);
+        self.db
+            .drop_tree(NEWEST_TREE)
+            .map_err(self.io("drop the newest results tree (upgrade)"))?;
+        self.db.flush().map_err(self.io("flush the upgrade"))?;
+        tracing::info!(path = %self.path.display(), moved, "moved the newest results from sled into the journal file (once, for schema 5)");
+        Ok(())
     }
 
     /// An upgrade step is done: the store now holds `version`, on disk.
-    fn upgraded_to(&self, meta: &Tree, version: u32) -> Result<(), StoreError> {
+    pub(super) fn upgraded_to(&self, meta: &Tree, version: u32) -> Result<(), StoreError> {
         meta.insert(SCHEMA_KEY, &version.to_be_bytes()[..])
             .map_err(self.io("write the schema version"))?;
         self.db.flush().map_err(self.io("flush the upgrade"))?;
@@ -195,32 +270,19 @@ impl SledStore {
         results.clear();
         Ok(())
     }
+}
 
-    /// Removes `newest` entries that a `results` entry already covers: what
-    /// a stop between packing a block and removing its singles (or during
-    /// the upgrade) left behind.
-    pub(super) fn drop_packed_newest(&self) -> Result<(), StoreError> {
-        let mut stale = Batch::default();
-        let mut covered: Option<(u32, Option<u64>)> = None;
-        for key in self.newest.iter().keys() {
-            let key = key.map_err(self.io("read the newest results"))?;
-            let id = be_u32(&key[..4.min(key.len())]).unwrap_or_default();
-            let until = match covered {
-                Some((covered_id, until)) if covered_id == id => until,
-                _ => {
-                    let until = self.packed_until(id)?;
-                    covered = Some((id, until));
-                    until
-                }
-            };
-            if until.is_some_and(|until| key_millis_of(&key) <= until) {
-                stale.remove(key);
-            }
-        }
-        self.newest
-            .apply_batch(stale)
-            .map_err(self.io("remove packed copies of the newest results"))
-    }
+/// Marks the directory as one vigie has written to (see [`SENTINEL`]).
+fn write_sentinel(dir: &Path, sentinel: &Path) -> Result<(), StoreError> {
+    std::fs::write(
+        sentinel,
+        "vigie keeps its history here; a database found empty beside this file is damaged\n",
+    )
+    .map_err(|cause| StoreError::Io {
+        path: dir.to_path_buf(),
+        action: "mark the store as written".to_string(),
+        cause: ::sled::Error::Io(cause),
+    })
 }
 
 #[cfg(test)]
@@ -232,10 +294,11 @@ mod tests {
     use super::*;
     use crate::store::contract::{chain, up, T0};
     use crate::store::format::keys::{key_millis, result_key};
+    use crate::store::sled::journal;
     use crate::store::sled::state::intern;
     use crate::store::sled::tests::{
-        assert_rollups_recompute, ids, minute, minutes, open, open_packed, open_small_blocks,
-        raw_db, when_unlocked,
+        assert_rollups_recompute, close, ids, journal_frames, journal_into_tree, minute, minutes,
+        open, open_packed, open_small_blocks, raw_db, singles, when_unlocked,
     };
     use crate::store::sled::Packing;
     use crate::store::{Granularity, Store};
@@ -244,14 +307,7 @@ mod tests {
     /// newest singles back in `results`, after the blocks.
     fn downgrade_to_schema_1(dir: &Path) {
         let db = raw_db(dir);
-        let results = db.open_tree("results").unwrap();
-        let newest = db.open_tree("newest").unwrap();
-        for entry in newest.iter() {
-            let (key, value) = entry.unwrap();
-            results.insert(key, value).unwrap();
-        }
-        drop(newest);
-        db.drop_tree("newest").unwrap();
+        journal_into_tree(dir, &db, "results");
         let meta = db.open_tree("meta").unwrap();
         meta.insert(SCHEMA_KEY, &1u32.to_be_bytes()[..]).unwrap();
         db.flush().unwrap();
@@ -267,7 +323,7 @@ mod tests {
             store.append(&outcome).unwrap();
             store.append(&up("api", outcome.started_at)).unwrap();
         }
-        drop(store);
+        close(store);
         downgrade_to_schema_1(dir.path());
         {
             let db = raw_db(dir.path());
@@ -285,7 +341,7 @@ mod tests {
             2,
             "only blocks left in results, one a check since schema 4"
         );
-        assert_eq!(store.newest.len(), 2 * 3);
+        assert_eq!(singles(&store), 2 * 3);
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..11));
         assert_eq!(store.len().unwrap(), 22);
         for outcome in minutes(11..16) {
@@ -305,9 +361,10 @@ mod tests {
     }
 
     /// Rewrites a store of this version into the schema 2 layout: no
-    /// rollups, no timeline.
+    /// rollups, no timeline, the singles in `newest`.
     fn downgrade_to_schema_2(dir: &Path) {
         let db = raw_db(dir);
+        journal_into_tree(dir, &db, "newest");
         db.drop_tree("rollups").unwrap();
         db.drop_tree("leaves").unwrap();
         let meta = db.open_tree("meta").unwrap();
@@ -330,7 +387,7 @@ mod tests {
                 store.append(&up("api", at)).unwrap();
             }
         }
-        drop(store);
+        close(store);
         downgrade_to_schema_2(dir.path());
 
         let store = open_small_blocks(dir.path());
@@ -379,9 +436,11 @@ mod tests {
     }
 
     /// Rewrites a store of this version into the schema 3 layout: every
-    /// block back into row blocks of `size` (formats 2 and 4).
+    /// block back into row blocks of `size` (formats 2 and 4), the singles
+    /// in `newest`.
     fn downgrade_to_schema_3(dir: &Path, size: usize) {
         let db = raw_db(dir);
+        journal_into_tree(dir, &db, "newest");
         let results = db.open_tree("results").unwrap();
         let mut by_check: std::collections::BTreeMap<[u8; 4], Vec<(u64, codec::Decoded)>> =
             Default::default();
@@ -433,7 +492,7 @@ mod tests {
             })
         };
         let rollups = rollups_of(&store);
-        drop(store);
+        close(store);
         downgrade_to_schema_3(dir.path(), 20);
         {
             let db = raw_db(dir.path());
@@ -476,35 +535,77 @@ mod tests {
         );
     }
 
+    /// Rewrites a store of this version into the schema 4 layout: the
+    /// singles in `newest`, no journal.
+    fn downgrade_to_schema_4(dir: &Path) {
+        let db = raw_db(dir);
+        journal_into_tree(dir, &db, "newest");
+        let meta = db.open_tree("meta").unwrap();
+        meta.insert(SCHEMA_KEY, &4u32.to_be_bytes()[..]).unwrap();
+        db.flush().unwrap();
+    }
+
     #[test]
-    fn a_single_left_behind_by_a_pack_is_read_once_and_dropped_at_open() {
+    fn a_schema_4_store_has_its_newest_tree_moved_into_the_journal() {
         let dir = tempfile::tempdir().unwrap();
-        let store = open_small_blocks(dir.path());
-        for outcome in minutes(0..5) {
+        let open = || open_packed(dir.path(), Packing { size: 4, keep: 2 });
+        let store = open();
+        for outcome in minutes(0..11) {
             store.append(&outcome).unwrap();
+            store.append(&up("api", outcome.started_at)).unwrap();
         }
+        // A copy of a packed result, as a stop between a pack and its
+        // removals from `newest` left behind.
         let id = ids(&store)["site"];
-        // A stop between writing a block and removing its singles.
         let packed = key_millis(&up("site", minute(1))).unwrap();
-        let mut fresh = Vec::new();
         let copy = {
             let state = store.lock();
-            codec::encode(&up("site", minute(1)), &mut |text| {
+            let mut fresh = Vec::new();
+            let copy = codec::encode(&up("site", minute(1)), &mut |text| {
                 intern(state.dicts.get(&id), &mut fresh, text)
-            })
+            });
+            assert!(fresh.is_empty());
+            copy.value
         };
-        assert!(fresh.is_empty());
-        store
-            .newest
-            .insert(result_key(id, packed), copy.value)
-            .unwrap();
-        assert_eq!(store.history("site", T0).unwrap(), minutes(0..5));
-        drop(store);
+        close(store);
+        downgrade_to_schema_4(dir.path());
+        {
+            let db = raw_db(dir.path());
+            let newest = db.open_tree("newest").unwrap();
+            assert_eq!(newest.len(), 2 * 3, "three singles a check");
+            newest.insert(result_key(id, packed), copy).unwrap();
+            db.flush().unwrap();
+        }
+        assert!(!dir.path().join(journal::FILE).exists());
 
-        let store = open_small_blocks(dir.path());
-        assert!(!store.newest.contains_key(result_key(id, packed)).unwrap());
-        assert_eq!(store.len().unwrap(), 5);
-        assert_eq!(store.history("site", T0).unwrap(), minutes(0..5));
+        let store = open();
+        assert_eq!(singles(&store), 2 * 3);
+        assert!(!store
+            .db
+            .tree_names()
+            .iter()
+            .any(|name| name.as_ref() == b"newest"));
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..11));
+        assert_eq!(store.len().unwrap(), 22);
+        drop(store);
+        {
+            let db = raw_db(dir.path());
+            let meta = db.open_tree("meta").unwrap();
+            assert_eq!(
+                meta.get(SCHEMA_KEY).unwrap().unwrap(),
+                SCHEMA_VERSION.to_be_bytes()
+            );
+        }
+        // The journal alone brings them back from now on.
+        assert_eq!(journal_frames(dir.path()).len(), 2 * 3);
+        let store = open();
+        assert_eq!(singles(&store), 2 * 3);
+        for outcome in minutes(11..16) {
+            store.append(&outcome).unwrap();
+        }
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..16));
+        assert_eq!(store.latest("site").unwrap(), Some(up("site", minute(15))));
+        assert_rollups_recompute(&store, "site");
     }
 
     #[test]
@@ -514,19 +615,19 @@ mod tests {
         {
             let db = raw_db(dir.path());
             let meta = db.open_tree("meta").unwrap();
-            meta.insert(SCHEMA_KEY, &5u32.to_be_bytes()[..]).unwrap();
+            meta.insert(SCHEMA_KEY, &6u32.to_be_bytes()[..]).unwrap();
             db.flush().unwrap();
         }
         let err =
             when_unlocked(|| SledStore::open(dir.path(), Duration::from_secs(1))).unwrap_err();
         assert!(
-            matches!(err, StoreError::SchemaTooNew { found: 5, .. }),
+            matches!(err, StoreError::SchemaTooNew { found: 6, .. }),
             "{err:?}"
         );
         assert_eq!(
             err.to_string(),
             format!(
-                "the store at {} has schema version 5, but this vigie reads only version 4: \
+                "the store at {} has schema version 6, but this vigie reads only version 5: \
                  a newer vigie wrote it; run that version, or point state_dir at another directory",
                 dir.path().display()
             )
