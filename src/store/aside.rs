@@ -230,20 +230,6 @@ mod tests {
         }
     }
 
-    fn copy_dir(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            let target = to.join(entry.file_name());
-            match entry.file_type().unwrap().is_dir() {
-                true => copy_dir(&entry.path(), &target),
-                false => {
-                    std::fs::copy(entry.path(), target).unwrap();
-                }
-            }
-        }
-    }
-
     #[test]
     fn a_damaged_store_is_moved_aside_and_a_fresh_one_opened() {
         let written = tempfile::tempdir().unwrap();
@@ -251,7 +237,7 @@ mod tests {
         for how in ["garbage", "truncated", "cut short", "conf"] {
             let state = tempfile::tempdir().unwrap();
             let dir = state.path().join("history");
-            copy_dir(&original, &dir);
+            crate::store::sled::tests::copy_dir(&original, &dir);
             damage(&dir, how);
             let (store, aside) = reopen(&dir);
             let aside = aside.unwrap_or_else(|| panic!("{how}: not set aside"));

@@ -62,14 +62,13 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Maps a sled error of `action` on the store at `path`.
-    pub(super) fn io_at<'p>(
-        path: &'p Path,
-        action: &'static str,
-    ) -> impl Fn(::sled::Error) -> StoreError + 'p {
+    /// A function that reports a sled failure while doing `action` on the
+    /// store at `path`, for `map_err`.
+    pub(crate) fn io_at(path: &Path, action: &str) -> impl Fn(::sled::Error) -> StoreError {
+        let (path, action) = (path.to_path_buf(), action.to_string());
         move |cause| StoreError::Io {
-            path: path.to_path_buf(),
-            action: action.to_string(),
+            path: path.clone(),
+            action: action.clone(),
             cause,
         }
     }

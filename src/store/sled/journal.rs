@@ -431,21 +431,12 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 fn io_error(dir: &Path, action: &str) -> impl Fn(std::io::Error) -> StoreError {
-    let (dir, action) = (dir.to_path_buf(), action.to_string());
-    move |cause| StoreError::Io {
-        path: dir.clone(),
-        action: action.clone(),
-        cause: ::sled::Error::Io(cause),
-    }
+    let sled = StoreError::io_at(dir, action);
+    move |cause| sled(::sled::Error::Io(cause))
 }
 
 fn sled_error(dir: &Path) -> impl Fn(::sled::Error) -> StoreError {
-    let dir = dir.to_path_buf();
-    move |cause| StoreError::Io {
-        path: dir.clone(),
-        action: "flush to disk".to_string(),
-        cause,
-    }
+    StoreError::io_at(dir, "flush to disk")
 }
 
 #[cfg(test)]

@@ -303,13 +303,8 @@ impl SledStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn io(&self, action: &str) -> impl Fn(::sled::Error) -> StoreError + '_ {
-        let action = action.to_string();
-        move |cause| StoreError::Io {
-            path: self.path.clone(),
-            action: action.clone(),
-            cause,
-        }
+    fn io(&self, action: &str) -> impl Fn(::sled::Error) -> StoreError {
+        StoreError::io_at(&self.path, action)
     }
 
     fn corrupt_entry(&self, id: u32, millis: u64, detail: impl ToString) -> StoreError {

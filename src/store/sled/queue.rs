@@ -60,14 +60,7 @@ impl Queue {
     /// Opens the queue tree and reads the cursor, the batch in flight and
     /// the backlog (one walk over the unshipped entries).
     pub(super) fn open(db: &Db, meta: &Tree, dir: &Path) -> Result<Queue, StoreError> {
-        let io = |action: &str| {
-            let action = action.to_string();
-            move |cause| StoreError::Io {
-                path: dir.to_path_buf(),
-                action: action.clone(),
-                cause,
-            }
-        };
+        let io = |action: &str| StoreError::io_at(dir, action);
         let corrupt = |what: &str| StoreError::Corrupt {
             path: dir.to_path_buf(),
             what: what.to_string(),

@@ -91,7 +91,8 @@ pub(crate) fn unclean_copy(store: &SledStore, to: &Path) {
     copy_dir(store.path(), to);
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies a store's directory, sled's files and the journal alike.
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

@@ -29,14 +29,7 @@ impl SledStore {
     /// gets the current one; an older one is returned for the caller to
     /// upgrade; a newer one is refused before anything is written.
     pub(super) fn check_schema(dir: &Path, meta: &Tree) -> Result<u32, StoreError> {
-        let io = |action: &str| {
-            let action = action.to_string();
-            move |cause| StoreError::Io {
-                path: dir.to_path_buf(),
-                action: action.clone(),
-                cause,
-            }
-        };
+        let io = |action: &str| StoreError::io_at(dir, action);
         let corrupt = |what: &str, detail: String| StoreError::Corrupt {
             path: dir.to_path_buf(),
             what: what.to_string(),
