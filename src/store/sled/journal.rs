@@ -94,8 +94,9 @@ struct Written {
 /// What a flush is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Flush {
-    /// The background thread: nothing to write, nothing done (sled's own
-    /// flusher does its part).
+    /// The background thread, every `flush_every`: with nothing to
+    /// write, sled alone is flushed (its own flusher runs less often,
+    /// `sled/mod.rs`).
     Background,
     /// [`Store::flush`](crate::store::Store::flush) and the close: sled is
     /// flushed even with nothing to write.
@@ -227,10 +228,7 @@ impl Journal {
         why: Flush,
     ) -> Result<(), StoreError> {
         if !self.live.load(Ordering::Acquire) {
-            return match why {
-                Flush::Background => Ok(()),
-                _ => db.flush().map(drop).map_err(sled_error(&self.dir)),
-            };
+            return db.flush().map(drop).map_err(sled_error(&self.dir));
         }
         let mut written = lock(&self.written);
         let (bytes, checkpoint, epoch) = {
@@ -241,8 +239,11 @@ impl Journal {
             let checkpoint = why == Flush::Checkpoint
                 || written.must_checkpoint
                 || grown > CHECKPOINT_FLOOR.max(live.saturating_mul(4));
+            // Nothing to journal: sled is still flushed, as it is every
+            // `flush_every` (sled's own flusher runs less often).
             if !checkpoint && unwritten.is_empty() && why == Flush::Background {
-                return Ok(());
+                drop(state);
+                return db.flush().map(drop).map_err(sled_error(&self.dir));
             }
             let bytes = if checkpoint {
                 let mut frames = Vec::with_capacity(MAGIC.len() + live as usize);
