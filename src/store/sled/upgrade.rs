@@ -345,7 +345,12 @@ mod tests {
         assert_rollups_recompute(&store, "site");
         assert_rollups_recompute(&store, "api");
         drop(store);
-        let db = raw_db(dir.path());
+        assert_schema_is_current(dir.path());
+    }
+
+    /// The store in `dir` (closed) records the current schema version.
+    fn assert_schema_is_current(dir: &Path) {
+        let db = raw_db(dir);
         let meta = db.open_tree("meta").unwrap();
         assert_eq!(
             meta.get(SCHEMA_KEY).unwrap().unwrap(),
@@ -397,14 +402,7 @@ mod tests {
         store.append(&up("api", day(1))).unwrap();
         assert_rollups_recompute(&store, "api");
         drop(store);
-        {
-            let db = raw_db(dir.path());
-            let meta = db.open_tree("meta").unwrap();
-            assert_eq!(
-                meta.get(SCHEMA_KEY).unwrap().unwrap(),
-                SCHEMA_VERSION.to_be_bytes()
-            );
-        }
+        assert_schema_is_current(dir.path());
         // Built once: rollups lost behind the store's back are not built
         // again from every result; only the day before the newest result
         // is caught up (what an unclean stop may have left unwritten).
@@ -520,12 +518,7 @@ mod tests {
         assert_eq!(store.len().unwrap(), 700);
         assert_rollups_recompute(&store, "site");
         drop(store);
-        let db = raw_db(dir.path());
-        let meta = db.open_tree("meta").unwrap();
-        assert_eq!(
-            meta.get(SCHEMA_KEY).unwrap().unwrap(),
-            SCHEMA_VERSION.to_be_bytes()
-        );
+        assert_schema_is_current(dir.path());
     }
 
     /// Rewrites a store of this version into the schema 4 layout: the
@@ -581,14 +574,7 @@ mod tests {
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..11));
         assert_eq!(store.len().unwrap(), 22);
         drop(store);
-        {
-            let db = raw_db(dir.path());
-            let meta = db.open_tree("meta").unwrap();
-            assert_eq!(
-                meta.get(SCHEMA_KEY).unwrap().unwrap(),
-                SCHEMA_VERSION.to_be_bytes()
-            );
-        }
+        assert_schema_is_current(dir.path());
         // The journal alone brings them back from now on.
         assert_eq!(journal_frames(dir.path()).len(), 2 * 3);
         let store = open();
