@@ -60,6 +60,11 @@ const USE_GRANULARITY_MS: u64 = 60 * 60 * 1000;
 /// are shared by more results (`format/columns.rs`).
 pub(super) const MERGED: usize = 120;
 
+/// The most singles one pack takes: 50 full blocks. Bounds what a pack
+/// decodes at once (a decoded result is ten times its record) when a
+/// backlog of durable singles is packed.
+const PACK_MOST: usize = 50 * MERGED;
+
 impl SledStore {
     /// The last result millis that check `id`'s `results` entries cover.
     pub(super) fn packed_until(&self, id: u32) -> Result<Option<u64>, StoreError> {
@@ -301,30 +306,44 @@ impl SledStore {
         Ok(replaced)
     }
 
-    /// Packs check `id`'s oldest singles, a block at a time, while there
-    /// are enough and they are in the journal on disk; remembers the check
-    /// for [`SledStore::pack_deferred`] when they are not yet.
+    /// Packs check `id`'s oldest singles, a multiple of
+    /// [`Packing::size`](super::Packing::size) at a time, while there are
+    /// enough and they are in the journal on disk; remembers the check for
+    /// [`SledStore::pack_deferred`] when they are not yet. Appended one at
+    /// a time, as the daemon does, that is one block of `size` each time;
+    /// appended faster than the journal flushes (a restore, a bench, a
+    /// test seeding a week), the durable singles go into full blocks in a
+    /// few passes of at most [`PACK_MOST`] rather than one pass per
+    /// `size`, each of which would copy every single behind it.
     fn pack_durable(&self, state: &mut State, id: u32, mut tail: Tail) -> Result<Tail, StoreError> {
-        while tail.singles >= self.packing.size + self.packing.keep {
-            let durable = state.durable_epoch;
-            if !state.singles.oldest_durable(id, self.packing.size, durable) {
+        let size = self.packing.size;
+        while tail.singles >= size + self.packing.keep {
+            let packable = (tail.singles - self.packing.keep).min(PACK_MOST);
+            let durable = state
+                .singles
+                .durable_prefix(id, state.durable_epoch, packable);
+            let n = durable / size * size;
+            if n == 0 {
                 state.deferred_packs.insert(id);
                 break;
             }
-            tail = self.pack_tail(state, id, tail)?;
+            tail = self.pack_tail(state, id, tail, n)?;
         }
         Ok(tail)
     }
 
-    /// The packs appends left for the journal's flush (after one).
-    pub(super) fn pack_deferred(&self) -> Result<(), StoreError> {
+    /// The packs appends left for the journal's flush (after one); whether
+    /// any was done.
+    pub(super) fn pack_deferred(&self) -> Result<bool, StoreError> {
         let mut state = self.lock();
-        for id in std::mem::take(&mut state.deferred_packs) {
+        let deferred = std::mem::take(&mut state.deferred_packs);
+        let packed = !deferred.is_empty();
+        for id in deferred {
             let tail = self.tail(&state, id)?;
             let tail = self.pack_durable(&mut state, id, tail)?;
             state.tails.insert(id, tail);
         }
-        Ok(())
+        Ok(packed)
     }
 
     /// A single record an insert replaced.
@@ -434,17 +453,20 @@ impl SledStore {
         })
     }
 
-    /// Moves the oldest of check `id`'s singles into a block in
-    /// `results`, then drops them from memory (their journal frames are
-    /// skipped by a replay from then on, and dropped by the next
-    /// checkpoint, which flushes sled first).
-    fn pack_tail(&self, state: &mut State, id: u32, tail: Tail) -> Result<Tail, StoreError> {
-        let mut results = Vec::new();
+    /// Moves check `id`'s oldest `n` singles into blocks in `results`,
+    /// then drops them from memory (their journal frames are skipped by a
+    /// replay from then on, and dropped by the next checkpoint, which
+    /// flushes sled first).
+    fn pack_tail(
+        &self,
+        state: &mut State,
+        id: u32,
+        tail: Tail,
+        n: usize,
+    ) -> Result<Tail, StoreError> {
+        let mut results = Vec::with_capacity(n);
         let mut last = None;
-        let singles = state
-            .singles
-            .records(id, after(tail.packed_until), u64::MAX);
-        for (millis, record) in singles.into_iter().take(self.packing.size) {
+        for (millis, record) in state.singles.oldest(id, n) {
             let parsed = entries::parse_entry(millis, record)
                 .map_err(|e| self.corrupt_entry(id, millis, e))?;
             results.extend(parsed);
@@ -857,7 +879,11 @@ impl Store for SledStore {
         let earlier = self.journal.take_failure();
         self.write_hot(&mut self.lock())?;
         self.flush_journal(Flush::Everything)?;
-        self.pack_deferred()?;
+        // The packs that waited for that flush, then sled's flush of them,
+        // which also rewrites the journal if they left it mostly stale.
+        if self.pack_deferred()? {
+            self.flush_journal(Flush::Background)?;
+        }
         earlier
     }
 
@@ -914,20 +940,21 @@ mod tests {
     use crate::store::contract::{chain, up, T0};
     use crate::store::sled::state::DICT_LIMIT;
     use crate::store::sled::tests::{
-        entries, ids, minute, minutes, open, open_packed, open_small_blocks, singles,
+        entries, ids, minute, minutes, open, open_packed, open_small_blocks, singles, when_unlocked,
     };
-    use crate::store::sled::Packing;
+    use crate::store::sled::{Packing, SledStore};
 
     #[test]
     fn results_are_packed_and_read_back_through_blocks() {
         let dir = tempfile::tempdir().unwrap();
         let packing = Packing { size: 4, keep: 2 };
         let store = open_packed(dir.path(), packing);
+        // As in the daemon, each result after the journal's flush of the
+        // one before: packs wait for the singles to be on disk.
         for outcome in minutes(0..20) {
             store.append(&outcome).unwrap();
+            store.flush().unwrap();
         }
-        // Packs wait for the singles to be in the journal on disk.
-        store.flush().unwrap();
         let layout = entries(&store);
         let blocks: Vec<u64> = layout.iter().filter(|e| e.2).map(|e| e.1.count).collect();
         assert_eq!(blocks, [4, 4, 4, 4], "{layout:?}");
@@ -946,6 +973,36 @@ mod tests {
         assert_eq!(entries(&store).iter().filter(|e| e.2).count(), 5);
         assert_eq!(store.history("site", T0).unwrap(), minutes(0..23));
         assert_eq!(store.len().unwrap(), 23);
+    }
+
+    #[test]
+    fn a_backlog_appended_faster_than_the_journal_flushes_is_packed_into_full_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let packing = Packing { size: 4, keep: 2 };
+        let store = when_unlocked(|| {
+            SledStore::open_packing(dir.path(), std::time::Duration::ZERO, packing)
+        })
+        .unwrap();
+        for outcome in minutes(0..300) {
+            store.append(&outcome).unwrap();
+        }
+        assert_eq!(
+            singles(&store),
+            300,
+            "nothing packed before the journal's flush"
+        );
+        store.flush().unwrap();
+        // 296 of them (a multiple of 4, leaving 4 >= 2 single): two full
+        // blocks and the rest in one, not 74 blocks of 4.
+        let layout = entries(&store);
+        let blocks: Vec<u64> = layout.iter().map(|e| e.1.count).collect();
+        assert_eq!(blocks, [MERGED as u64, MERGED as u64, 56], "{layout:?}");
+        assert_eq!(singles(&store), 4);
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..300));
+        drop(store);
+        let store = open_packed(dir.path(), packing);
+        assert_eq!(store.len().unwrap(), 300);
+        assert_eq!(store.history("site", T0).unwrap(), minutes(0..300));
     }
 
     #[test]
@@ -979,8 +1036,8 @@ mod tests {
         let store = open_small_blocks(dir.path());
         for outcome in minutes(0..9) {
             store.append(&outcome).unwrap();
+            store.flush().unwrap();
         }
-        store.flush().unwrap();
         assert!(entries(&store).iter().any(|(key, span, _)| *key
             == 2 * 60_000 + key_millis(&up("site", T0)).unwrap()
             && span.count == 2));

@@ -157,12 +157,27 @@ impl Singles {
             .collect()
     }
 
-    /// Whether check `id`'s oldest `n` singles all had their frame
-    /// buffered in `durable` or before.
-    pub(super) fn oldest_durable(&self, id: u32, n: usize, durable: u32) -> bool {
-        self.checks.get(&id).is_some_and(|check| {
-            check.index.len() >= n && check.index[..n].iter().all(|&(_, _, e)| e <= durable)
+    /// How many of check `id`'s oldest singles, up to `most`, had their
+    /// frame buffered in `durable` or before: the prefix a pack may take.
+    pub(super) fn durable_prefix(&self, id: u32, durable: u32, most: usize) -> usize {
+        self.checks.get(&id).map_or(0, |check| {
+            check
+                .index
+                .iter()
+                .take(most)
+                .take_while(|&&(_, _, e)| e <= durable)
+                .count()
         })
+    }
+
+    /// Check `id`'s oldest `n` singles, borrowed.
+    pub(super) fn oldest(&self, id: u32, n: usize) -> Vec<(u64, &[u8])> {
+        let Some(check) = self.checks.get(&id) else {
+            return Vec::new();
+        };
+        (0..n.min(check.index.len()))
+            .map(|p| (check.index[p].0, check.record(p)))
+            .collect()
     }
 
     /// (check id, millis) of every single, by check id then time.
@@ -251,8 +266,12 @@ mod tests {
         assert_eq!(singles.insert(1, 20, b"bb", 1), None);
         assert_eq!(singles.insert(2, 5, b"x", 1), None);
         assert_eq!(singles.insert(1, 20, b"BBBB", 2), Some(b"bb".to_vec()));
-        assert!(singles.oldest_durable(1, 1, 1) && !singles.oldest_durable(1, 2, 1));
-        assert!(singles.oldest_durable(1, 3, 2) && !singles.oldest_durable(1, 4, 2));
+        assert_eq!(singles.durable_prefix(1, 1, 9), 1);
+        assert_eq!(singles.durable_prefix(1, 2, 9), 3);
+        assert_eq!(singles.durable_prefix(1, 2, 2), 2);
+        let oldest: Vec<(u64, &[u8])> = vec![(10, b"a"), (20, b"BBBB")];
+        assert_eq!(singles.oldest(1, 2), oldest);
+        assert_eq!(singles.oldest(1, 9).len(), 3);
         assert_eq!(singles.keys(), [(1, 10), (1, 20), (1, 30), (2, 5)]);
         assert_eq!(
             millis(&singles, 1),

@@ -315,6 +315,7 @@ mod tests {
         for outcome in minutes(0..11) {
             store.append(&outcome).unwrap();
             store.append(&up("api", outcome.started_at)).unwrap();
+            store.flush().unwrap();
         }
         close(store);
         downgrade_to_schema_1(dir.path());
