@@ -151,7 +151,6 @@ async fn drain() {
         config_rx,
         Arc::new(SystemClock),
         "bench.example.com".to_string(),
-        vigie::push::Retry::DEFAULT,
     );
     let stop = CancellationToken::new();
     let task = tokio::spawn(sender.run(stop.clone()));

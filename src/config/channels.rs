@@ -36,7 +36,57 @@ pub struct Channel {
     pub timeout: Duration,
     /// Requests a minute at most.
     pub rate_limit: u32,
+    /// When a failed push is tried again, and how long a channel that
+    /// keeps failing is left alone.
+    pub backoff: Backoff,
     pub kind: ChannelKind,
+}
+
+/// A channel's retry timing: `min_backoff`, `max_backoff`, `give_up_after`
+/// and `breaker_pause`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The wait after a push's first failure, doubled at each failure
+    /// after it.
+    pub min: Duration,
+    /// The longest wait between two tries of a push, and the longest the
+    /// breaker stays open.
+    pub max: Duration,
+    /// A push still failing this long after it was queued is given up.
+    pub give_up_after: Duration,
+    /// How long the breaker stays open the first time; doubled at each
+    /// reopening, up to `max`.
+    pub breaker_pause: Duration,
+}
+
+impl Backoff {
+    /// 5 s, 10 s, 20 s ... 10 min, for up to a day: a page a day late is
+    /// history, not a page, and the mail told the on-call person anyway.
+    /// The breaker: 30 s, then 1 min, 2 min ... 10 min.
+    pub const DEFAULT: Backoff = Backoff {
+        min: Duration::from_secs(5),
+        max: Duration::from_secs(600),
+        give_up_after: Duration::from_secs(86_400),
+        breaker_pause: Duration::from_secs(30),
+    };
+
+    /// The wait after the `attempts`-th failure (1-based), jittered by up
+    /// to a quarter either way with `jitter` in 0..1, so that channels
+    /// that failed together do not retry together.
+    pub fn after(&self, attempts: u32, jitter: f64) -> Duration {
+        let doublings = attempts.saturating_sub(1).min(20);
+        let base = self.min.saturating_mul(1 << doublings).min(self.max);
+        base.mul_f64(0.75 + jitter.clamp(0.0, 1.0) / 2.0)
+    }
+
+    /// How long the breaker stays open at its `opens`-th opening in a row
+    /// (1-based).
+    pub fn pause(&self, opens: u32) -> Duration {
+        let doublings = opens.saturating_sub(1).min(20);
+        self.breaker_pause
+            .saturating_mul(1 << doublings)
+            .min(self.max)
+    }
 }
 
 /// What a channel is, with the keys of its kind.

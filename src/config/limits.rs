@@ -110,10 +110,20 @@ pub const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// `[api] session_ttl`: a browser session is a credential left in a cookie
 /// jar; past a month it outlives any reason to keep it.
 pub const MAX_SESSION_TTL: Duration = Duration::from_secs(30 * 86_400);
-/// `[api] socket`: `sun_path` holds 108 bytes, the last one a NUL.
 /// `[[notify]] timeout`: a push slower than a minute is retried.
 pub const MAX_PUSH_TIMEOUT: Duration = Duration::from_secs(60);
+/// `[api] socket`: `sun_path` holds 108 bytes, the last one a NUL.
 pub const MAX_SOCKET_PATH: usize = 107;
+/// `[[notify]] min_backoff` and `breaker_pause`: more often than every
+/// second is hammering an endpoint that is down.
+pub const MIN_PUSH_BACKOFF: Duration = Duration::from_secs(1);
+/// `[[notify]] min_backoff`, `max_backoff` and `breaker_pause`: a push
+/// tried less often than daily is given up long before its next try.
+pub const MAX_PUSH_BACKOFF: Duration = DAY;
+/// `[[notify]] give_up_after`: from a minute (a test, a lab) to a month,
+/// past which a page is history.
+pub const MIN_PUSH_GIVE_UP: Duration = Duration::from_secs(60);
+pub const MAX_PUSH_GIVE_UP: Duration = Duration::from_secs(30 * 86_400);
 
 /// The shortest `[api] token_file` accepted when `listen` is not
 /// loopback: 32 bytes is 256 bits when drawn at random (`openssl rand -hex

@@ -232,6 +232,10 @@ pub(crate) struct RawNotify {
     pub allow_private: Option<Spanned<bool>>,
     pub timeout: Option<Spanned<DurationText>>,
     pub rate_limit: Option<Spanned<u32>>,
+    pub min_backoff: Option<Spanned<DurationText>>,
+    pub max_backoff: Option<Spanned<DurationText>>,
+    pub give_up_after: Option<Spanned<DurationText>>,
+    pub breaker_pause: Option<Spanned<DurationText>>,
     // kind = "webhook"
     pub secret_file: Option<Spanned<String>>,
     pub secret_credential: Option<Spanned<String>>,

@@ -237,7 +237,6 @@ fn pushes(
         config.clone(),
         shared.clock.clone(),
         crate::mail::hostname(),
-        crate::push::Retry::DEFAULT,
     );
     shared
         .supervisor

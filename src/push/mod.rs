@@ -47,6 +47,6 @@ pub use self::answer::Answer;
 pub use self::channel::LiveChannel;
 pub use self::document::{PushCheck, PushEvent, PushKind};
 pub use self::request::Request;
-pub use self::sender::{broken_channel_mail, PushSender, PushWaker, Retry};
+pub use self::sender::{broken_channel_mail, PushSender, PushWaker};
 pub use self::stats::{ChannelSnapshot, PushStats};
 pub use self::test_event::{send_test, test_event, Tried};

@@ -7,10 +7,11 @@
 //!
 //! - accepted (2xx): removed, and the removal flushed before the next one;
 //! - worth retrying (network, 5xx, 408, 425, 429): tried again after a
-//!   capped exponential backoff with jitter, and never before the
-//!   endpoint's `Retry-After`, which also pauses the whole channel. Five
-//!   failures in a row open the breaker; still failing after
-//!   [`Retry::give_up_after`], the push is given up;
+//!   capped exponential backoff with jitter (the channel's
+//!   [`Backoff`](crate::config::channels::Backoff)),
+//!   and never before the endpoint's `Retry-After`, which also pauses the
+//!   whole channel. Five failures in a row open the breaker; still failing
+//!   after its `give_up_after`, the push is given up;
 //! - refused for good (another 4xx): given up at once.
 //!
 //! A push given up becomes a dead push, and one mail to `[alerting] to`
@@ -48,34 +49,6 @@ use crate::store::{PushRecord, PushStore};
 /// woken at once by new pushes).
 const IDLE: Duration = Duration::from_secs(60);
 
-/// Retry timing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retry {
-    pub initial: Duration,
-    pub max: Duration,
-    /// A push still failing this long after it was queued is given up.
-    pub give_up_after: Duration,
-}
-
-impl Retry {
-    /// 5 s, 10 s, 20 s ... 10 min, for up to a day: a page a day late is
-    /// history, not a page, and the mail told the on-call person anyway.
-    pub const DEFAULT: Retry = Retry {
-        initial: Duration::from_secs(5),
-        max: Duration::from_secs(600),
-        give_up_after: Duration::from_secs(86_400),
-    };
-
-    /// The wait after the `attempts`-th failure (1-based), jittered by up
-    /// to a quarter either way with `jitter` in 0..1, so that channels
-    /// that failed together do not retry together.
-    pub fn after(&self, attempts: u32, jitter: f64) -> Duration {
-        let doublings = attempts.saturating_sub(1).min(20);
-        let base = self.initial.saturating_mul(1 << doublings).min(self.max);
-        base.mul_f64(0.75 + jitter.clamp(0.0, 1.0) / 2.0)
-    }
-}
-
 /// Wakes every channel loop: pushes were queued. Each loop notices a
 /// wake that came while it was busy sending at its next wait.
 #[derive(Debug, Clone)]
@@ -108,7 +81,6 @@ pub struct PushSender {
     config: watch::Receiver<Arc<Config>>,
     wake: PushWaker,
     host: String,
-    retry: Retry,
     limits: Limits,
 }
 
@@ -119,7 +91,6 @@ impl PushSender {
         config: watch::Receiver<Arc<Config>>,
         clock: Arc<dyn Clock>,
         host: String,
-        retry: Retry,
     ) -> PushSender {
         PushSender {
             store,
@@ -129,7 +100,6 @@ impl PushSender {
             config,
             wake: PushWaker::default(),
             host,
-            retry,
             limits: Limits::default(),
         }
     }
@@ -468,24 +438,23 @@ impl ChannelLoop {
                     self.shared.stats.set_broken(&name, kind, Some(why.clone()));
                     self.tell(&why, now).await;
                 }
-                let opened = self.breaker.failed(now);
+                let backoff = self.channel.config.backoff;
+                let opened = self.breaker.failed(now, &backoff);
                 if opened {
                     tracing::warn!(channel = %name, kind, error = %why, "push channel keeps failing: paused");
                     self.shared.stats.set_broken(&name, kind, Some(why.clone()));
                 }
                 let mut until = now;
                 for record in records {
-                    if now - record.enqueued_at > self.shared.retry.give_up_after {
+                    if now - record.enqueued_at > backoff.give_up_after {
                         let reason = format!(
                             "still failing after {}: {why}",
-                            crate::when::std_span(self.shared.retry.give_up_after)
+                            crate::when::std_span(backoff.give_up_after)
                         );
                         self.give_up(record, &reason, now).await;
                         continue;
                     }
-                    let wait = self
-                        .shared
-                        .retry
+                    let wait = backoff
                         .after(record.attempts + 1, jitter())
                         .max(after.unwrap_or_default());
                     let next = saturating_add(now, wait);

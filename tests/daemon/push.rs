@@ -245,8 +245,10 @@ async fn a_failing_endpoint_is_retried_never_before_retry_after_and_delivered_on
     ntfy.plan(Plan::status(429).header("retry-after", "5"));
     let (env, api) = env(&smtp, &target, &[("site", "prod")], "");
     let hook_secret = env.write_secret("hook.secret", &whsec);
-    env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
-    env.append_config(&ntfy_channel("phone", &ntfy, ""));
+    // Backoffs from 1 s: the wait of 5 s below is the Retry-After's.
+    let fast = "min_backoff = \"1s\"\n";
+    env.append_config(&webhook_channel("hooks", &hook, &hook_secret, fast));
+    env.append_config(&ntfy_channel("phone", &ntfy, fast));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(START).await;
 
@@ -258,7 +260,7 @@ async fn a_failing_endpoint_is_retried_never_before_retry_after_and_delivered_on
         waited >= Duration::from_secs(5),
         "resent {waited:?} after a 429 with Retry-After: 5"
     );
-    // 503, 503, 503, then accepted: 5 s, 10 s, 20 s of backoff at most,
+    // 503, 503, 503, then accepted: 1 s, 2 s, 4 s of backoff at most,
     // jittered.
     hook.wait_for_answers(4, Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -380,7 +382,7 @@ async fn an_ntfy_token_refused_with_401_is_a_dead_push_one_mail_that_says_what_t
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_endpoint_down_for_a_minute_opens_the_breaker_then_gets_each_push_once() {
+async fn an_endpoint_down_for_a_while_opens_the_breaker_then_gets_each_push_once() {
     let smtp = SmtpServer::start(SmtpOpts::plain());
     let (target, status) = switchable_target();
     let (other, other_status) = switchable_target();
@@ -397,11 +399,15 @@ async fn an_endpoint_down_for_a_minute_opens_the_breaker_then_gets_each_push_onc
         ),
     );
     let hook_secret = env.write_secret("hook.secret", &whsec);
-    env.append_config(&webhook_channel("hooks", &hook, &hook_secret, ""));
+    // Retries from 1 s to 4 s, and a breaker open 2 s then 4 s: an outage
+    // of 30 s opens it several times, and leaves time for the mails of
+    // two outages and a recovery.
+    let backoff = "min_backoff = \"1s\"\nmax_backoff = \"4s\"\nbreaker_pause = \"2s\"\n";
+    env.append_config(&webhook_channel("hooks", &hook, &hook_secret, backoff));
     let mut daemon = Daemon::spawn(&env.config_path(), api);
     daemon.wait_healthy(START).await;
 
-    let outage = Duration::from_secs(60);
+    let outage = Duration::from_secs(30);
     let recovered = hook.fail_for(503, outage);
     status.store(503, Ordering::SeqCst);
     smtp.wait_for_down("site", PUSH);

@@ -18,7 +18,7 @@ use crate::common::env::Env;
 use crate::common::push::ntfy::{NtfyConfig, NtfyMessage, NtfyServer};
 use vigie::clock::{Clock, SystemClock};
 use vigie::mail::Outbox;
-use vigie::push::{PushCheck, PushEvent, PushKind, PushSender, Retry};
+use vigie::push::{PushCheck, PushEvent, PushKind, PushSender};
 use vigie::store::{AlertStore, NewPush, PushStore};
 
 const TOPIC: &str = "oncall";
@@ -100,7 +100,6 @@ fn start(env: &Env, store: &AlertStore) -> Running {
         watched,
         clock,
         "vigie-test".to_string(),
-        Retry::DEFAULT,
     );
     let stop = CancellationToken::new();
     tokio::spawn(sender.run(stop.clone()));

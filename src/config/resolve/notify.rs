@@ -13,11 +13,14 @@ use url::{Host, Url};
 use super::check::is_name_char;
 use super::cx::Cx;
 use crate::config::channels::{
-    address_refusal, read_secret, webhook_secret, Channel, ChannelKind, Notify, NotifyEvent,
-    NtfyAuth, NtfyPriorities, Route, MAIL, PAGERDUTY_EVENTS_URL,
+    address_refusal, read_secret, webhook_secret, Backoff, Channel, ChannelKind, Notify,
+    NotifyEvent, NtfyAuth, NtfyPriorities, Route, MAIL, PAGERDUTY_EVENTS_URL,
 };
 use crate::config::decode::Decoded;
-use crate::config::limits::{MAX_PUSH_TIMEOUT, MIN_POSITIVE};
+use crate::config::limits::{
+    MAX_PUSH_BACKOFF, MAX_PUSH_GIVE_UP, MAX_PUSH_TIMEOUT, MIN_POSITIVE, MIN_PUSH_BACKOFF,
+    MIN_PUSH_GIVE_UP,
+};
 use crate::config::raw::{RawNotify, RawRoute};
 
 /// A push that takes longer than this is retried: long enough for a slow
@@ -170,6 +173,7 @@ fn channel(cx: &mut Cx<'_>, d: &Decoded<RawNotify>) -> Option<Channel> {
             default_rate
         }
     };
+    let backoff = backoff(cx, raw);
     let kind = match keys.0 {
         "webhook" => webhook(cx, d)?,
         "ntfy" => ntfy(cx, d, url.as_ref())?,
@@ -182,8 +186,68 @@ fn channel(cx: &mut Cx<'_>, d: &Decoded<RawNotify>) -> Option<Channel> {
         allow_private,
         timeout,
         rate_limit,
+        backoff,
         kind,
     })
+}
+
+/// `min_backoff`, `max_backoff`, `give_up_after` and `breaker_pause`, the
+/// waits in order: a first wait or pause longer than the longest is
+/// refused rather than silently cut.
+fn backoff(cx: &mut Cx<'_>, raw: &RawNotify) -> Backoff {
+    let default = Backoff::DEFAULT;
+    let (low, high) = (MIN_PUSH_BACKOFF, MAX_PUSH_BACKOFF);
+    let mut backoff = Backoff {
+        min: cx.duration_or(
+            "min_backoff",
+            raw.min_backoff.as_ref(),
+            default.min,
+            low,
+            high,
+        ),
+        max: cx.duration_or(
+            "max_backoff",
+            raw.max_backoff.as_ref(),
+            default.max,
+            low,
+            high,
+        ),
+        give_up_after: cx.duration_or(
+            "give_up_after",
+            raw.give_up_after.as_ref(),
+            default.give_up_after,
+            MIN_PUSH_GIVE_UP,
+            MAX_PUSH_GIVE_UP,
+        ),
+        breaker_pause: cx.duration_or(
+            "breaker_pause",
+            raw.breaker_pause.as_ref(),
+            default.breaker_pause,
+            low,
+            high,
+        ),
+    };
+    let longest = humantime::format_duration(backoff.max);
+    for (key, value, wait) in [
+        ("min_backoff", &raw.min_backoff, backoff.min),
+        ("breaker_pause", &raw.breaker_pause, backoff.breaker_pause),
+    ] {
+        if wait <= backoff.max {
+            continue;
+        }
+        let message = format!(
+            "{} is longer than `max_backoff` ({longest}), the longest wait: shorten it or raise `max_backoff`",
+            humantime::format_duration(wait)
+        );
+        match (value, &raw.max_backoff) {
+            (Some(value), _) => cx.error(&value.span(), key, message),
+            (None, Some(max)) => cx.error(&max.span(), key, message),
+            (None, None) => {}
+        }
+    }
+    backoff.min = backoff.min.min(backoff.max);
+    backoff.breaker_pause = backoff.breaker_pause.min(backoff.max);
+    backoff
 }
 
 /// Channel names are how routes, logs, metrics and mails name a channel.
@@ -624,7 +688,8 @@ fn route(cx: &mut Cx<'_>, d: &Decoded<RawRoute>, channels: &[&str]) -> Option<Ro
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
-    use crate::config::channels::{ChannelKind, NotifyEvent, NtfyAuth};
+    use super::Duration;
+    use crate::config::channels::{Backoff, ChannelKind, NotifyEvent, NtfyAuth};
     use crate::config::{load_str, Config, ConfigErrors};
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -683,6 +748,7 @@ mod tests {
         assert_eq!(channels[2].url.as_str(), super::PAGERDUTY_EVENTS_URL);
         assert_eq!(channels[1].rate_limit, 6);
         assert_eq!(channels[0].rate_limit, 60);
+        assert!(channels.iter().all(|c| c.backoff == Backoff::DEFAULT));
         let ChannelKind::Webhook { headers, .. } = &channels[0].kind else {
             panic!()
         };
@@ -832,6 +898,53 @@ mod tests {
         assert!(
             twice[0].contains("a channel named \"chat\" is defined earlier"),
             "{twice:?}"
+        );
+    }
+
+    #[test]
+    fn backoffs_are_read_and_a_first_wait_past_the_longest_is_refused() {
+        let (_dir, path) = dir();
+        let slack = |extra: &str| {
+            format!("[[notify]]\nname = \"chat\"\nkind = \"slack\"\nurl = \"https://hooks.slack.com/x\"\n{extra}")
+        };
+        let config = load(
+            &path,
+            &slack("min_backoff = \"2s\"\nmax_backoff = \"1m\"\ngive_up_after = \"2h\"\nbreaker_pause = \"10s\"\n"),
+        )
+        .unwrap();
+        let backoff = config.notify.channels[0].backoff;
+        let secs = |d: Duration| d.as_secs();
+        assert_eq!(
+            (
+                secs(backoff.min),
+                secs(backoff.max),
+                secs(backoff.give_up_after),
+                secs(backoff.breaker_pause)
+            ),
+            (2, 60, 7200, 10)
+        );
+        let past = refused(&path, &slack("max_backoff = \"10s\"\n"));
+        assert!(
+            past[0].contains("`notify[0].breaker_pause`: 30s is longer than `max_backoff` (10s), the longest wait: shorten it or raise `max_backoff`"),
+            "{past:?}"
+        );
+        let past = refused(&path, &slack("min_backoff = \"20m\"\n"));
+        assert!(
+            past[0].contains("`notify[0].min_backoff`: 20m is longer than `max_backoff` (10m)"),
+            "{past:?}"
+        );
+        let short = refused(&path, &slack("min_backoff = \"100ms\"\n"));
+        assert!(
+            short[0]
+                .contains("`notify[0].min_backoff`: \"100ms\" is shorter than the minimum of 1s"),
+            "{short:?}"
+        );
+        let long = refused(&path, &slack("give_up_after = \"90d\"\n"));
+        assert!(
+            long[0].contains(
+                "`notify[0].give_up_after`: \"90d\" is longer than the maximum of 30days"
+            ),
+            "{long:?}"
         );
     }
 
