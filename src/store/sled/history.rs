@@ -311,14 +311,15 @@ impl SledStore {
     /// enough and they are in the journal on disk; remembers the check for
     /// [`SledStore::pack_deferred`] when they are not yet. Appended one at
     /// a time, as the daemon does, that is one block of `size` each time;
-    /// appended faster than the journal flushes (a restore, a bench, a
-    /// test seeding a week), the durable singles go into full blocks in a
-    /// few passes of at most [`PACK_MOST`] rather than one pass per
-    /// `size`, each of which would copy every single behind it.
+    /// appended faster than the journal flushes (a bench, a test seeding
+    /// a week, a store opened without a background flush), the durable
+    /// singles go into full blocks in a few passes of at most
+    /// [`PACK_MOST`] rather than one pass per `size`, each of which would
+    /// copy every single behind it.
     fn pack_durable(&self, state: &mut State, id: u32, mut tail: Tail) -> Result<Tail, StoreError> {
         let size = self.packing.size;
         while tail.singles >= size + self.packing.keep {
-            let packable = (tail.singles - self.packing.keep).min(PACK_MOST);
+            let packable = (tail.singles - self.packing.keep).min(PACK_MOST.max(size));
             let durable = state
                 .singles
                 .durable_prefix(id, state.durable_epoch, packable);
