@@ -74,18 +74,21 @@ impl Backoff {
     /// to a quarter either way with `jitter` in 0..1, so that channels
     /// that failed together do not retry together.
     pub fn after(&self, attempts: u32, jitter: f64) -> Duration {
-        let doublings = attempts.saturating_sub(1).min(20);
-        let base = self.min.saturating_mul(1 << doublings).min(self.max);
-        base.mul_f64(0.75 + jitter.clamp(0.0, 1.0) / 2.0)
+        self.doubled(self.min, attempts)
+            .mul_f64(0.75 + jitter.clamp(0.0, 1.0) / 2.0)
     }
 
     /// How long the breaker stays open at its `opens`-th opening in a row
     /// (1-based).
     pub fn pause(&self, opens: u32) -> Duration {
-        let doublings = opens.saturating_sub(1).min(20);
-        self.breaker_pause
-            .saturating_mul(1 << doublings)
-            .min(self.max)
+        self.doubled(self.breaker_pause, opens)
+    }
+
+    /// `first` doubled for each time after the first of `nth` (1-based),
+    /// up to `max`.
+    fn doubled(&self, first: Duration, nth: u32) -> Duration {
+        let doublings = nth.saturating_sub(1).min(20);
+        first.saturating_mul(1 << doublings).min(self.max)
     }
 }
 

@@ -193,11 +193,11 @@ fn channel(cx: &mut Cx<'_>, d: &Decoded<RawNotify>) -> Option<Channel> {
 
 /// `min_backoff`, `max_backoff`, `give_up_after` and `breaker_pause`, the
 /// waits in order: a first wait or pause longer than the longest is
-/// refused rather than silently cut.
+/// refused (and the config with it) rather than silently cut.
 fn backoff(cx: &mut Cx<'_>, raw: &RawNotify) -> Backoff {
     let default = Backoff::DEFAULT;
     let (low, high) = (MIN_PUSH_BACKOFF, MAX_PUSH_BACKOFF);
-    let mut backoff = Backoff {
+    let backoff = Backoff {
         min: cx.duration_or(
             "min_backoff",
             raw.min_backoff.as_ref(),
@@ -245,8 +245,6 @@ fn backoff(cx: &mut Cx<'_>, raw: &RawNotify) -> Backoff {
             (None, None) => {}
         }
     }
-    backoff.min = backoff.min.min(backoff.max);
-    backoff.breaker_pause = backoff.breaker_pause.min(backoff.max);
     backoff
 }
 
