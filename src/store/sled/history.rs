@@ -337,11 +337,11 @@ impl SledStore {
     /// any was done.
     pub(super) fn pack_deferred(&self) -> Result<bool, StoreError> {
         let mut state = self.lock();
-        let deferred = std::mem::take(&mut state.deferred_packs);
-        let packed = !deferred.is_empty();
-        for id in deferred {
-            let tail = self.tail(&state, id)?;
-            let tail = self.pack_durable(&mut state, id, tail)?;
+        let mut packed = false;
+        for id in std::mem::take(&mut state.deferred_packs) {
+            let before = self.tail(&state, id)?;
+            let tail = self.pack_durable(&mut state, id, before)?;
+            packed |= tail.singles < before.singles;
             state.tails.insert(id, tail);
         }
         Ok(packed)
